@@ -1,0 +1,7 @@
+"""``python -m reduced_dynamics`` is the same as the ``reduced-dynamics`` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,125 @@
+"""Input validation shared by every public function.
+
+Every check raises :class:`ValueError` whose message names the parameter in
+backticks and states the allowed range, e.g. ``"`L` must be a positive
+integer, got 0"``. The CLI turns these into one line on stderr and exit 2.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+__all__ = [
+    "check_positive_int",
+    "check_nonnegative_int",
+    "check_positive_float",
+    "check_nonnegative_float",
+    "check_finite_float",
+    "check_probability",
+    "check_finite_array",
+    "check_heads_pair",
+    "check_problem",
+]
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def check_positive_int(name: str, value) -> int:
+    """Return ``value`` as ``int`` if it is an integer ``>= 1``."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not _is_int(value) or value < 1:
+        raise ValueError(f"`{name}` must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def check_nonnegative_int(name: str, value) -> int:
+    """Return ``value`` as ``int`` if it is an integer ``>= 0``."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not _is_int(value) or value < 0:
+        raise ValueError(f"`{name}` must be a non-negative integer, got {value!r}")
+    return int(value)
+
+
+def _as_float(name: str, value, allowed: str) -> float:
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"`{name}` must be {allowed}, got {value!r}") from None
+    if not math.isfinite(out):
+        raise ValueError(f"`{name}` must be {allowed}, got {value!r}")
+    return out
+
+
+def check_finite_float(name: str, value) -> float:
+    """Return ``value`` as a finite ``float``."""
+    return _as_float(name, value, "a finite real number")
+
+
+def check_positive_float(name: str, value) -> float:
+    """Return ``value`` as a finite ``float > 0``."""
+    out = _as_float(name, value, "a finite number > 0")
+    if out <= 0:
+        raise ValueError(f"`{name}` must be a finite number > 0, got {value!r}")
+    return out
+
+
+def check_nonnegative_float(name: str, value) -> float:
+    """Return ``value`` as a finite ``float >= 0``."""
+    out = _as_float(name, value, "a finite number >= 0")
+    if out < 0:
+        raise ValueError(f"`{name}` must be a finite number >= 0, got {value!r}")
+    return out
+
+
+def check_probability(name: str, value, *, open_interval: bool = True) -> float:
+    """Return ``value`` as a float in ``(0, 1)`` (or ``[0, 1]``)."""
+    out = _as_float(name, value, "a number in (0, 1)")
+    ok = 0 < out < 1 if open_interval else 0 <= out <= 1
+    if not ok:
+        rng = "(0, 1)" if open_interval else "[0, 1]"
+        raise ValueError(f"`{name}` must be a number in {rng}, got {value!r}")
+    return out
+
+
+def check_finite_array(name: str, value, *, ndim: int | None = None, min_ndim: int | None = None) -> np.ndarray:
+    """Return ``value`` as a float64 array after checking it is finite."""
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"`{name}` must be an array of finite real numbers, got {value!r}") from None
+    if ndim is not None and arr.ndim != ndim:
+        raise ValueError(f"`{name}` must be a {ndim}-d array, got shape {arr.shape}")
+    if min_ndim is not None and arr.ndim < min_ndim:
+        raise ValueError(f"`{name}` must have at least {min_ndim} dimension(s), got shape {arr.shape}")
+    if arr.size == 0:
+        raise ValueError(f"`{name}` must be non-empty, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"`{name}` must contain only finite values (no NaN/inf)")
+    return arr
+
+
+def check_heads_pair(omega, mu) -> tuple[np.ndarray, np.ndarray]:
+    """Validate a state ``(omega, mu)`` of shape ``(..., H)`` each, same shape."""
+    omega = check_finite_array("omega", omega, min_ndim=1)
+    mu = check_finite_array("mu", mu, min_ndim=1)
+    if omega.shape != mu.shape:
+        raise ValueError(
+            f"`omega` and `mu` must have the same shape (..., H), got {omega.shape} and {mu.shape}"
+        )
+    return omega, mu
+
+
+def check_problem(d, L, sigma2) -> tuple[int, int, float]:
+    """Validate the problem constants ``d >= 1``, ``L >= 1``, ``sigma2 >= 0``."""
+    return (
+        check_positive_int("d", d),
+        check_positive_int("L", L),
+        check_nonnegative_float("sigma2", sigma2),
+    )
