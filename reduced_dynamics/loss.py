@@ -113,9 +113,10 @@ def approx_loss(omega, mu, *, d, L, sigma2):
     1.1
     """
     omega, mu, d, c, sigma2, E = _prepare(omega, mu, d, L, sigma2)
-    u = np.sum(mu * omega, axis=-1)
-    quad = np.einsum("...h,...hk,...k->...", mu, E, mu)
-    out = sigma2 + (1.0 - u) ** 2 + c * quad
+    with np.errstate(over="ignore", invalid="ignore"):
+        u = np.sum(mu * omega, axis=-1)
+        quad = np.einsum("...h,...hk,...k->...", mu, E, mu)
+        out = sigma2 + (1.0 - u) ** 2 + c * quad
     _finite("approx_loss", out)
     return float(out) if np.ndim(out) == 0 else out
 
@@ -141,11 +142,12 @@ def approx_loss_grad(omega, mu, *, d, L, sigma2):
     grad_omega, grad_mu : ndarray, shape (..., H)
     """
     omega, mu, d, c, _, E = _prepare(omega, mu, d, L, sigma2)
-    u = np.sum(mu * omega, axis=-1)[..., None]
-    g = np.einsum("...hk,...k->...h", E, mu * omega)
-    Emu = np.einsum("...hk,...k->...h", E, mu)
-    grad_omega = 2.0 * mu * (u - 1.0 + c * d * g)
-    grad_mu = 2.0 * ((u - 1.0) * omega + c * Emu)
+    with np.errstate(over="ignore", invalid="ignore"):
+        u = np.sum(mu * omega, axis=-1)[..., None]
+        g = np.einsum("...hk,...k->...h", E, mu * omega)
+        Emu = np.einsum("...hk,...k->...h", E, mu)
+        grad_omega = 2.0 * mu * (u - 1.0 + c * d * g)
+        grad_mu = 2.0 * ((u - 1.0) * omega + c * Emu)
     _finite("approx_loss_grad", grad_omega, grad_mu)
     return grad_omega, grad_mu
 
