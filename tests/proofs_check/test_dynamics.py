@@ -1,0 +1,52 @@
+"""Dynamics checkers (manifold, drift law, optimality, single head) pass and can fail."""
+
+import numpy as np
+import pytest
+
+from proofs_check.dynamics import (
+    check_drift_law,
+    check_manifold,
+    check_optimality_loss,
+    check_single_head_flow,
+    drift_law_gamma,
+    flow_eta_gap,
+)
+from reduced_dynamics import initial_state, integrate_flow
+
+
+@pytest.mark.parametrize("check", [check_manifold, check_drift_law, check_optimality_loss, check_single_head_flow])
+def test_quick_checks_pass_at_paper_setting(check):
+    res = check(quick=True)
+    assert res.passed, res
+    assert res.predicted and res.measured and res.tolerance
+
+
+def test_drift_law_detects_a_wrong_law():
+    """The law with the wrong head factor (pn/H → 1 for H = 2) is off by 2^(1/6) − 1 ≈ 12 %, far outside 1e-3."""
+    res = integrate_flow(*initial_state(2, seed=0), d=5, L=40, sigma2=0.1, t_end=1e5)
+    right = drift_law_gamma(res.t[-1], d=5, L=40, sigma2=0.1, n_positive=1, n_negative=1)
+    wrong = drift_law_gamma(res.t[-1], d=5, L=40, sigma2=0.1, n_positive=2, n_negative=2)
+    assert abs(res.gamma[-1] / right - 1) < 1e-3
+    assert abs(res.gamma[-1] / wrong - 1) > 0.1
+
+
+@pytest.mark.parametrize("d,L,s2", [(3, 20, 0.5), (8, 100, 0.1)])
+def test_drift_law_other_problems(d, L, s2):
+    """γ(1e6) within 2e-4 of the law away from the paper's setting (measured 5e-5 .. 1.3e-4)."""
+    res = integrate_flow(*initial_state(2, seed=1), d=d, L=L, sigma2=s2, t_end=1e6)
+    assert abs(res.gamma[-1] / drift_law_gamma(1e6, d=d, L=L, sigma2=s2, n_positive=1, n_negative=1) - 1) < 2e-4
+
+
+def test_eta_gap_constant():
+    """η* − η_eff ≈ η*² c d³ γ⁴/2 along the flow (the S_γ value /6 would be 3× off)."""
+    res = integrate_flow(*initial_state(2, seed=2), d=5, L=40, sigma2=0.1, t_end=1e5)
+    from reduced_dynamics import eta_star
+
+    gap = eta_star(5, 40, 0.1) - res.eta_eff[-1]
+    assert gap / flow_eta_gap(res.gamma[-1], d=5, L=40, sigma2=0.1) == pytest.approx(1.0, abs=0.01)
+
+
+@pytest.mark.parametrize("p,n", [(0, 1), (1, 0)])
+def test_drift_law_bad_input(p, n):
+    with pytest.raises(ValueError, match="`n_positive` and `n_negative`"):
+        drift_law_gamma(1.0, d=5, L=40, sigma2=0.1, n_positive=p, n_negative=n)
