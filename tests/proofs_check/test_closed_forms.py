@@ -1,0 +1,330 @@
+"""Tests of proofs_check.closed_forms against independent implementations.
+
+* exact GD risks vs Monte Carlo written here (conditional on X, and fully plain);
+* optimal steps vs numerical minimisation, and their L → ∞ limits (log–log slopes);
+* the limiting Bayes risk vs a quadrature over the Marchenko–Pastur density and
+  vs the finite-L Monte Carlo (Richardson-extrapolated);
+* the Rao–Blackwellised Bayes estimator vs a plain Monte Carlo of the ridge
+  predictor's squared error, and vs a 1-D χ² integral for d = 1;
+* properties (hypothesis) and bad input.
+"""
+
+from __future__ import annotations
+
+import math
+
+import mpmath
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from scipy import integrate, optimize, stats
+
+from proofs_check import closed_forms as cf
+from reduced_dynamics import manifold, sample_prompts
+
+N_SE = 3.0  # tolerance in standard errors
+
+
+def _log_uniform(lo, hi):
+    return st.floats(min_value=math.log10(lo), max_value=math.log10(hi)).map(lambda e: 10.0**e)
+
+
+# ---------------------------------------------------------------------------
+# exact finite-(d, L) GD risk vs Monte Carlo
+# ---------------------------------------------------------------------------
+
+GD_CASES = [
+    # d, L, sigma2, eta, debiased
+    (5, 40, 0.1, 0.8, False),
+    (5, 40, 0.1, 0.8, True),
+    (3, 8, 0.5, 1.3, False),
+    (3, 8, 0.5, 1.3, True),
+    (10, 6, 0.0, 0.4, True),
+    (1, 2, 2.0, -0.7, True),
+    (8, 20, 1.0, 0.5, False),
+]
+
+
+def _gd_conditional_mc(d, L, sigma2, eta, debiased, n, seed):
+    """Monte Carlo over X of E[(y_q − ŷ)² | X], integrated analytically over β, ε, x_q, ε_q.
+
+    Given X, with M = CX (debiased) or X, ŷ = η wᵀx_q, w = (1/L) Mᵀ(Xβ + ε), so
+    y_q − ŷ = (β − ηw)ᵀx_q + ε_q and
+    E[· | X] = σ² + (1/d)‖I − (η/L)MᵀX‖_F² + σ²(η/L)²‖M‖_F².
+    """
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, L, d))
+    M = X - X.mean(axis=1, keepdims=True) if debiased else X
+    A = np.eye(d) - (eta / L) * np.matmul(np.swapaxes(M, 1, 2), X)
+    vals = sigma2 + np.sum(A * A, axis=(1, 2)) / d + sigma2 * (eta / L) ** 2 * np.sum(M * M, axis=(1, 2))
+    return vals.mean(), vals.std(ddof=1) / math.sqrt(n)
+
+
+def _gd_plain_mc(d, L, sigma2, eta, debiased, n, seed, chunk=20000):
+    """Plain Monte Carlo of (y_q − ŷ)² on prompts from reduced_dynamics.sample_prompts."""
+    vals = []
+    rng = np.random.default_rng(seed)
+    for start in range(0, n, chunk):
+        p = sample_prompts(min(chunk, n - start), d=d, L=L, sigma2=sigma2, seed=rng)
+        M = p.X - p.X.mean(axis=1, keepdims=True) if debiased else p.X
+        yhat = (eta / L) * np.einsum("nl,nld,nd->n", p.y, M, p.xq)
+        vals.append((p.yq - yhat) ** 2)
+    v = np.concatenate(vals)
+    return v.mean(), v.std(ddof=1) / math.sqrt(v.size)
+
+
+@pytest.mark.parametrize("d,L,sigma2,eta,debiased", GD_CASES)
+def test_gd_risk_matches_conditional_monte_carlo(d, L, sigma2, eta, debiased):
+    exact = cf.gd_risk(eta, d=d, L=L, sigma2=sigma2, debiased=debiased)
+    mean, se = _gd_conditional_mc(d, L, sigma2, eta, debiased, n=40000, seed=11)
+    assert se / exact < 3e-3  # the test is sharp
+    assert abs(mean - exact) <= N_SE * se, f"|MC − exact| = {abs(mean - exact) / se:.2f} SE"
+
+
+@pytest.mark.parametrize("d,L,sigma2,eta,debiased", [GD_CASES[1], GD_CASES[2], GD_CASES[4]])
+def test_gd_risk_matches_plain_monte_carlo(d, L, sigma2, eta, debiased):
+    exact = cf.gd_risk(eta, d=d, L=L, sigma2=sigma2, debiased=debiased)
+    mean, se = _gd_plain_mc(d, L, sigma2, eta, debiased, n=120000, seed=12)
+    assert se / exact < 1e-2
+    assert abs(mean - exact) <= N_SE * se, f"|MC − exact| = {abs(mean - exact) / se:.2f} SE"
+
+
+@pytest.mark.parametrize("debiased", [False, True])
+@pytest.mark.parametrize("d,L,sigma2", [(5, 40, 0.1), (3, 4, 1.0), (20, 10, 0.3)])
+def test_gd_optimal_eta_is_the_numerical_argmin(d, L, sigma2, debiased):
+    res = optimize.minimize_scalar(lambda e: cf.gd_risk(e, d=d, L=L, sigma2=sigma2, debiased=debiased),
+                                   bracket=(0.0, 1.0), tol=1e-12)
+    eta = cf.gd_optimal_eta(d=d, L=L, sigma2=sigma2, debiased=debiased)
+    assert abs(res.x - eta) <= 1e-6 * (1 + abs(eta))
+    assert cf.gd_optimal_risk(d=d, L=L, sigma2=sigma2, debiased=debiased) == pytest.approx(res.fun, rel=1e-12)
+
+
+@pytest.mark.parametrize("d,L,sigma2", [(5, 40, 0.1), (1, 2, 0.0), (50, 7, 3.0), (2, 1000, 0.01)])
+def test_debiased_optimal_step_equals_eta_star_exactly(d, L, sigma2):
+    """Identity: argmin_η of the exact debiased risk = L/(L + (1+σ²)d) = η* at every finite L ≥ 2."""
+    assert cf.gd_optimal_eta(d=d, L=L, sigma2=sigma2, debiased=True) == pytest.approx(
+        manifold.eta_star(d, L, sigma2), rel=1e-14)
+
+
+@pytest.mark.parametrize("d,sigma2", [(1, 0.1), (5, 0.1), (20, 2.0)])
+def test_vanilla_optimal_step_tends_to_eta_star_at_rate_one_over_L(d, sigma2):
+    """η_vanilla − η* = −η*²/(L + η*) → 0 like 1/L once L ≫ (1+σ²)d (η* → 1)."""
+    Ls = np.array([2**k for k in range(12, 21)])
+    eta = np.array([cf.gd_optimal_eta(d=d, L=int(L), sigma2=sigma2) for L in Ls])
+    es = np.array([cf.eta_star(d, int(L), sigma2) for L in Ls])
+    np.testing.assert_allclose(eta - es, -es**2 / (Ls + es), rtol=1e-6)
+    slope = np.polyfit(np.log(Ls), np.log(np.abs(eta - es)), 1)[0]
+    assert slope == pytest.approx(-1.0, abs=0.05)
+
+
+@pytest.mark.parametrize("xi", [0.125, 0.5, 1.0, 4.0])
+@pytest.mark.parametrize("sigma2", [0.0, 0.1, 2.0])
+def test_exact_debiased_risk_tends_to_gd_risk_limit(xi, sigma2):
+    """Exact optimal debiased risk at d = ξL minus gd_risk_limit ~ L^-1 (slope −1), and equals η*/L."""
+    Ls = np.array([8 * 2**k for k in range(0, 10)])
+    lim = cf.gd_risk_limit(sigma2, xi)
+    err = np.array([cf.gd_optimal_risk(d=int(xi * L), L=int(L), sigma2=sigma2, debiased=True) - lim for L in Ls])
+    assert np.all(err > 0)
+    slope = np.polyfit(np.log(Ls), np.log(err), 1)[0]
+    assert slope == pytest.approx(-1.0, abs=1e-6)
+    eta_lim = 1.0 / (1.0 + (1.0 + sigma2) * xi)
+    np.testing.assert_allclose(err * Ls, eta_lim, rtol=1e-9)
+    # vanilla GD shares the limit
+    err_v = abs(cf.gd_optimal_risk(d=int(xi * Ls[-1]), L=int(Ls[-1]), sigma2=sigma2) - lim)
+    assert err_v < 10.0 / Ls[-1]
+
+
+# ---------------------------------------------------------------------------
+# Bayes risk
+# ---------------------------------------------------------------------------
+
+
+def _mp_quadrature_bayes(sigma2, xi):
+    """σ² + σ²ξ ∫ dμ_MP(t)/(t + σ²ξ), integrating the Marchenko–Pastur density (scipy quad).
+
+    μ_MP with ratio ξ (variance 1) has density √((b−t)(t−a))/(2πξt) on [a, b],
+    a, b = (1 ∓ √ξ)², plus an atom of mass 1 − 1/ξ at 0 when ξ > 1.
+    """
+    a, b = (1 - math.sqrt(xi)) ** 2, (1 + math.sqrt(xi)) ** 2
+    lam = sigma2 * xi
+    dens = lambda t: math.sqrt(max((b - t) * (t - a), 0.0)) / (2 * math.pi * xi * t)  # noqa: E731
+    mass, _ = integrate.quad(dens, a, b, limit=200)
+    m, _ = integrate.quad(lambda t: dens(t) / (t + lam), a, b, limit=200)
+    atom = max(0.0, 1.0 - 1.0 / xi)
+    assert mass + atom == pytest.approx(1.0, abs=1e-7)
+    m += atom / lam
+    return sigma2 + sigma2 * xi * m
+
+
+@pytest.mark.parametrize("sigma2,xi", [(0.1, 0.125), (0.1, 0.5), (1.0, 0.9), (0.5, 2.0), (0.01, 4.0), (3.0, 0.05)])
+def test_bayes_risk_limit_matches_marchenko_pastur_quadrature(sigma2, xi):
+    assert cf.bayes_risk_limit(sigma2, xi) == pytest.approx(_mp_quadrature_bayes(sigma2, xi), rel=1e-7)
+
+
+@pytest.mark.parametrize("sigma2,xi,Ls", [(0.5, 0.5, (16, 32, 64)), (0.25, 2.0, (8, 16, 32)), (0.1, 0.125, (32, 64, 128))])
+def test_finite_bayes_risk_tends_to_limit(sigma2, xi, Ls):
+    """MC Bayes risk at d = ξL: gap to the limit is O(1/L) (log–log slope −1 ± 0.35) and the
+    Richardson extrapolation 2B(2L) − B(L) agrees with the limit within 3 SE."""
+    lim = cf.bayes_risk_limit(sigma2, xi)
+    res = [cf.bayes_risk_finite(d=int(xi * L), L=L, sigma2=sigma2, n=3000, seed=100 + L) for L in Ls]
+    gaps = np.array([r - lim for r, _ in res])
+    ses = np.array([se for _, se in res])
+    assert np.all(gaps > N_SE * ses), "finite-L bias should be resolved"
+    slope = np.polyfit(np.log(Ls), np.log(gaps), 1)[0]
+    assert slope == pytest.approx(-1.0, abs=0.35)
+    (b1, s1), (b2, s2) = res[-2], res[-1]
+    rich = 2 * b2 - b1
+    assert abs(rich - lim) <= N_SE * math.hypot(2 * s2, s1)
+
+
+def _ridge_plain_mc(d, L, sigma2, n, seed):
+    """Plain MC of (y_q − x_qᵀβ̂)², β̂ = (XᵀX + σ²d I)⁻¹ Xᵀy (THEORY.md §6)."""
+    p = sample_prompts(n, d=d, L=L, sigma2=sigma2, seed=seed)
+    XtX = np.matmul(np.swapaxes(p.X, 1, 2), p.X) + sigma2 * d * np.eye(d)
+    Xty = np.einsum("nld,nl->nd", p.X, p.y)
+    bhat = np.linalg.solve(XtX, Xty[..., None])[..., 0]
+    v = (p.yq - np.einsum("nd,nd->n", bhat, p.xq)) ** 2
+    return v.mean(), v.std(ddof=1) / math.sqrt(n)
+
+
+@pytest.mark.parametrize("d,L,sigma2", [(5, 40, 0.1), (4, 6, 0.5), (8, 4, 0.3), (1, 3, 1.0)])
+def test_rao_blackwellised_bayes_matches_plain_ridge_monte_carlo(d, L, sigma2):
+    rb, se_rb = cf.bayes_risk_finite(d=d, L=L, sigma2=sigma2, n=20000, seed=1)
+    pl, se_pl = _ridge_plain_mc(d, L, sigma2, n=100000, seed=2)
+    assert se_rb < se_pl  # Rao–Blackwellisation reduces variance
+    assert abs(rb - pl) <= N_SE * math.hypot(se_rb, se_pl), f"{abs(rb - pl) / math.hypot(se_rb, se_pl):.2f} SE"
+
+
+@pytest.mark.parametrize("L,sigma2", [(1, 0.5), (3, 0.1), (10, 2.0)])
+def test_bayes_risk_finite_d1_matches_chi2_integral(L, sigma2):
+    """d = 1: risk = σ² + E[σ²/(χ²_L + σ²)], a 1-D integral over the χ²_L density."""
+    val, _ = integrate.quad(lambda t: sigma2 / (t + sigma2) * stats.chi2.pdf(t, L), 0, np.inf, limit=200)
+    exact = sigma2 + val
+    mc, se = cf.bayes_risk_finite(d=1, L=L, sigma2=sigma2, n=50000, seed=3)
+    assert abs(mc - exact) <= N_SE * se
+
+
+@pytest.mark.parametrize("d,L", [(5, 40), (8, 4), (6, 6)])
+def test_bayes_risk_finite_noiseless_limit(d, L):
+    """σ² = 0 returns max(0, d − L)/d; a tiny σ² is close to it."""
+    r0, se0 = cf.bayes_risk_finite(d=d, L=L, sigma2=0.0, n=10, seed=0)
+    assert (r0, se0) == (max(0, d - L) / d, 0.0)
+    r, se = cf.bayes_risk_finite(d=d, L=L, sigma2=1e-10, n=200, seed=0)
+    assert abs(r - r0) < 1e-6 + N_SE * se
+    assert cf.bayes_risk_limit(0.0, d / L) == pytest.approx(max(0.0, 1 - L / d), abs=1e-15)
+
+
+def test_bayes_risk_finite_is_seeded():
+    a = cf.bayes_risk_finite(d=3, L=7, sigma2=0.2, n=500, seed=5)
+    b = cf.bayes_risk_finite(d=3, L=7, sigma2=0.2, n=500, seed=5, batch_size=37)
+    assert a[0] == pytest.approx(b[0], rel=1e-13)
+
+
+def test_risk_ratio_finite_delta_method():
+    d, L, sigma2 = 4, 16, 0.3
+    r, se = cf.risk_ratio_finite(d=d, L=L, sigma2=sigma2, n=2000, seed=9)
+    b, se_b = cf.bayes_risk_finite(d=d, L=L, sigma2=sigma2, n=2000, seed=9)
+    g = cf.gd_optimal_risk(d=d, L=L, sigma2=sigma2, debiased=True)
+    assert r == pytest.approx(g / b, rel=1e-14)
+    assert se == pytest.approx(g * se_b / b**2, rel=1e-12)
+
+
+# ---------------------------------------------------------------------------
+# properties
+# ---------------------------------------------------------------------------
+
+SIGMA2 = _log_uniform(1e-3, 1e3)
+XI = _log_uniform(1e-3, 1e3)
+
+
+@given(sigma2=SIGMA2, xi=XI)
+def test_property_ratio_below_bound_under_theorem_condition(sigma2, xi):
+    """Theorem 1(c): σ² > 0, σ² + 1/ξ > 1  ⇒  gd_risk_limit/bayes_risk_limit ≤ 1 + σ⁻²{(1+ξσ²)(1+σ²+1/ξ)}⁻¹."""
+    if sigma2 + 1.0 / xi > 1.0:
+        assert cf.risk_ratio_limit(sigma2, xi) <= cf.risk_ratio_bound(sigma2, xi)
+
+
+@given(sigma2=st.one_of(st.just(0.0), _log_uniform(1e-6, 1e6)), xi=_log_uniform(1e-6, 1e6))
+def test_property_gd_risk_at_least_bayes_risk(sigma2, xi):
+    """Bayes optimality: gd_risk_limit(σ², ξ) ≥ bayes_risk_limit(σ², ξ) ≥ σ²; so ratio ≥ 1 when σ² > 0."""
+    g, b = cf.gd_risk_limit(sigma2, xi), cf.bayes_risk_limit(sigma2, xi)
+    assert g >= b >= sigma2
+    if sigma2 > 0:
+        assert cf.risk_ratio_limit(sigma2, xi) >= 1.0
+
+
+@given(sigma2=_log_uniform(1e-6, 1e6), xi=_log_uniform(1e-6, 1e6))
+def test_property_float64_matches_mpmath(sigma2, xi):
+    """float64 closed forms = 50-digit mpmath closed forms to 1e-13 (relative), where float64 is well-conditioned."""
+    for f64, fmp in [(cf.gd_risk_limit, cf.gd_risk_limit_mp), (cf.bayes_risk_limit, cf.bayes_risk_limit_mp),
+                     (cf.risk_ratio_bound, cf.risk_ratio_bound_mp), (cf.risk_ratio_limit, cf.risk_ratio_limit_mp)]:
+        ref = fmp(sigma2, xi)
+        assert abs(f64(sigma2, xi) / float(ref) - 1.0) <= 1e-13
+
+
+@given(d=st.integers(1, 60), L=st.integers(2, 200), sigma2=st.floats(0, 10), eta=st.floats(-3, 3))
+def test_property_debiasing_costs_one_sample(d, L, sigma2, eta):
+    """R_debiased(η; d, L) = R_vanilla(η(L−1)/L; d, L−1): XᵀCX is Wishart with L−1 degrees of freedom,
+    and the optimal debiased risk is below the debiased risk at any η."""
+    deb = cf.gd_risk(eta, d=d, L=L, sigma2=sigma2, debiased=True)
+    van = cf.gd_risk(eta * (L - 1) / L, d=d, L=L - 1, sigma2=sigma2) if L > 1 else None
+    assert deb == pytest.approx(van, rel=1e-12, abs=1e-12)
+    assert cf.gd_optimal_risk(d=d, L=L, sigma2=sigma2, debiased=True) <= deb + 1e-12
+
+
+def test_array_inputs_broadcast():
+    s = np.array([0.1, 1.0])[:, None]
+    x = np.array([0.5, 2.0, 8.0])[None, :]
+    out = cf.bayes_risk_limit(s, x)
+    assert out.shape == (2, 3)
+    assert out[1, 2] == pytest.approx(cf.bayes_risk_limit(1.0, 8.0), rel=1e-15)
+
+
+def test_reexports_are_the_manifold_functions():
+    assert cf.eta_star is manifold.eta_star
+    assert cf.mu_gamma is manifold.mu_gamma
+    assert cf.single_head_optimum is manifold.single_head_optimum
+
+
+# ---------------------------------------------------------------------------
+# bad input
+# ---------------------------------------------------------------------------
+
+BAD = [
+    (cf.gd_risk, (float("nan"),), dict(d=3, L=5, sigma2=0.1), "eta"),
+    (cf.gd_risk, (0.5,), dict(d=0, L=5, sigma2=0.1), "d"),
+    (cf.gd_risk, (0.5,), dict(d=3, L=2.5, sigma2=0.1), "L"),
+    (cf.gd_risk, (0.5,), dict(d=3, L=5, sigma2=-0.1), "sigma2"),
+    (cf.gd_risk, (0.5,), dict(d=3, L=1, sigma2=0.1, debiased=True), "L"),
+    (cf.gd_optimal_eta, (), dict(d=3, L=1, sigma2=0.1, debiased=True), "L"),
+    (cf.gd_optimal_risk, (), dict(d=3, L=0, sigma2=0.1), "L"),
+    (cf.gd_risk_limit, (0.1, 0.0), {}, "xi"),
+    (cf.gd_risk_limit, (-1.0, 0.5), {}, "sigma2"),
+    (cf.bayes_risk_limit, (0.1, -2.0), {}, "xi"),
+    (cf.bayes_risk_limit, (0.1, float("inf")), {}, "xi"),
+    (cf.bayes_risk_limit, (float("nan"), 1.0), {}, "sigma2"),
+    (cf.risk_ratio_bound, (0.0, 1.0), {}, "sigma2"),
+    (cf.risk_ratio_limit, (0.0, 0.5), {}, "sigma2"),
+    (cf.risk_ratio_bound_mp, (0.1, 0.0), {}, "xi"),
+    (cf.bayes_risk_limit_mp, (-0.1, 1.0), {}, "sigma2"),
+    (cf.gd_risk_limit_mp, (0.1, 1.0), dict(dps=5), "dps"),
+    (cf.bayes_risk_finite, (), dict(d=3, L=5, sigma2=0.1, n=0, seed=0), "n"),
+    (cf.bayes_risk_finite, (), dict(d=3, L=5, sigma2=0.1, n=10, seed=None), "seed"),
+    (cf.bayes_risk_finite, (), dict(d=-1, L=5, sigma2=0.1, n=10, seed=0), "d"),
+    (cf.risk_ratio_finite, (), dict(d=3, L=1, sigma2=0.1, n=10, seed=0), "L"),
+    (cf.risk_ratio_finite, (), dict(d=3, L=5, sigma2=0.0, n=10, seed=0), "sigma2"),
+]
+
+
+@pytest.mark.parametrize("func,args,kwargs,name", BAD, ids=[f"{f.__name__}-{n}-{i}" for i, (f, _, _, n) in enumerate(BAD)])
+def test_bad_input_raises_value_error_naming_parameter(func, args, kwargs, name):
+    with pytest.raises(ValueError, match=f"`{name}`"):
+        func(*args, **kwargs)
+
+
+def test_mp_functions_return_requested_precision():
+    v = cf.bayes_risk_limit_mp(0.1, 0.5, dps=60)
+    with mpmath.workdps(80):
+        ref = cf.bayes_risk_limit_mp(0.1, 0.5, dps=80)
+        assert abs(v - ref) < mpmath.mpf(10) ** -58
