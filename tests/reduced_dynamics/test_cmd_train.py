@@ -1,0 +1,65 @@
+"""``reduced-dynamics train``: JSON output, files under --out, resume, bad input (exit 2, one line)."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from reduced_dynamics.cli import main
+
+TINY = ["--d", "3", "--L", "10", "--batch", "16", "--n-eval", "200"]
+
+
+def test_json_output_and_files(tmp_path, capsys):
+    rc = main(["train", "--steps", "30", *TINY, "--out", str(tmp_path), "--json"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    for key in ("omega", "mu", "patterns", "risk", "risk_stderr", "steps", "seconds", "steps_per_second"):
+        assert key in out, key
+    assert out["steps"] == 30 and len(out["omega"]) == len(out["mu"]) == 2
+    assert out["risk_stderr"] > 0 and 0 <= out["patterns"]["zero_sum_ratio"] <= 1
+    for name in ("checkpoint.npz", "final.npz", "final.json"):
+        assert (tmp_path / name).exists()
+    assert json.loads((tmp_path / "final.json").read_text())["steps"] == 30
+    assert not list(tmp_path.glob(".*.tmp"))  # atomic writes leave no temporaries
+
+
+def test_resume_via_cli_matches_uninterrupted(tmp_path, capsys):
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert main(["train", "--steps", "40", *TINY, "--param", "merged", "--out", str(a)]) == 0
+    assert main(["train", "--steps", "20", *TINY, "--param", "merged", "--out", str(b)]) == 0
+    assert main(["train", "--steps", "40", *TINY, "--param", "merged", "--out", str(b), "--resume"]) == 0
+    capsys.readouterr()
+    with np.load(a / "final.npz") as za, np.load(b / "final.npz") as zb:
+        for k in ("param_KQ", "param_ov", "losses"):
+            np.testing.assert_array_equal(za[k], zb[k])
+
+
+@pytest.mark.parametrize(
+    "args, name",
+    [
+        (["--heads", "0"], "`heads`"),
+        (["--d", "0"], "`d`"),
+        (["--lr", "0"], "`lr`"),
+        (["--lr", "-0.1"], "`lr`"),
+        (["--steps", "-1"], "`steps`"),
+        (["--batch", "0"], "`batch`"),
+        (["--optimizer", "lbfgs"], "`optimizer`"),
+        (["--param", "cubic"], "`param`"),
+        (["--resume"], "`resume`"),
+    ],
+)
+def test_bad_input_exit_2_one_line(args, name, capsys):
+    assert main(["train", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and name in err and "Traceback" not in err
+
+
+def test_subprocess_bad_heads():
+    p = subprocess.run(
+        [sys.executable, "-m", "reduced_dynamics", "train", "--heads", "0"], capture_output=True, text=True, timeout=60
+    )
+    assert p.returncode == 2
+    assert p.stderr.count("\n") == 1 and "`heads`" in p.stderr and "Traceback" not in p.stderr
