@@ -5,6 +5,8 @@ multi-head softmax attention learning in-context linear regression
 The public API is declared here; see README.md for the science and examples.
 """
 
+from .attention import MODEL_KINDS, AttentionModel, ReducedModel, TokenBatch, make_model, sample_tokens
+from .circuits import Circuits, extract_circuits, pattern_metrics
 from .diagnostics import StageTolerances, manifold_gap, stage_times, trajectory_diagnostics
 from .flow import FlowResult, gradient_descent, initial_state, integrate_flow
 from .loss import (
@@ -15,8 +17,38 @@ from .loss import (
     approx_loss_hessian,
 )
 from .manifold import eta_star, inf_loss, manifold_loss, mu_gamma, single_head_optimum
+from .predictors import (
+    BayesRidge,
+    DebiasedGD,
+    LinearAttention,
+    MultiHead,
+    Predictor,
+    PromptStats,
+    SingleHead,
+    VanillaGD,
+    Zero,
+    bayes_ridge,
+    conditional_loss,
+    debiased_gd,
+    linear_attention,
+    multi_head,
+    prompt_stats,
+    sample_prompt_stats,
+    single_head,
+    vanilla_gd,
+)
 from .prompts import Prompts, sample_prompts
+from .risk import (
+    ControlVariateEstimate,
+    RiskDifference,
+    RiskEstimate,
+    RiskResult,
+    control_variate_risk,
+    estimate_risk,
+    estimate_risks,
+)
 from .symbolic import derive_approx_loss, generated_loss_functions, sympy2numpy
+from .training import TrainConfig, TrainResult, cross_check, length_generalisation, mc_risk, train
 
 __version__ = "0.1.0"
 
@@ -49,4 +81,47 @@ __all__ = [
     # data
     "Prompts",
     "sample_prompts",
+    "PromptStats",
+    "prompt_stats",
+    "sample_prompt_stats",
+    # predictors
+    "Predictor",
+    "MultiHead",
+    "SingleHead",
+    "VanillaGD",
+    "DebiasedGD",
+    "LinearAttention",
+    "BayesRidge",
+    "Zero",
+    "multi_head",
+    "single_head",
+    "vanilla_gd",
+    "debiased_gd",
+    "linear_attention",
+    "bayes_ridge",
+    "conditional_loss",
+    # Monte Carlo risk engine
+    "RiskEstimate",
+    "RiskDifference",
+    "ControlVariateEstimate",
+    "RiskResult",
+    "estimate_risks",
+    "estimate_risk",
+    "control_variate_risk",
+    # numpy attention models and training
+    "MODEL_KINDS",
+    "AttentionModel",
+    "ReducedModel",
+    "TokenBatch",
+    "make_model",
+    "sample_tokens",
+    "TrainConfig",
+    "TrainResult",
+    "train",
+    "mc_risk",
+    "cross_check",
+    "length_generalisation",
+    "Circuits",
+    "extract_circuits",
+    "pattern_metrics",
 ]
