@@ -10,10 +10,12 @@ checkpoint and resumed ends with exactly the parameters of an uninterrupted run
 generator's ``bit_generator.state``).
 
 Cross-checks against the reduced theory (THEORY.md §4–7) are here too:
-:func:`mc_risk` (Monte Carlo risk with standard error), :func:`debiased_gd_predict`
-(THEORY.md §6) and :func:`cross_check` (trained model vs the reduced model at the
-extracted (ω, μ) vs debiased GD at ``η = μᵀω``, on common prompts), and
-:func:`length_generalisation`.
+:func:`mc_risk` (Monte Carlo risk with standard error), :func:`cross_check` (trained
+model vs the reduced model at the extracted (ω, μ) vs debiased GD at ``η = μᵀω``, on
+common prompts; debiased GD is :func:`reduced_dynamics.predictors.debiased_gd`, the
+package's one implementation, fed the prompts' sufficient statistics) and
+:func:`length_generalisation`. The SGD-vs-flow and single-head checks live in
+:mod:`reduced_dynamics.crosscheck`.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from .attention import (
 )
 from .circuits import extract_circuits
 from .io import atomic_savez, atomic_write_json
+from .predictors import PromptStats, debiased_gd
 from .prompts import as_generator
 
 __all__ = [
@@ -57,7 +60,6 @@ __all__ = [
     "save_checkpoint",
     "load_checkpoint",
     "mc_risk",
-    "debiased_gd_predict",
     "cross_check",
     "length_generalisation",
     "summarize_run",
@@ -495,25 +497,18 @@ def mc_risk(model, params, *, L, sigma2, n: int = 100_000, seed=0, chunk: int = 
     return _mean_se(sq)
 
 
-def debiased_gd_predict(tok: TokenBatch, eta) -> np.ndarray:
-    r"""Debiased one-step GD (THEORY.md §6): ``ŷ = (η/L) Σ_l y_l (x_l − x̄)ᵀ x_q``.
-
-    Parameters
-    ----------
-    tok : TokenBatch
-    eta : float
-
-    Returns
-    -------
-    ndarray, shape (n,)
-    """
-    eta = float(eta)
+def _tokens_to_stats(tok: TokenBatch, sigma2: float) -> PromptStats:
+    """Sufficient statistics (``s = X x_q``, ``y``, ``y_q``, ``|x_q|²``) of a :class:`TokenBatch`."""
     Z, xq = tok.Z, tok.xq
-    n, L, D = Z.shape
-    X, y = Z[..., : D - 1], Z[..., D - 1]
-    Xc = X - X.mean(axis=1, keepdims=True)
-    s = np.matmul(Xc, xq[:, :, None])[..., 0]  # (n, L)
-    return (eta / L) * np.einsum("nl,nl->n", y, s)
+    d = Z.shape[-1] - 1
+    return PromptStats(
+        s=np.matmul(Z[..., :d], xq[:, :, None])[..., 0],
+        y=Z[..., d],
+        yq=tok.yq,
+        xq_norm2=np.einsum("nd,nd->n", xq, xq),
+        d=d,
+        sigma2=float(sigma2),
+    )
 
 
 def cross_check(model, params, *, L, sigma2, n: int = 100_000, seed=0, chunk: int = 8192, dummy_tol: float = 0.05) -> dict:
@@ -540,7 +535,7 @@ def cross_check(model, params, *, L, sigma2, n: int = 100_000, seed=0, chunk: in
         tok = sample_tokens(k, d=model.d, L=L, sigma2=sigma2, seed=rng)
         cols["model"].append((model.predict(params, tok) - tok.yq) ** 2)
         cols["reduced"].append((red.predict(rp, tok) - tok.yq) ** 2)
-        cols["debiased_gd"].append((debiased_gd_predict(tok, eta) - tok.yq) ** 2)
+        cols["debiased_gd"].append((debiased_gd(_tokens_to_stats(tok, sigma2), eta) - tok.yq) ** 2)
     sq = {k: np.concatenate(v) for k, v in cols.items()}
     out = {"omega": c.omega, "mu": c.mu, "eta": eta, "n": n, "L": L}
     for k, a in sq.items():

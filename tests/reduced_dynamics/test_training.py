@@ -12,12 +12,12 @@ from reduced_dynamics.training import (
     TrainConfig,
     adam_update,
     cross_check,
-    debiased_gd_predict,
     length_generalisation,
     load_checkpoint,
     mc_risk,
     sgd_update,
     snapshot_steps,
+    _tokens_to_stats,
     train,
 )
 
@@ -150,11 +150,35 @@ def test_two_heads_develop_opposite_signs_and_zero_sum():
     assert r.snapshot_KQ.shape == (r.snapshot_steps.size, 2, 4, 4)
 
 
-def test_debiased_gd_predict_matches_formula():
-    tok = sample_tokens(3, d=2, L=4, sigma2=0.1, seed=0)
+def test_cross_check_debiased_gd_column_matches_formula():
+    """cross_check's debiased-GD risk (predictors.debiased_gd on token statistics) vs a direct loop transcription.
+
+    On the same seeded prompts, the loop ``(η/L) Σ_l y_l (x_l − x̄)ᵀ x_q`` gives the
+    per-prompt squared errors; their mean must equal the reported risk to 1e-12.
+    """
+    from reduced_dynamics.attention import as_tokens
+
+    m = ReducedModel(2, 2)
+    p = {"omega": np.array([0.2, -0.2]), "mu": np.array([1.0, -1.0])}
+    out = cross_check(m, p, L=4, sigma2=0.1, n=5, seed=7)
+    tok = sample_tokens(5, d=2, L=4, sigma2=0.1, seed=np.random.default_rng(7))
     X, y = tok.Z[..., :2], tok.Z[..., 2]
-    ref = [0.7 / 4 * sum(y[i, l] * (X[i, l] - X[i].mean(0)) @ tok.xq[i] for l in range(4)) for i in range(3)]
-    np.testing.assert_allclose(debiased_gd_predict(tok, 0.7), ref, rtol=1e-13)
+    eta = out["eta"]
+    ref = np.array([eta / 4 * sum(y[i, l] * (X[i, l] - X[i].mean(0)) @ tok.xq[i] for l in range(4)) for i in range(5)])
+    assert abs(out["debiased_gd"] - np.mean((ref - tok.yq) ** 2)) < 1e-12
+
+
+def test_tokens_to_stats_matches_prompt_stats():
+    """Token adapter vs predictors.prompt_stats on the same prompts (two routes to s, y, |x_q|²)."""
+    from reduced_dynamics.attention import as_tokens
+    from reduced_dynamics.predictors import prompt_stats
+    from reduced_dynamics.prompts import sample_prompts
+
+    pr = sample_prompts(6, d=3, L=5, sigma2=0.1, seed=2)
+    a, b = _tokens_to_stats(as_tokens(pr), 0.1), prompt_stats(pr)
+    for k in ("s", "y", "yq", "xq_norm2"):
+        np.testing.assert_allclose(getattr(a, k), getattr(b, k), rtol=1e-13, atol=1e-14)
+    assert (a.d, a.sigma2) == (b.d, b.sigma2)
 
 
 def test_mc_risk_of_zero_predictor():
@@ -180,14 +204,13 @@ def test_length_generalisation_shapes():
 
 
 def test_agrees_with_predictors_module():
-    """Our debiased GD and reduced model vs the independent implementations in reduced_dynamics.predictors."""
+    """Our reduced model vs the independent implementation in reduced_dynamics.predictors."""
     predictors = pytest.importorskip("reduced_dynamics.predictors")
     from reduced_dynamics.attention import as_tokens
     from reduced_dynamics.prompts import sample_prompts
 
     pr = sample_prompts(50, d=4, L=12, sigma2=0.1, seed=5)
     tok = as_tokens(pr)
-    np.testing.assert_allclose(debiased_gd_predict(tok, 0.8), predictors.debiased_gd(pr, 0.8), rtol=1e-10, atol=1e-12)
     om, mu = np.array([0.3, -0.2]), np.array([1.0, -0.7])
     np.testing.assert_allclose(
         ReducedModel(2, 4).predict({"omega": om, "mu": mu}, tok), predictors.multi_head(pr, om, mu), rtol=1e-10, atol=1e-12
