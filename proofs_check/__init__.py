@@ -18,8 +18,8 @@ from .closed_forms import (
     risk_ratio_limit,
     single_head_optimum,
 )
-from .dynamics import drift_law_gamma
 from .result import CheckResult
+from reduced_dynamics.manifold import drift_law_gamma
 
 __all__ = [
     "CHECKS",

@@ -31,7 +31,17 @@ from scipy.optimize import minimize
 from reduced_dynamics import approx_loss
 from reduced_dynamics.diagnostics import manifold_gap, trajectory_diagnostics
 from reduced_dynamics.flow import initial_state, integrate_flow
-from reduced_dynamics.manifold import eta_star, inf_loss, manifold_loss, mu_gamma, single_head_optimum
+from reduced_dynamics.manifold import (
+    drift_law_gamma,
+    eta_star,
+    flow_eta_gap,
+    flow_manifold_gap,
+    inf_loss,
+    manifold_loss,
+    mu_gamma,
+    residual_sum_mu,
+    single_head_optimum,
+)
 
 from .result import CheckResult
 
@@ -47,44 +57,6 @@ __all__ = [
 ]
 
 PAPER = dict(d=5, L=40, sigma2=0.1)
-
-
-def drift_law_gamma(t, *, d, L, sigma2, n_positive, n_negative):
-    r"""Asymptotic drift law :math:`\gamma(t) = (16 c d^3 (pn/H) t)^{-1/6}`.
-
-    Parameters
-    ----------
-    t : float or ndarray, > 0
-    d, L, sigma2 : problem constants
-    n_positive, n_negative : int
-        Numbers p and n of positive and negative non-dummy heads (each >= 1).
-
-    Returns
-    -------
-    float or ndarray, like ``t``
-    """
-    p, n = int(n_positive), int(n_negative)
-    if p < 1 or n < 1:
-        raise ValueError(f"`n_positive` and `n_negative` must be >= 1, got {p} and {n}")
-    c = (1.0 + sigma2) / L
-    return (16.0 * c * d**3 * (p * n / (p + n)) * np.asarray(t, dtype=float)) ** (-1.0 / 6.0)
-
-
-def flow_eta_gap(gamma, *, d, L, sigma2):
-    r"""Leading-order ``η* − η_eff ≃ η*² c d³ γ⁴ / 2`` along the flow's slow manifold."""
-    es = eta_star(d, L, sigma2)
-    return es * es * (1.0 + sigma2) / L * d**3 * np.asarray(gamma, dtype=float) ** 4 / 2.0
-
-
-def flow_manifold_gap(gamma, *, d, L, sigma2):
-    r"""Leading-order relative gap ``(μ_γ − M₊)/μ_γ ≃ η* c d³ γ⁴ / 3`` of the flow's OV mass."""
-    return eta_star(d, L, sigma2) * (1.0 + sigma2) / L * d**3 * np.asarray(gamma, dtype=float) ** 4 / 3.0
-
-
-def residual_sum_mu(gamma, eta, *, d, n_positive, n_negative):
-    r"""Quasi-steady ``Σμ = d³ η γ⁵ (p − n) / (3H)`` (0 when p = n)."""
-    p, n = int(n_positive), int(n_negative)
-    return d**3 * eta * np.asarray(gamma, dtype=float) ** 5 * (p - n) / (3.0 * (p + n))
 
 
 def _flows(heads, seeds, t_end, problem):

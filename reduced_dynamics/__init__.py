@@ -7,6 +7,7 @@ The public API is declared here; see README.md for the science and examples.
 
 from .attention import MODEL_KINDS, AttentionModel, ReducedModel, TokenBatch, make_model, sample_tokens
 from .circuits import Circuits, extract_circuits, pattern_metrics
+from .crosscheck import SgdFlowComparison, sgd_vs_flow, single_head_mc_optimum
 from .diagnostics import StageTolerances, manifold_gap, stage_times, trajectory_diagnostics
 from .flow import FlowResult, gradient_descent, initial_state, integrate_flow
 from .loss import (
@@ -16,7 +17,15 @@ from .loss import (
     approx_loss_grad,
     approx_loss_hessian,
 )
-from .manifold import eta_star, inf_loss, manifold_loss, mu_gamma, single_head_optimum
+from .manifold import (
+    drift_law_gamma,
+    eta_star,
+    flow_eta_gap,
+    inf_loss,
+    manifold_loss,
+    mu_gamma,
+    single_head_optimum,
+)
 from .predictors import (
     BayesRidge,
     DebiasedGD,
@@ -69,6 +78,8 @@ __all__ = [
     "mu_gamma",
     "manifold_loss",
     "single_head_optimum",
+    "drift_law_gamma",
+    "flow_eta_gap",
     # flow
     "FlowResult",
     "initial_state",
@@ -124,4 +135,7 @@ __all__ = [
     "Circuits",
     "extract_circuits",
     "pattern_metrics",
+    "sgd_vs_flow",
+    "SgdFlowComparison",
+    "single_head_mc_optimum",
 ]

@@ -11,7 +11,17 @@ import numpy as np
 
 from ._validation import check_positive_float, check_problem
 
-__all__ = ["eta_star", "inf_loss", "mu_gamma", "manifold_loss", "single_head_optimum"]
+__all__ = [
+    "eta_star",
+    "inf_loss",
+    "mu_gamma",
+    "manifold_loss",
+    "single_head_optimum",
+    "drift_law_gamma",
+    "flow_eta_gap",
+    "flow_manifold_gap",
+    "residual_sum_mu",
+]
 
 
 def eta_star(d, L, sigma2) -> float:
@@ -94,3 +104,52 @@ def single_head_optimum(d, L, sigma2) -> tuple[float, float, float]:
     mu = np.sqrt(d) / (1.0 + c * d * np.e)
     loss = 1.0 + sigma2 - (1.0 / d) / (1.0 / d + c * np.e)
     return float(omega), float(mu), float(loss)
+
+
+# --- slow drift along the solution manifold (derived in README, "Derivations") ---
+#
+# On the slow manifold with p positive and n negative non-dummy heads (H = p + n)
+# the Taylor form of L̃ gives, to leading order in γ,
+#     dμ_h/dt = (2/3) c d³ η γ⁵ sign μ_h − 2c Σμ,   η = 2γM,  M = Σ_{h∈H+} μ_h,
+# with Σμ in quasi-equilibrium; hence dM/dt = (4/3)(pn/H) c d³ η γ⁵ and, with
+# γ = η/(2M), γ(t) ≃ (16 c d³ (pn/H) t)^(−1/6), independent of η.
+
+
+def drift_law_gamma(t, *, d, L, sigma2, n_positive=1, n_negative=1):
+    r"""Asymptotic drift law :math:`\gamma(t) = (16 c d^3 (pn/H) t)^{-1/6}`.
+
+    Parameters
+    ----------
+    t : float or ndarray, > 0
+    d, L, sigma2 : problem constants
+    n_positive, n_negative : int
+        Numbers p and n of positive and negative non-dummy heads (each >= 1).
+
+    Returns
+    -------
+    float or ndarray, like ``t``
+    """
+    d, L, sigma2 = check_problem(d, L, sigma2)
+    p, n = int(n_positive), int(n_negative)
+    if p < 1 or n < 1:
+        raise ValueError(f"`n_positive` and `n_negative` must be >= 1, got {p} and {n}")
+    c = (1.0 + sigma2) / L
+    out = (16.0 * c * d**3 * (p * n / (p + n)) * np.asarray(t, dtype=float)) ** (-1.0 / 6.0)
+    return float(out) if out.ndim == 0 else out
+
+
+def flow_eta_gap(gamma, *, d, L, sigma2):
+    r"""Leading-order ``η* − η_eff ≃ η*² c d³ γ⁴ / 2`` along the flow's slow manifold."""
+    es = eta_star(d, L, sigma2)
+    return es * es * (1.0 + sigma2) / L * d**3 * np.asarray(gamma, dtype=float) ** 4 / 2.0
+
+
+def flow_manifold_gap(gamma, *, d, L, sigma2):
+    r"""Leading-order relative gap ``(μ_γ − M₊)/μ_γ ≃ η* c d³ γ⁴ / 3`` of the flow's OV mass."""
+    return eta_star(d, L, sigma2) * (1.0 + sigma2) / L * d**3 * np.asarray(gamma, dtype=float) ** 4 / 3.0
+
+
+def residual_sum_mu(gamma, eta, *, d, n_positive, n_negative):
+    r"""Quasi-steady ``Σμ = d³ η γ⁵ (p − n) / (3H)`` (0 when p = n)."""
+    p, n = int(n_positive), int(n_negative)
+    return d**3 * eta * np.asarray(gamma, dtype=float) ** 5 * (p - n) / (3.0 * (p + n))
