@@ -557,17 +557,23 @@ class Predictor:
 
 
 @dataclass(frozen=True)
-class MultiHead(Predictor):
-    """Reduced H-head softmax model at ``(omega, mu)``; see :func:`multi_head`."""
+class _HeadsPredictor(Predictor):
+    """Base of the predictors parameterised by per-head ``(omega, mu)``, stored as validated tuples."""
 
     omega: tuple
     mu: tuple
-    name: ClassVar[str] = "multi_head"
 
     def __post_init__(self):
         omega, mu = _heads(self.omega, self.mu)
         object.__setattr__(self, "omega", tuple(float(v) for v in omega))
         object.__setattr__(self, "mu", tuple(float(v) for v in mu))
+
+
+@dataclass(frozen=True)
+class MultiHead(_HeadsPredictor):
+    """Reduced H-head softmax model at ``(omega, mu)``; see :func:`multi_head`."""
+
+    name: ClassVar[str] = "multi_head"
 
     def weights(self, batch):
         return multi_head_weights(_s_of(batch), np.array(self.omega), np.array(self.mu))
@@ -624,17 +630,10 @@ class DebiasedGD(Predictor):
 
 
 @dataclass(frozen=True)
-class LinearAttention(Predictor):
+class LinearAttention(_HeadsPredictor):
     """Linear attention, ``1/L`` normalisation hard-coded; see :func:`linear_attention`."""
 
-    omega: tuple
-    mu: tuple
     name: ClassVar[str] = "linear_attention"
-
-    def __post_init__(self):
-        omega, mu = _heads(self.omega, self.mu)
-        object.__setattr__(self, "omega", tuple(float(v) for v in omega))
-        object.__setattr__(self, "mu", tuple(float(v) for v in mu))
 
     def weights(self, batch):
         return linear_attention_weights(_s_of(batch), np.array(self.omega), np.array(self.mu))
