@@ -548,8 +548,9 @@ class Predictor:
     uses_stats: ClassVar[bool] = True
     name: ClassVar[str] = "predictor"
 
-    def weights(self, batch: Batch) -> np.ndarray:  # pragma: no cover - abstract
-        raise NotImplementedError
+    def weights(self, batch: Batch) -> np.ndarray:
+        """Smoother weights ``w``, shape ``(n, L)``; every subclass defines them."""
+        raise TypeError(f"{type(self).__name__} does not define `weights`; subclass Predictor and implement it")
 
     def __call__(self, batch: Batch) -> np.ndarray:
         """Predictions ``ŷ``, shape ``(n,)``."""

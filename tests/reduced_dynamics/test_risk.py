@@ -145,11 +145,9 @@ def test_vanilla_gd_risk_matches_closed_form_derived_in_test(conditional, eta):
     assert abs(est.risk - vanilla_gd_exact(eta, D, L, S2)) < Z1 * est.stderr
 
 
-def test_debiased_gd_risk_matches_closed_forms_module_if_available():
-    mod = pytest.importorskip("proofs_check.closed_forms")
-    gd_risk = getattr(mod, "gd_risk", None)
-    if gd_risk is None:
-        pytest.skip("proofs_check.closed_forms.gd_risk not written yet")
+def test_debiased_gd_risk_matches_closed_forms_module():
+    from proofs_check.closed_forms import gd_risk
+
     eta = eta_star(D, L, S2)
     est = estimate_risk(DebiasedGD(eta), n=100_000, d=D, L=L, sigma2=S2, seed=7, conditional=True)
     assert abs(est.risk - gd_risk(eta, d=D, L=L, sigma2=S2, debiased=True)) < Z1 * est.stderr

@@ -205,7 +205,7 @@ def test_length_generalisation_shapes():
 
 def test_agrees_with_predictors_module():
     """Our reduced model vs the independent implementation in reduced_dynamics.predictors."""
-    predictors = pytest.importorskip("reduced_dynamics.predictors")
+    from reduced_dynamics import predictors
     from reduced_dynamics.attention import as_tokens
     from reduced_dynamics.prompts import sample_prompts
 
