@@ -495,6 +495,542 @@ def fig_approx_vs_mc(*, quick: bool, out: Path, seed: int) -> dict:
     }
 
 
+# ============================================================================ trained models
+#: (label, n_heads, param) of the models trained at L = 40 for the three trained-model figures
+TRAINED_MODELS = (
+    ("softmax_H1", 1, "separate"),
+    ("softmax_H2", 2, "separate"),
+    ("softmax_H4", 4, "separate"),
+    ("linear_H1", 1, "linear"),
+)
+_TRAINED_CACHE: dict = {}
+
+
+def _trained_settings(quick: bool) -> dict:
+    """Problem and Adam protocol of the trained models (quick: tiny d, L, steps)."""
+    if quick:
+        return dict(d=2, L=8, sigma2=0.1, steps=300, batch=32, lr=1e-2, n_snapshots=12)
+    return dict(**PAPER, steps=20_000, batch=256, lr=1e-3, n_snapshots=60)
+
+
+def _trained(*, quick: bool, seed: int) -> dict:
+    """The models of :data:`TRAINED_MODELS`, trained with Adam (lr 1e-3; quick: 1e-2) from seed ``seed``.
+
+    Training is deterministic, so the result is cached per ``(quick, seed)`` and
+    shared by the three trained-model figures (one ``run_figures`` trains once).
+    """
+    from .training import TrainConfig, train
+
+    key = (bool(quick), int(seed))
+    if key not in _TRAINED_CACHE:
+        _TRAINED_CACHE.clear()
+        kw = _trained_settings(quick)
+        runs = {}
+        for label, H, param in TRAINED_MODELS:
+            r = train(TrainConfig(n_heads=H, param=param, optimizer="adam", seed=seed, **kw))
+            if not r.success:
+                raise RuntimeError(f"training {label} failed: {r.message}")
+            runs[label] = r
+        _TRAINED_CACHE[key] = runs
+    return _TRAINED_CACHE[key]
+
+
+# ---------------------------------------------------------------- risk vs L (trained)
+def _paired_length_risks(models: dict, *, Ls, d, sigma2, n, seed, chunk=8192) -> dict:
+    """Monte Carlo risk of each model at each ``L`` and its paired difference from debiased GD at ``η*(L)``.
+
+    At each ``L`` every model and the debiased-GD reference see the same ``n``
+    fresh prompts (common random numbers; length ``i`` uses child ``i`` of
+    ``SeedSequence(seed)``), so the standard error of a difference is the
+    standard error of the per-prompt differences.
+
+    Parameters
+    ----------
+    models : dict
+        ``name -> (model, params)``.
+
+    Returns
+    -------
+    dict
+        ``risk, stderr, diff, diff_stderr`` of shape ``(len(models), len(Ls))`` and
+        ``dgd_mc, dgd_mc_stderr`` of shape ``(len(Ls),)`` (the reference's own MC risk).
+    """
+    from .attention import sample_tokens
+    from .predictors import PromptStats, debiased_gd
+
+    M, T = len(models), len(Ls)
+    out = {k: np.zeros((M, T)) for k in ("risk", "stderr", "diff", "diff_stderr")}
+    out["dgd_mc"], out["dgd_mc_stderr"] = np.zeros(T), np.zeros(T)
+    for i, (L, ss) in enumerate(zip(Ls, np.random.SeedSequence(seed).spawn(T))):
+        L = int(L)
+        rng = np.random.default_rng(ss)
+        eta = eta_star(d, L, sigma2)
+        sq = [[] for _ in range(M)]
+        ref = []
+        done = 0
+        while done < n:
+            k = min(chunk, n - done)
+            done += k
+            tok = sample_tokens(k, d=d, L=L, sigma2=sigma2, seed=rng)
+            st = PromptStats(s=np.matmul(tok.Z[..., :d], tok.xq[:, :, None])[..., 0], y=tok.Z[..., d], yq=tok.yq,
+                             xq_norm2=np.einsum("nd,nd->n", tok.xq, tok.xq), d=d, sigma2=float(sigma2))
+            ref.append((debiased_gd(st, eta) - tok.yq) ** 2)
+            for j, (model, params) in enumerate(models.values()):
+                sq[j].append((model.predict(params, tok) - tok.yq) ** 2)
+        ref = np.concatenate(ref)
+        rn = math.sqrt(n)
+        out["dgd_mc"][i], out["dgd_mc_stderr"][i] = ref.mean(), ref.std(ddof=1) / rn
+        for j in range(M):
+            a = np.concatenate(sq[j])
+            out["risk"][j, i], out["stderr"][j, i] = a.mean(), a.std(ddof=1) / rn
+            out["diff"][j, i], out["diff_stderr"][j, i] = (a - ref).mean(), (a - ref).std(ddof=1) / rn
+    return out
+
+
+def _trained_risk_vs_L_data(*, quick, seed):
+    from proofs_check.closed_forms import bayes_risk_finite, gd_optimal_eta, gd_risk
+
+    from .attention import make_model
+    from .circuits import extract_circuits
+
+    kw = _trained_settings(quick)
+    d, L0, s2 = kw["d"], kw["L"], kw["sigma2"]
+    runs = _trained(quick=quick, seed=seed)
+    Ls = np.array([4, 8, 12, 16]) if quick else np.arange(10, 101, 10)
+    n = 400 if quick else 40_000
+    n_bayes = 400 if quick else 40_000
+    models, eta_eff = {}, []
+    for label, H, param in TRAINED_MODELS:
+        r = runs[label]
+        model = r.config.model()
+        models[label] = (model, r.params)
+        eta_eff.append(extract_circuits(model, r.params).eta_eff)
+        if param == "linear":  # the same weights, normalised by each prompt's own L
+            models[label + "_ownL"] = (make_model("linear", n_heads=H, d=d, norm_L=None), r.params)
+            eta_eff.append(eta_eff[-1])
+    mc = _paired_length_risks(models, Ls=Ls, d=d, sigma2=s2, n=n, seed=seed + 777)
+    bayes = np.array([bayes_risk_finite(d=d, L=int(L), sigma2=s2, n=n_bayes, seed=seed + 31 * int(L)) for L in Ls])
+    es0 = eta_star(d, L0, s2)
+    return {
+        "d": d, "L_train": L0, "sigma2": s2, "n": n, "n_bayes": n_bayes, "steps": kw["steps"], "batch": kw["batch"],
+        "lr": kw["lr"], "L": Ls, "labels": np.array(list(models)), "eta_eff": np.array(eta_eff), **mc,
+        "dgd_eta_star_L": np.array([gd_risk(eta_star(d, int(L), s2), d=d, L=int(L), sigma2=s2, debiased=True) for L in Ls]),
+        "dgd_eta_star_Ltrain": np.array([gd_risk(es0, d=d, L=int(L), sigma2=s2, debiased=True) for L in Ls]),
+        "gd_eta_Ltrain": np.array([gd_risk(gd_optimal_eta(d=d, L=L0, sigma2=s2), d=d, L=int(L), sigma2=s2) for L in Ls]),
+        "bayes": bayes[:, 0], "bayes_stderr": bayes[:, 1], "eta_star_Ltrain": es0,
+    }
+
+
+TRAINED_LABELS = {
+    "softmax_H1": "softmax, H = 1",
+    "softmax_H2": "softmax, H = 2",
+    "softmax_H4": "softmax, H = 4",
+    "linear_H1": "linear attention, 1/L fixed at $L_{\\rm train}$",
+    "linear_H1_ownL": "same linear weights, 1/L of each prompt",
+}
+#: index into OKABE_ITO, marker, line style
+TRAINED_STYLE = {
+    "softmax_H1": (3, "s", "-"),
+    "softmax_H2": (0, "o", "-"),
+    "softmax_H4": (2, "^", "-"),
+    "linear_H1": (1, "D", "-"),
+    "linear_H1_ownL": (1, "d", "--"),
+}
+
+
+def _plot_trained_risk_vs_L(data, path):
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker as mticker
+
+    from .plotting import OKABE_ITO, apply_style, save_figure
+
+    apply_style()
+    Ls = data["L"].astype(float)
+    labels = [str(s) for s in data["labels"]]
+    d, L0, s2 = int(data["d"]), int(data["L_train"]), float(data["sigma2"])
+    ref = data["dgd_eta_star_L"]
+    fig, (a0, a1) = plt.subplots(1, 2, figsize=(14, 5.4))
+    for ax, yt, va in ((a0, 0.98, "top"), (a1, 0.02, "bottom")):
+        ax.axvline(L0, color="0.55", lw=0.8, ls=":", zorder=0)
+        ax.text(L0, yt, f" trained at $L={L0}$", transform=ax.get_xaxis_transform(), fontsize=8, va=va, color="0.35")
+        ax.set_xlabel("prompt length $L$ at evaluation")
+    es0 = float(data["eta_star_Ltrain"])
+    refs = [
+        ("dgd_eta_star_L", dict(color="k", lw=1.4), r"debiased GD at $\eta^*(L)$ (exact; the best debiased GD at each $L$)"),
+        ("dgd_eta_star_Ltrain", dict(color="0.35", lw=1.3, ls=(0, (1, 1.2))),
+         rf"debiased GD at fixed $\eta^*(L_{{\rm train}})={es0:.3f}$ (exact)"),
+        ("gd_eta_Ltrain", dict(color=OKABE_ITO[1], lw=0.9, ls=(0, (4, 1.5, 1, 1.5)), alpha=0.8),
+         r"vanilla GD at its fixed optimal $\eta(L_{\rm train})$ (exact)"),
+    ]
+    for key, st, lab in refs:
+        a0.plot(Ls, data[key], label=lab, **st)
+        a1.plot(Ls, data[key] - ref, **st)
+    a0.plot(Ls, data["bayes"], color="k", lw=1.0, ls="-.", label=rf"Bayes ridge $\lambda=\sigma^2 d$ (MC, n={int(data['n_bayes'])}; s.e. < 0.3 %)")
+    off = dict(zip(labels, np.linspace(-1.0, 1.0, len(labels)) * (Ls[1] - Ls[0]) * 0.06))
+    for j, nm in enumerate(labels):
+        ci, mk, ls = TRAINED_STYLE.get(nm, (7, "o", "-"))
+        kw = dict(color=OKABE_ITO[ci], marker=mk, ms=5, lw=1.2, ls=ls, capsize=2.5, mfc="white" if ls == "--" else OKABE_ITO[ci])
+        a0.errorbar(Ls + off[nm], data["risk"][j], yerr=data["stderr"][j], label=TRAINED_LABELS.get(nm, nm), **kw)
+        if nm not in ("softmax_H1", "linear_H1"):
+            a1.errorbar(Ls + off[nm], data["diff"][j], yerr=data["diff_stderr"][j], **kw)
+    a0.set_yscale("log")
+    a0.yaxis.set_major_formatter(mticker.FormatStrFormatter("%g"))
+    a0.yaxis.set_minor_formatter(mticker.FormatStrFormatter("%g"))
+    a0.set_ylabel(r"risk $E(y_q-\hat y)^2$ (incl. $\sigma^2$; log scale)")
+    a0.set_title(f"(a) Risk vs L; markers: Monte Carlo ± 1 s.e. (n={int(data['n'])} prompts per L, common to all models)",
+                 fontsize=9.5)
+    a1.axhline(0, color="k", lw=0.6)
+    a1.set_ylabel(r"risk − risk of debiased GD at $\eta^*(L)$")
+    a1.set_title("(b) Excess over debiased GD at $\\eta^*(L)$: markers paired on the same prompts (± 1 s.e.),\n"
+                 "lines exact; off scale: softmax H=1, linear attention with fixed 1/L", fontsize=9.5)
+    # y-range from L > L_min (the shortest prompts are far off; their values are written in the panel instead)
+    zoom = ["softmax_H2", "softmax_H4", "linear_H1_ownL"]
+    rows = [labels.index(nm) for nm in zoom if nm in labels]
+    sel = slice(1, None) if Ls.size > 2 else slice(None)
+    vals = [data["diff"][j, sel] + sg * data["diff_stderr"][j, sel] for j in rows for sg in (-1, 1)]
+    vals += [(data[k] - ref)[sel] for k in ("dgd_eta_star_Ltrain", "gd_eta_Ltrain")] + [np.zeros(1)]
+    lo, hi = float(np.min(np.concatenate(vals))), float(np.max(np.concatenate(vals)))
+    pad = 0.1 * (hi - lo) or 1e-3
+    a1.set_ylim(lo - pad, hi + 2.5 * pad)
+    if sel.start:
+        txt = [f"off scale at L={int(Ls[0])}:"]
+        for j in rows:
+            txt.append(f"  {TRAINED_LABELS[labels[j]]}: {data['diff'][j, 0]:+.3f} ± {data['diff_stderr'][j, 0]:.3f}")
+        txt.append(f"  debiased GD at fixed η*(L_train): {float((data['dgd_eta_star_Ltrain'] - ref)[0]):+.3f}")
+        txt.append(f"  vanilla GD at fixed η(L_train): {float((data['gd_eta_Ltrain'] - ref)[0]):+.3f}")
+        a1.set_xlim(Ls[1] - 0.4 * (Ls[1] - Ls[0]), Ls[-1] + 0.4 * (Ls[1] - Ls[0]))
+        a1.text(0.2, 0.97, "\n".join(txt).replace("$L_{\\rm train}$", "L_train"), transform=a1.transAxes, va="top",
+                ha="left", fontsize=7.5, bbox=dict(fc="white", ec="0.7", alpha=0.9))
+    fig.suptitle(f"Models trained at L={L0} (Adam, lr {float(data['lr']):g}, {int(data['steps'])} steps, batch {int(data['batch'])}; "
+                 f"d={d}, σ²={s2:g}) evaluated at other prompt lengths", fontsize=11)
+    fig.tight_layout()
+    fig.subplots_adjust(bottom=0.25)
+    h, lab = a0.get_legend_handles_labels()
+    fig.legend(h, lab, loc="lower center", ncol=3, fontsize=8, frameon=True)
+    save_figure(fig, path)
+
+
+def fig_trained_risk_vs_L(*, quick: bool, out: Path, seed: int) -> dict:
+    """Risk vs prompt length of softmax (H = 1, 2, 4) and linear attention trained at L = 40, with GD / Bayes references."""
+    data = _trained_risk_vs_L_data(quick=quick, seed=seed)
+    _save(out, "trained_risk_vs_L", data)
+    _plot_trained_risk_vs_L(load_data(Path(out) / "trained_risk_vs_L.npz"), Path(out) / "trained_risk_vs_L.png")
+    labels = [str(s) for s in data["labels"]]
+    Ls = data["L"]
+    pick = [int(np.argmin(Ls)), int(np.argmin(np.abs(Ls - data["L_train"]))), int(np.argmax(Ls))]
+    return {
+        "L": [int(Ls[i]) for i in pick],
+        "risk": {nm: [[float(data["risk"][j, i]), float(data["stderr"][j, i])] for i in pick] for j, nm in enumerate(labels)},
+        "eta_eff": {nm: float(data["eta_eff"][j]) for j, nm in enumerate(labels)},
+        "excess_over_dgd_eta_star_L_paired": {nm: [[float(data["diff"][j, i]), float(data["diff_stderr"][j, i])] for i in pick]
+                                              for j, nm in enumerate(labels)},
+        "dgd_eta_star_L": [float(data["dgd_eta_star_L"][i]) for i in pick],
+        "dgd_eta_star_L_mc": [float(data["dgd_mc"][i]) for i in pick],
+        "dgd_eta_star_Ltrain": [float(data["dgd_eta_star_Ltrain"][i]) for i in pick],
+        "bayes": [float(data["bayes"][i]) for i in pick],
+    }
+
+
+# ---------------------------------------------------------------- circuits (trained)
+def _trained_circuits_data(*, quick, seed):
+    from .circuits import extract_circuits, pattern_metrics
+
+    kw = _trained_settings(quick)
+    runs = _trained(quick=quick, seed=seed)
+    out = {"d": kw["d"], "L": kw["L"], "sigma2": kw["sigma2"], "steps": kw["steps"], "heads": []}
+    for label, H, param in TRAINED_MODELS:
+        if param != "separate":
+            continue
+        r = runs[label]
+        c = extract_circuits(r.config.model(), r.params)
+        pm = pattern_metrics(c)
+        out["heads"].append(H)
+        out[f"KQ_H{H}"], out[f"ov_H{H}"] = c.KQ, c.ov
+        out[f"omega_H{H}"], out[f"mu_H{H}"], out[f"dummy_H{H}"] = c.omega, c.mu, c.dummy
+        out[f"eta_eff_H{H}"] = c.eta_eff
+        for k in ("kq_offdiag_fraction_max", "kq_response_row_fraction_max", "ov_offresponse_fraction_max",
+                  "omega_cv", "zero_sum_ratio", "sign_match_fraction"):
+            out[f"{k}_H{H}"] = pm[k]
+    out["heads"] = np.array(out["heads"])
+    return out
+
+
+def _plot_trained_circuits(data, path):
+    import matplotlib.pyplot as plt
+    from matplotlib.gridspec import GridSpec
+
+    from .plotting import apply_style, save_figure
+
+    apply_style()
+    d = int(data["d"])
+    heads = [int(h) for h in data["heads"]]
+    ncol = max(heads)
+    names = [f"$x_{{{i + 1}}}$" for i in range(d)] + ["$y$"]
+    fig = plt.figure(figsize=(2.9 * ncol + 1.2, 3.7 * len(heads) + 0.9))
+    outer = GridSpec(len(heads), 1, figure=fig, hspace=0.5)
+    cmap = "RdBu_r"
+    for i, H in enumerate(heads):
+        # heads, then the colour bars, then (if H < ncol) a text panel; head panels have the same width in every row
+        wr = [1.0] * H + [0.07, 0.25] + ([ncol - H - 0.32] if H < ncol else [])
+        inner = outer[i].subgridspec(2, len(wr), width_ratios=wr, height_ratios=[d + 1, 1.25], hspace=0.08, wspace=0.3)
+        KQ, ov = data[f"KQ_H{H}"], data[f"ov_H{H}"]
+        om, mu, dm = data[f"omega_H{H}"], data[f"mu_H{H}"], data[f"dummy_H{H}"]
+        kq_lim = float(np.max(np.abs(KQ))) or 1.0
+        ov_lim = float(np.max(np.abs(ov))) or 1.0
+        for h in range(H):
+            a = fig.add_subplot(inner[0, h])
+            b = fig.add_subplot(inner[1, h])
+            imk = a.imshow(KQ[h], cmap=cmap, vmin=-kq_lim, vmax=kq_lim)
+            imo = b.imshow(ov[h][None, :], cmap=cmap, vmin=-ov_lim, vmax=ov_lim, aspect="auto")
+            for (r, c), v in np.ndenumerate(KQ[h]):
+                a.text(c, r, f"{v:.2f}", ha="center", va="center", fontsize=6.3,
+                       color="white" if abs(v) > 0.6 * kq_lim else "0.15")
+            for c, v in enumerate(ov[h]):
+                b.text(c, 0, f"{v:.2f}", ha="center", va="center", fontsize=6.5,
+                       color="white" if abs(v) > 0.6 * ov_lim else "0.15")
+            for ax in (a, b):
+                ax.grid(False)
+                ax.set_xticks(range(d + 1))
+                ax.set_xticklabels(names, fontsize=8)
+            a.set_yticks(range(d + 1))
+            a.set_yticklabels(names, fontsize=8)
+            b.set_yticks([0])
+            b.set_yticklabels(["OV"], fontsize=8)
+            a.tick_params(bottom=False, labelbottom=False, top=True, labeltop=True)
+            a.set_xlabel("query coordinate ($z_q$), columns", fontsize=7.5, labelpad=2)
+            a.xaxis.set_label_position("top")
+            if h == 0:
+                a.set_ylabel("key coordinate ($z_l$), rows", fontsize=7.5)
+            b.set_xlabel("value coordinate ($z_l$)", fontsize=7.5, labelpad=1)
+            # the last column multiplies the 0 entry of z_q: irrelevant to the prediction
+            a.add_patch(plt.Rectangle((d - 0.5, -0.5), 1, d + 1, fill=False, hatch="///", ec="0.5", lw=0))
+            tag = " (dummy)" if bool(dm[h]) else ""
+            a.set_title(f"H={H}, head {h + 1}{tag}\n$\\omega_{{{h + 1}}}$={om[h]:+.3f},  $\\mu_{{{h + 1}}}$={mu[h]:+.3f}",
+                        fontsize=9)
+        cb1 = fig.colorbar(imk, cax=fig.add_subplot(inner[0, H]))
+        cb1.set_label(r"$KQ_h$ entry (symmetric scale)", fontsize=7.5)
+        cb1.ax.tick_params(labelsize=7)
+        cb2 = fig.colorbar(imo, cax=fig.add_subplot(inner[1, H]))
+        cb2.ax.tick_params(labelsize=6)
+        cb2.set_label("OV", fontsize=7)
+        share = np.abs(om * mu) / max(float(np.max(np.abs(om * mu))), 1e-300)
+        lines = [f"H = {H}:  $\\eta_{{\\rm eff}}=\\mu^\\top\\omega$ = {float(data[f'eta_eff_H{H}']):.4f}",
+                 f"KQ off-diagonal energy (x-block): {float(data[f'kq_offdiag_fraction_max_H{H}']):.1e}",
+                 f"KQ y-row energy (first d columns): {float(data[f'kq_response_row_fraction_max_H{H}']):.1e}",
+                 f"OV energy off the y entry: {float(data[f'ov_offresponse_fraction_max_H{H}']):.1e}",
+                 f"sign match ($\\omega_h\\mu_h>0$): {float(data[f'sign_match_fraction_H{H}']):.0%} of heads"]
+        if H >= 2:
+            lines += [f"zero-sum |Σμ|/Σ|μ|: {float(data[f'zero_sum_ratio_H{H}']):.3f}",
+                      f"|ω| spread (CV over heads): {float(data[f'omega_cv_H{H}']):.3f}",
+                      "head shares $|\\omega_h\\mu_h|/\\max_k|\\omega_k\\mu_k|$: " + ", ".join(f"{v:.2f}" for v in share)]
+        lines.append("(energies: max over heads)")
+        if H < ncol:
+            t = fig.add_subplot(inner[:, H + 2])
+            t.axis("off")
+            t.text(0.02, 0.5, "\n".join(lines), fontsize=8.3, va="center", ha="left", transform=t.transAxes,
+                   bbox=dict(fc="0.97", ec="0.7"))
+        else:
+            fig.text(0.5, outer[i].get_position(fig).y0 - 0.055, ";  ".join(lines[:1] + lines[5:-1]), ha="center",
+                     fontsize=8.5, bbox=dict(fc="0.97", ec="0.7"))
+    fig.suptitle(f"Circuits of the trained softmax models (Adam, {int(data['steps'])} steps, d={d}, L={int(data['L'])}, "
+                 f"σ²={float(data['sigma2']):g}); colours: RdBu, symmetric about 0, one scale per row\n"
+                 r"$KQ_h=K_h^\top Q_h/\sqrt{d+1}$ (hatched last column multiplies the 0 entry of $z_q$: irrelevant);  "
+                 r"OV $=V_h^\top o_h$, its $y$ entry is $\mu_h$;  $\omega_h$ = mean of the $x$-diagonal of $KQ_h$",
+                 fontsize=10, y=0.995)
+    save_figure(fig, path)
+
+
+def fig_trained_circuits(*, quick: bool, out: Path, seed: int) -> dict:
+    """Heat maps of KQ_h and OV_h per head of the trained softmax models (H = 1, 2, 4) with the extracted ω_h, μ_h."""
+    data = _trained_circuits_data(quick=quick, seed=seed)
+    _save(out, "trained_circuits", data)
+    _plot_trained_circuits(load_data(Path(out) / "trained_circuits.npz"), Path(out) / "trained_circuits.png")
+    res = {}
+    for H in data["heads"]:
+        H = int(H)
+        res[f"H{H}"] = {
+            "omega": data[f"omega_H{H}"].tolist(), "mu": data[f"mu_H{H}"].tolist(), "dummy": data[f"dummy_H{H}"].tolist(),
+            "eta_eff": float(data[f"eta_eff_H{H}"]),
+            **{k: float(data[f"{k}_H{H}"]) for k in ("kq_offdiag_fraction_max", "ov_offresponse_fraction_max",
+                                                    "omega_cv", "zero_sum_ratio", "sign_match_fraction")},
+        }
+    return res
+
+
+# ---------------------------------------------------------------- dynamics (trained)
+def _patterns_formed(KQ, ov, *, tol=0.05) -> np.ndarray:
+    """Per snapshot: sign matching, zero-sum OV and clean KQ/OV patterns all hold within ``tol``."""
+    from .circuits import circuits_from_arrays, pattern_metrics
+
+    ok = []
+    for A, v in zip(KQ, ov):
+        m = pattern_metrics(circuits_from_arrays(A, v))
+        ok.append(m["sign_match_fraction"] == 1.0 and m["zero_sum_ratio"] < tol and m["kq_offdiag_fraction_max"] < tol
+                  and m["ov_offresponse_fraction_max"] < tol and m["n_positive"] >= 1 and m["n_negative"] >= 1)
+    return np.array(ok)
+
+
+def _trained_dynamics_data(*, quick, seed):
+    from .circuits import circuits_from_arrays
+    from .crosscheck import CovariateSample, mc_flow, preconditioned_flow, sgd_vs_flow, trajectory_discrepancy
+
+    kw = _trained_settings(quick)
+    d, L, s2 = kw["d"], kw["L"], kw["sigma2"]
+    runs = _trained(quick=quick, seed=seed)
+    out = {"d": d, "L": L, "sigma2": s2, "steps": kw["steps"], "batch": kw["batch"], "adam_lr": kw["lr"],
+           "eta_star": eta_star(d, L, s2), "eta_single_head": float(np.prod(single_head_optimum(d, L, s2)[:2])), "heads": []}
+    for label, H, param in TRAINED_MODELS:
+        if param != "separate":
+            continue
+        r = runs[label]
+        circ = [circuits_from_arrays(A, v) for A, v in zip(r.snapshot_KQ, r.snapshot_ov)]
+        out["heads"].append(H)
+        out["snapshot_steps"] = r.snapshot_steps
+        out[f"omega_H{H}"] = np.array([c.omega for c in circ])
+        out[f"mu_H{H}"] = np.array([c.mu for c in circ])
+        formed = _patterns_formed(r.snapshot_KQ, r.snapshot_ov)
+        # first snapshot from which the patterns hold until the end (-1: never)
+        bad = np.where(~formed)[0]
+        k = 0 if bad.size == 0 else bad[-1] + 1
+        out[f"formed_step_H{H}"] = int(r.snapshot_steps[k]) if k < formed.size else -1
+    out["heads"] = np.array(out["heads"])
+    sk = (dict(lr=2e-2, sgd_steps=300, warmup_steps=150, warmup_lr=1e-2, batch=32, n_records=10) if quick
+          else dict(lr=1e-2, sgd_steps=10_000, warmup_steps=1000, warmup_lr=1e-2, batch=256, n_records=40))
+    sv = sgd_vs_flow(n_heads=2, d=d, L=L, sigma2=s2, param="merged", seed=seed, reference="approx", **sk)
+    w2, m2 = preconditioned_flow(sv.omega_sgd[0], sv.mu_sgd[0], 2.0 * sv.t, d=d, L=L, sigma2=s2, omega_rate=sv.omega_rate)
+    mc_n = 2000 if quick else 50_000
+    wmc, mmc = mc_flow(CovariateSample(mc_n, d=d, L=L, sigma2=s2, seed=12345), sv.omega_sgd[0], sv.mu_sgd[0], sv.t,
+                       omega_rate=sv.omega_rate)
+    out.update(omega_flow_mc=wmc, mu_flow_mc=mmc, mc_n=mc_n)
+    out.update({f"sgd_{k}": v for k, v in sk.items()})
+    out.update(sgd_t=sv.t, sgd_steps_rec=sv.steps, omega_sgd=sv.omega_sgd, mu_sgd=sv.mu_sgd, omega_flow=sv.omega_flow,
+               mu_flow=sv.mu_flow, omega_flow_2t=w2, mu_flow_2t=m2, omega_rate=sv.omega_rate,
+               unexplained=sv.discrepancy["unexplained"], gamma_max=sv.discrepancy["gamma_max"],
+               eta_max=sv.discrepancy["eta_max"])
+    out["unexplained_mc"] = trajectory_discrepancy(sv.omega_sgd, sv.mu_sgd, wmc, mmc)["unexplained"]
+    out["unexplained_2t"] = trajectory_discrepancy(sv.omega_sgd, sv.mu_sgd, w2, m2, omega_ref=sv.omega_flow,
+                                                   mu_ref=sv.mu_flow)["unexplained"]
+    return out
+
+
+def _plot_trained_dynamics(data, path):
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    from .plotting import OKABE_ITO, apply_style, save_figure
+
+    apply_style()
+    d, L, s2 = int(data["d"]), int(data["L"]), float(data["sigma2"])
+    fig, axes = plt.subplots(2, 3, figsize=(16, 9.2))
+    (a0, a1, a2), (b0, b1, b2) = axes
+    st = data["snapshot_steps"].astype(float)
+    pos = st > 0
+    hc = OKABE_ITO
+    # ---- top row: Adam, separate parameterisation (the full model), snapshots only
+    w, m = data["omega_H2"], data["mu_H2"]
+    fs = int(data["formed_step_H2"])
+    for h in range(w.shape[1]):
+        a0.semilogx(st[pos], w[pos, h], "o-", color=hc[h], ms=3, lw=1.2, label=f"head {h + 1}")
+        a1.semilogx(st[pos], m[pos, h], "o-", color=hc[h], ms=3, lw=1.2, label=f"head {h + 1}")
+    gam = np.abs(w).mean(1)
+    mg = mu_gamma(np.maximum(gam, 1e-12), d=d, L=L, sigma2=s2)
+    after = pos & (st >= fs) if fs >= 0 else np.zeros_like(pos)
+    a1.semilogx(st[after], mg[after], color="k", ls="--", lw=1.0, label=r"$\pm\mu_\gamma(\gamma)$ at measured $\gamma$ ($S_\gamma$)")
+    a1.semilogx(st[after], -mg[after], color="k", ls="--", lw=1.0)
+    for ax in (a0, a1):
+        ax.axhline(0, color="k", lw=0.5)
+        if fs > 0:
+            ax.axvline(fs, color="0.5", ls=":", lw=1.0)
+            ax.text(fs, 0.02, " patterns\n formed", transform=ax.get_xaxis_transform(), fontsize=7.5, color="0.3")
+        ax.set_xlabel("Adam step")
+    a0.set_ylabel(r"$\omega_h$ = mean of the $x$-diagonal of $KQ_h$")
+    a1.set_ylabel(r"$\mu_h$ = $y$ entry of $OV_h$")
+    a0.set_title(f"(a) Adam, full model (separate Q,K,V,o), H=2: $\\omega_h$", fontsize=10)
+    a1.set_title(f"(b) Adam, H=2: $\\mu_h$, with the solution manifold", fontsize=10)
+    a0.legend(loc="upper left")
+    a1.legend(loc="upper left")
+    mk = {1: "s", 2: "o", 4: "^"}
+    cH = {1: hc[3], 2: hc[0], 4: hc[2]}
+    for H in (int(h) for h in data["heads"]):
+        eta = np.sum(data[f"omega_H{H}"] * data[f"mu_H{H}"], axis=1)
+        a2.semilogx(st[pos], eta[pos], marker=mk.get(H, "o"), color=cH.get(H, "0.3"), ms=3, lw=1.2, label=f"H = {H}")
+    a2.axhline(float(data["eta_star"]), color="k", lw=1.0, ls="--", label=rf"$\eta^*={float(data['eta_star']):.3f}$ (inf of $\tilde L$, H≥2)")
+    a2.axhline(float(data["eta_single_head"]), color=hc[3], lw=1.0, ls=":",
+               label=rf"H=1 optimum of $\tilde L$: $\omega\mu={float(data['eta_single_head']):.3f}$")
+    a2.set_xlabel("Adam step")
+    a2.set_ylabel(r"$\eta_{\rm eff}=\mu^\top\omega$")
+    a2.set_title("(c) Adam, full model, H = 1, 2, 4: effective step", fontsize=10)
+    a2.legend(loc="upper left", fontsize=8)
+    # ---- bottom row: merged model, Adam warm-up then plain SGD vs the reduced flow at t = lr·steps
+    t = data["sgd_t"]
+    tp = t > 0
+    lr = float(data["sgd_lr"])
+    curves = [("sgd", dict(ls="none", marker="o", ms=4, mfc="none")), ("flow", dict(ls="-", lw=1.5)),
+              ("flow_mc", dict(ls="--", lw=1.2)), ("flow_2t", dict(ls=":", lw=1.2))]
+    H2 = data["omega_sgd"].shape[1]
+    for key, st in curves:
+        w, m = data[f"omega_{key}"], data[f"mu_{key}"]
+        for h in range(H2):
+            b0.semilogx(t[tp], np.abs(w[tp, h]), color=hc[h], **st)
+            b1.semilogx(t[tp], np.abs(m[tp, h]), color=hc[h], **st)
+        b2.semilogx(t[tp], np.sum(w * m, 1)[tp], color="0.15", **st)
+    b2.axhline(float(data["eta_star"]), color=hc[1], lw=1.0, ls="-.")
+    for ax in (b0, b1, b2):
+        ax.set_xlabel(rf"flow time $t$ = lr × SGD steps (lr = {lr:g}; {int(data['sgd_sgd_steps'])} steps)")
+    sgn = ", ".join(f"head {h + 1}: {'+' if data['omega_sgd'][0, h] > 0 else '−'}" for h in range(H2))
+    b0.set_ylabel(rf"$|\omega_h|$ (signs: {sgn})")
+    b1.set_ylabel(r"$|\mu_h|$")
+    b2.set_ylabel(r"$\eta_{\rm eff}=\mu^\top\omega$")
+    b0.set_title(rf"(d) merged model: plain SGD after {int(data['sgd_warmup_steps'])} Adam steps vs reduced flow: $|\omega_h|$",
+                 fontsize=10)
+    b1.set_title(r"(e) same run: $|\mu_h|$", fontsize=10)
+    b2.set_title("(f) same run: $\\eta_{\\rm eff}$;  unexplained motion: "
+                 f"{float(data['unexplained']):.2f} ($\\tilde L$ flow), {float(data['unexplained_mc']):.2f} (MC flow), "
+                 f"{float(data['unexplained_2t']):.2f} (at 2t)", fontsize=9.5)
+    key = [Line2D([], [], color="0.3", marker="o", mfc="none", ls="none", label="SGD (extracted from the circuits)"),
+           Line2D([], [], color="0.3", lw=1.5,
+                  label=r"flow of $\tilde L$ at $t$: $\dot\omega=-\frac{1}{d}\nabla_\omega\tilde L$, $\dot\mu=-\nabla_\mu\tilde L$"),
+           Line2D([], [], color="0.3", lw=1.2, ls="--", label=f"same flow of the true risk (MC, n={int(data['mc_n'])}) at $t$"),
+           Line2D([], [], color="0.3", lw=1.2, ls=":", label=r"flow of $\tilde L$ at $2t$ (wrong time map: control)")]
+    b0.legend(handles=key + [Line2D([], [], color=hc[h], lw=3, label=f"head {h + 1}") for h in range(H2)],
+              fontsize=7.5, loc="lower left")
+    b2.legend(handles=[Line2D([], [], color="0.15", marker="o", mfc="none", ls="none", label="SGD"),
+                       Line2D([], [], color="0.15", lw=1.5, label=r"flow of $\tilde L$ at $t$"),
+                       Line2D([], [], color="0.15", lw=1.2, ls="--", label="flow of the true risk (MC) at $t$"),
+                       Line2D([], [], color="0.15", lw=1.2, ls=":", label=r"flow of $\tilde L$ at $2t$ (control)"),
+                       Line2D([], [], color=hc[1], ls="-.", lw=1.0, label=rf"$\eta^*={float(data['eta_star']):.3f}$ (inf of $\tilde L$)")],
+              fontsize=7.5, loc="upper right")
+    fig.suptitle(f"Training dynamics of the trained models (d={d}, L={L}, σ²={s2:g}, batch {int(data['batch'])}).  "
+                 f"Top: Adam (lr {float(data['adam_lr']):g}) snapshots alone; Adam has no exact time map to a gradient flow.\n"
+                 f"Bottom: plain SGD (batch {int(data['sgd_batch'])}) on the merged model (KQ, OV as parameters) from the "
+                 f"warm-up state, vs the reduced flow of $\\tilde L$ from the (ω, μ) extracted at the start, "
+                 f"$t$ = lr × steps, ω preconditioned by 1/d (crosscheck.sgd_vs_flow)", fontsize=10, y=1.0)
+    fig.tight_layout()
+    save_figure(fig, path)
+
+
+def fig_trained_dynamics(*, quick: bool, out: Path, seed: int) -> dict:
+    """ω_h, μ_h vs training steps of the trained models (Adam), and plain SGD vs the reduced flow of L̃."""
+    data = _trained_dynamics_data(quick=quick, seed=seed)
+    _save(out, "trained_dynamics", data)
+    _plot_trained_dynamics(load_data(Path(out) / "trained_dynamics.npz"), Path(out) / "trained_dynamics.png")
+    res = {"formed_step": {f"H{int(H)}": int(data[f"formed_step_H{int(H)}"]) for H in data["heads"]}}
+    for H in data["heads"]:
+        H = int(H)
+        res[f"final_H{H}"] = {"omega": data[f"omega_H{H}"][-1].tolist(), "mu": data[f"mu_H{H}"][-1].tolist()}
+    res["sgd_vs_flow"] = {
+        "lr": float(data["sgd_lr"]), "t_end": float(data["sgd_t"][-1]), "omega_rate": float(data["omega_rate"]),
+        "omega_start": data["omega_sgd"][0].tolist(), "mu_start": data["mu_sgd"][0].tolist(),
+        "omega_sgd_end": data["omega_sgd"][-1].tolist(), "omega_flow_end": data["omega_flow"][-1].tolist(),
+        "mu_sgd_end": data["mu_sgd"][-1].tolist(), "mu_flow_end": data["mu_flow"][-1].tolist(),
+        "unexplained": float(data["unexplained"]), "unexplained_flow_at_2t": float(data["unexplained_2t"]),
+        "unexplained_mc_flow": float(data["unexplained_mc"]),
+        "mu_mc_flow_end": data["mu_flow_mc"][-1].tolist(), "omega_mc_flow_end": data["omega_flow_mc"][-1].tolist(),
+        "gamma_max_rel": float(data["gamma_max"]), "eta_max_rel": float(data["eta_max"]),
+    }
+    return res
+
+
 # ============================================================================ registry
 #: name -> figure function ``(*, quick, out, seed) -> dict``
 FIGURES: dict[str, Callable[..., dict]] = {
@@ -504,6 +1040,9 @@ FIGURES: dict[str, Callable[..., dict]] = {
     "risk_vs_L": fig_risk_vs_L,
     "bayes_ratio": fig_bayes_ratio,
     "approx_vs_mc": fig_approx_vs_mc,
+    "trained_risk_vs_L": fig_trained_risk_vs_L,
+    "trained_circuits": fig_trained_circuits,
+    "trained_dynamics": fig_trained_dynamics,
 }
 
 _PLOTTERS = {
@@ -513,6 +1052,9 @@ _PLOTTERS = {
     "risk_vs_L": _plot_risk_vs_L,
     "bayes_ratio": _plot_bayes_ratio,
     "approx_vs_mc": _plot_approx_vs_mc,
+    "trained_risk_vs_L": _plot_trained_risk_vs_L,
+    "trained_circuits": _plot_trained_circuits,
+    "trained_dynamics": _plot_trained_dynamics,
 }
 
 

@@ -41,6 +41,30 @@ def test_same_seed_same_data(tmp_path):
         assert np.array_equal(np.asarray(da[k]), np.asarray(db[k])), k
 
 
+def test_trained_figure_same_seed_same_data(tmp_path):
+    """Trained-model figure: retraining from the same seed (cache cleared) -> identical arrays."""
+    import reduced_dynamics.figures as F
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    F._TRAINED_CACHE.clear()
+    F.FIGURES["trained_risk_vs_L"](quick=True, out=a, seed=2)
+    F._TRAINED_CACHE.clear()
+    F.FIGURES["trained_risk_vs_L"](quick=True, out=b, seed=2)
+    da, db = load_data(a / "trained_risk_vs_L.npz"), load_data(b / "trained_risk_vs_L.npz")
+    assert da.keys() == db.keys()
+    for k in da:
+        assert np.array_equal(np.asarray(da[k]), np.asarray(db[k])), k
+
+
+@pytest.mark.parametrize("name", ["trained_risk_vs_L", "trained_circuits", "trained_dynamics"])
+def test_trained_figures_replot(name, tmp_path):
+    """Trained-model figures are redrawn from their .npz alone."""
+    FIGURES[name](quick=True, out=tmp_path, seed=0)
+    (tmp_path / f"{name}.png").unlink()
+    replot(name, tmp_path)
+    assert (tmp_path / f"{name}.png").read_bytes()[:8] == PNG
+
+
 def test_drift_quick_matches_law(tmp_path):
     """Even at t = 1e3 the measured γ is within 2 % of the derived drift law."""
     key = FIGURES["drift"](quick=True, out=tmp_path, seed=0)
