@@ -2,20 +2,35 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+STAMP_VENV := $(VENV)/.created
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_TEST := $(VENV)/.installed-test
 
 .PHONY: run test check figures figures-quick bench clean
 
-$(PY):
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
+# The venv counts as made only once its stamp exists, so a half-created .venv (e.g. ensurepip missing)
+# is rebuilt on the next run instead of being trusted; an existing venv with a working pip is reused.
+# Where `python3 -m venv` lacks ensurepip (Debian/Ubuntu without python3-venv) the venv is created
+# without pip and uses the system pip through --system-site-packages (it installs into the venv).
+# The install stamps live inside .venv, so recreating the venv reinstalls; editing pyproject.toml does too.
+$(STAMP_VENV):
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "python3 >= 3.10 is required (use make PYTHON=python3.X)")'
+	@if [ -x $(PY) ] && $(PY) -m pip --version >/dev/null 2>&1; then \
+	  echo "reusing $(VENV)"; \
+	else \
+	  rm -rf $(VENV); \
+	  { $(PYTHON) -m venv $(VENV) || { rm -rf $(VENV) && $(PYTHON) -m venv --without-pip --system-site-packages $(VENV) \
+	    && $(PY) -m pip --version >/dev/null; }; } \
+	  && $(PY) -m pip install --quiet --upgrade pip \
+	  || { rm -rf $(VENV); echo "error: cannot set up $(VENV): install python3-venv (or pip for $(PYTHON))" >&2; exit 1; }; \
+	fi
+	touch $@
 
-$(STAMP_RUN): pyproject.toml | $(PY)
+$(STAMP_RUN): pyproject.toml | $(STAMP_VENV)
 	$(PY) -m pip install --quiet -e .
 	touch $@
 
-$(STAMP_TEST): pyproject.toml | $(PY)
+$(STAMP_TEST): pyproject.toml | $(STAMP_VENV)
 	$(PY) -m pip install --quiet -e ".[test]"
 	touch $@ $(STAMP_RUN)
 

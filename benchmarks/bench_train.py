@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from reduced_dynamics.attention import make_model, sample_tokens  # noqa: E402
+from reduced_dynamics.attention import make_model, sample_tokens, unflatten_params  # noqa: E402
 from reduced_dynamics.training import TrainConfig, adam_update, train  # noqa: E402
 
 H, d, L, BATCH, SIGMA2, LR = 2, 5, 40, 256, 0.1, 1e-3
@@ -45,9 +45,10 @@ def bench_numpy(seconds):
     r = train(TrainConfig(n_heads=H, d=d, L=L, sigma2=SIGMA2, batch=BATCH, lr=LR, steps=steps))
     end_to_end = r.steps_per_second
     model = make_model("separate", n_heads=H, d=d)
-    p = model.init(0)
     shapes = model.param_shapes()
-    theta = np.concatenate([p[k].ravel() for k in shapes])
+    init = model.init(0)
+    theta = np.concatenate([init[k].ravel() for k in shapes])
+    p = unflatten_params(theta, shapes)  # views: Adam's in-place update of theta moves the model, as in train()
     m, v = np.zeros_like(theta), np.zeros_like(theta)
     tok = sample_tokens(BATCH, d=d, L=L, sigma2=SIGMA2, seed=1)
     t = [0]

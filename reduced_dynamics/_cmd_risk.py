@@ -2,7 +2,7 @@
 
 Estimates, on the same seed, the risks of ``multi_head`` (at ``--omega/--mu``;
 default the two-head point of the solution manifold at γ = 0.1),
-``single_head`` (its optimum), ``gd`` and ``debiased_gd`` (at η*) and
+``single_head`` (the H = 1 optimum of L̃, THEORY.md §5), ``gd`` and ``debiased_gd`` (at η*) and
 ``bayes_ridge`` (λ = σ² d). The attention/GD predictors share prompts from the
 sufficient-statistics sampler; ridge uses the full sampler. ``exact`` is the
 closed-form finite-L risk where one exists (gd, debiased_gd through
@@ -58,7 +58,8 @@ def main(args) -> int:
     t0 = time.perf_counter()
     d, L, sigma2 = args.d, args.L, args.sigma2
     eta = eta_star(d, L, sigma2)  # validates d, L, sigma2
-    check_positive_int("prompts", args.prompts)
+    if check_positive_int("prompts", args.prompts) < 2:
+        raise ValueError(f"`prompts` must be an integer >= 2 (for a standard error), got {args.prompts}")
     if (args.omega is None) != (args.mu is None):
         raise ValueError("`omega` and `mu` must be given together")
     if args.omega is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 from ._validation import check_positive_int
 from .attention import MODEL_KINDS
@@ -42,9 +43,14 @@ def main(args) -> int:
     n_eval = check_positive_int("n-eval", args.n_eval)
     if n_eval < 2:
         raise ValueError(f"`n-eval` must be an integer >= 2, got {n_eval}")
+    if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
+        raise ValueError(f"`out` must be a folder, got the existing file {args.out!r}")
     result = train(
         config, out=args.out, resume=args.resume, checkpoint_every=args.checkpoint_every, progress=args.progress,
     )
+    if result.status == 2:  # diverged: no meaningful circuits or risks to summarise
+        sys.stderr.write(f"reduced-dynamics train: {result.message} (stopped at step {result.step})\n")
+        return 1
     summary = summarize_run(result, n_eval=n_eval)
     if args.out is not None:
         write_outputs(args.out, result, summary)

@@ -252,6 +252,12 @@ class AttentionModel:
     def init(self, seed) -> dict:
         """PyTorch-default init: every weight ``U(−1/√fan_in, 1/√fan_in)``, ``fan_in = D``.
 
+        ``Q_h, K_h, V_h`` map ``R^D → R^D`` (fan_in ``D``); each head's output
+        row ``o_h`` is treated as its own ``R^D → R`` map (fan_in ``D``). A single
+        ``nn.Linear(H·D, D)`` output projection over the concatenated heads would
+        instead have fan_in ``H·D`` (bound smaller by ``√H``); the two agree for
+        ``H = 1``.
+
         The merged parameterisation draws the same separate weights and merges
         them, so ``separate`` and ``merged`` models with the same seed compute
         the same function at initialisation.
@@ -332,6 +338,7 @@ class AttentionModel:
 
     def loss_and_grad(self, params, batch) -> tuple[float, dict]:
         """Return ``(loss, grads)`` with ``grads`` keyed and shaped like ``params``."""
+        _check_params(params, self.param_shapes())
         tok = as_tokens(batch)
         KQ, ov = self.circuits(params)
         yhat, cache = self._forward(KQ, ov, tok)
@@ -388,6 +395,7 @@ class ReducedModel:
         return {"omega": (self.n_heads,), "mu": (self.n_heads,)}
 
     def init(self, seed) -> dict:
+        """Small random init ``ω_h, μ_h ~ U(−init_scale, init_scale)`` (ω drawn first)."""
         rng = as_generator(seed)
         s = self.init_scale
         return {"omega": rng.uniform(-s, s, self.n_heads), "mu": rng.uniform(-s, s, self.n_heads)}
@@ -414,6 +422,7 @@ class ReducedModel:
         return R @ mu, (s, P, R, y)
 
     def predict(self, params, batch) -> np.ndarray:
+        """Predictions ``ŷ``, shape ``(n,)``."""
         _check_params(params, self.param_shapes())
         return self._forward(np.asarray(params["omega"]), np.asarray(params["mu"]), as_tokens(batch))[0]
 
@@ -423,8 +432,10 @@ class ReducedModel:
         return float(r @ r / r.size)
 
     def loss_and_grad(self, params, batch) -> tuple[float, dict]:
+        """Return ``(loss, {"omega": dω, "mu": dμ})``, gradients of shape ``(H,)``."""
+        _check_params(params, self.param_shapes())
         tok = as_tokens(batch)
-        omega, mu = params["omega"], params["mu"]
+        omega, mu = np.asarray(params["omega"], dtype=np.float64), np.asarray(params["mu"], dtype=np.float64)
         yhat, (s, P, R, y) = self._forward(omega, mu, tok)
         r = yhat - tok.yq
         n = r.size

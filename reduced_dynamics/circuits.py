@@ -42,6 +42,7 @@ THEORY.md §2 (circuits), §3 (patterns), §5 (solution manifold ``S_γ``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -140,7 +141,8 @@ def pattern_metrics(circuits: Circuits) -> dict:
         Per-head lists ``kq_offdiag_fraction``, ``kq_response_row_fraction``,
         ``kq_diag_cv``, ``ov_offresponse_fraction``; their maxima over non-dummy
         heads (``*_max``); scalars ``omega_cv``, ``zero_sum_ratio``,
-        ``sign_match_fraction``, ``n_dummy``, ``n_positive``, ``n_negative``.
+        ``sign_match_fraction``, ``n_dummy``, and ``n_positive``, ``n_negative``
+        (non-dummy heads with ``μ_h > 0``, ``μ_h < 0``).
 
     Examples
     --------
@@ -150,6 +152,8 @@ def pattern_metrics(circuits: Circuits) -> dict:
     (0.0, 1.0, 0.0)
     """
     c = circuits
+    if not isinstance(c, Circuits):
+        raise ValueError(f"`circuits` must be a Circuits object, got {type(c).__name__}")
     d = c.d
     B = c.KQ[:, :d, :d]
     diag = np.einsum("hii->hi", B)
@@ -195,24 +199,42 @@ def manifold_gap(circuits: Circuits, *, L, sigma2) -> dict:
     the positive (negative) ``μ_h`` over non-dummy heads; the prediction is
     :func:`reduced_dynamics.manifold.mu_gamma` at ``γ``.
 
+    Parameters
+    ----------
+    circuits : Circuits
+        With at least one non-dummy head.
+    L : int, >= 1
+    sigma2 : float, >= 0
+
     Returns
     -------
     dict
         ``gamma, mu_plus, mu_minus, mu_gamma, rel_gap_plus = (μ₊ − μ_γ)/μ_γ,
-        rel_gap_minus = (−μ₋ − μ_γ)/μ_γ, eta_eff = μᵀω``.
+        rel_gap_minus = (−μ₋ − μ_γ)/μ_γ, eta_eff = μᵀω`` (all heads).
     """
     c = circuits
+    if not isinstance(c, Circuits):
+        raise ValueError(f"`circuits` must be a Circuits object, got {type(c).__name__}")
     live = ~c.dummy
+    if not live.any():
+        raise ValueError("`circuits` must have at least one non-dummy head for the manifold gap, got none")
     gamma = float(np.mean(np.abs(c.omega[live])))
     mu = c.mu[live]
     mu_p, mu_m = float(mu[mu > 0].sum()), float(mu[mu < 0].sum())
-    mg = mu_gamma(gamma, d=c.d, L=L, sigma2=sigma2)
+    with np.errstate(over="ignore"):  # sinh(dγ²) overflows for huge γ: μ_γ underflows to 0
+        mg = mu_gamma(gamma, d=c.d, L=L, sigma2=sigma2)
+
+    def rel(x):
+        if mg > 0:
+            return (x - mg) / mg
+        return math.inf if x > 0 else -1.0  # μ_γ → 0⁺: the limit of (x − μ_γ)/μ_γ for x >= 0
+
     return {
         "gamma": gamma,
         "mu_plus": mu_p,
         "mu_minus": mu_m,
         "mu_gamma": mg,
-        "rel_gap_plus": (mu_p - mg) / mg,
-        "rel_gap_minus": (-mu_m - mg) / mg,
+        "rel_gap_plus": rel(mu_p),
+        "rel_gap_minus": rel(-mu_m),
         "eta_eff": c.eta_eff,
     }

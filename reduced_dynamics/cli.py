@@ -2,7 +2,9 @@
 
 Each command lives in its own module ``reduced_dynamics._cmd_<name>`` that
 defines ``HELP`` (one line), ``add_arguments(parser)`` and ``main(args) -> int``.
-Bad input (``ValueError``) becomes one line on stderr and exit status 2.
+Bad input (``ValueError``), an overflow of ``exp(d ωωᵀ)`` (``OverflowError``) and
+an unwritable output path (``OSError``) each become one line on stderr and exit
+status 2, never a traceback.
 """
 
 from __future__ import annotations
@@ -68,6 +70,10 @@ def main(argv=None) -> int:
         return 2
     except OverflowError as exc:
         sys.stderr.write(f"reduced-dynamics {args.command}: overflow: {str(exc).splitlines()[0]}\n")
+        return 2
+    except OSError as exc:  # e.g. an --out folder that cannot be created or written
+        where = f": {exc.filename!r}" if getattr(exc, "filename", None) else ""
+        sys.stderr.write(f"reduced-dynamics {args.command}: error: cannot write output{where} ({exc.strerror or exc})\n")
         return 2
     except KeyboardInterrupt:
         sys.stderr.write(f"reduced-dynamics {args.command}: interrupted\n")

@@ -17,10 +17,11 @@ How the extracted ``(ω, μ)`` then move depends on the parameterisation:
 ``merged``
     ``ω_h`` is the mean of the ``d`` diagonal entries of ``KQ_h[:d, :d]`` and
     ``μ_h = ov_h[d]``. On the pattern (``KQ_h = ω_h diag(I_d, 0)``, ``ov_h = μ_h
-    e_{d+1}``) the reflections ``x_i → −x_i`` and ``(x, β) → (−x, −β)`` leave the
-    risk and the pattern state invariant, so the expected gradient lies in the
-    pattern subspace (off-diagonal, response-row and ``ov[:d]`` gradients vanish)
-    and all ``d`` diagonal gradients are equal, each :math:`\tfrac1d
+    e_{d+1}``) the reflections ``x_i → −x_i`` and ``(x, β) → (−x, −β)`` and the
+    permutations of the ``d`` coordinates leave the risk and the pattern state
+    invariant, so the expected gradient lies in the pattern subspace
+    (reflections: off-diagonal, response-row and ``ov[:d]`` gradients vanish;
+    permutations: all ``d`` diagonal gradients are equal), each :math:`\tfrac1d
     \partial_{\omega_h}E` (chain rule: :math:`\partial_{\omega_h}E = \sum_i
     \partial E/\partial KQ_h[i,i]`). The mean of the diagonal therefore moves by
     :math:`-\mathrm{lr}\,\tfrac1d\,\partial_{\omega_h}E` per step while ``μ_h``
@@ -35,8 +36,9 @@ How the extracted ``(ω, μ)`` then move depends on the parameterisation:
     the pattern. ``omega_rate = 1/d`` below.
 ``separate``
     ``KQ = KᵀQ/√D``, ``ov = Vᵀo``: gradient flow on the factors gives
-    :math:`\dot{KQ} = -(K^\top K\,G + G\,Q Q^\top)/D` (``G = ∂E/∂KQ``), whose
-    rate depends on ``KᵀK`` and ``QQᵀ`` themselves, not only on ``KQ``; the
+    :math:`\dot{KQ} = -(K^\top K\,G + G\,Q^\top Q)/D` (``G = ∂E/∂KQ``; from
+    ``∂E/∂K = Q Gᵀ/√D``, ``∂E/∂Q = K G/√D``), whose rate depends on ``KᵀK``
+    and ``QᵀQ`` themselves, not only on ``KQ``; the
     extracted ``(ω, μ)`` then obey no autonomous ODE unless the factors are
     balanced and isotropic. Not supported by :func:`sgd_vs_flow`.
 
@@ -387,8 +389,11 @@ def sgd_vs_flow(
     t0 = time.perf_counter()
     n_heads = check_positive_int("n_heads", n_heads)
     d, L, sigma2 = check_problem(d, L, sigma2)
-    rate = sgd_omega_rate(param, d) if omega_rate is None else check_positive_float("omega_rate", omega_rate)
+    rate = sgd_omega_rate(param, d)  # validates `param` (only the parameterisations with a reduced flow)
+    if omega_rate is not None:
+        rate = check_positive_float("omega_rate", omega_rate)
     lr = check_positive_float("lr", lr)
+    warmup_lr = check_positive_float("warmup_lr", warmup_lr)
     sgd_steps = check_positive_int("sgd_steps", sgd_steps)
     warmup_steps = check_nonnegative_int("warmup_steps", warmup_steps)
     n_records = check_positive_int("n_records", n_records)
@@ -399,6 +404,11 @@ def sgd_vs_flow(
     seed = check_nonnegative_int("seed", seed)
     if reference not in ("approx", "mc"):
         raise ValueError(f"`reference` must be one of 'approx', 'mc', got {reference!r}")
+    if reference == "mc":
+        mc_n = check_positive_int("mc_n", mc_n)
+        if mc_n < 2:
+            raise ValueError(f"`mc_n` must be an integer >= 2, got {mc_n}")
+        mc_seed = check_nonnegative_int("mc_seed", mc_seed)
     common = dict(n_heads=n_heads, d=d, L=L, sigma2=sigma2, batch=batch, param=param, init_scale=init_scale)
     params = init_params
     if params is None and warmup_steps > 0:
@@ -530,26 +540,32 @@ def mc_risk_and_grad(sample: CovariateSample, omega, mu) -> tuple[float, np.ndar
     risk : float
     grad_omega, grad_mu : ndarray, shape (H,)
     stderr : float
-        Standard error of ``risk``.
+        Standard error of ``risk`` (``ddof = 1``; NaN for a one-prompt sample).
     """
     if not isinstance(sample, CovariateSample):
         raise ValueError(f"`sample` must be a CovariateSample, got {type(sample).__name__}")
     omega, mu = check_heads_pair(omega, mu)
     if omega.ndim != 1:
         raise ValueError(f"`omega` must have shape (H,), got {omega.shape}")
-    tot, tot2, n = 0.0, 0.0, 0
+    tot, run_mean, M2, n = 0.0, 0.0, 0.0, 0
     gw = np.zeros(omega.size)
     gm = np.zeros(omega.size)
     for b in sample:
         l, a, m = _per_prompt(b, omega.tolist(), mu.tolist())
         tot += l.sum()
-        tot2 += (l * l).sum()
+        # variance: per-block centred sums of squares merged in block order (Chan et al.),
+        # free of the cancellation of E[l²] − E[l]²
+        nb = l.size
+        bmean = float(l.mean())
+        bM2 = float(np.sum((l - bmean) ** 2))
+        delta = bmean - run_mean
+        run_mean += delta * nb / (n + nb)
+        M2 += bM2 + delta * delta * n * nb / (n + nb)
+        n += nb
         gw += a.sum(0)
         gm += m.sum(0)
-        n += l.size
-    mean = tot / n
-    var = max(tot2 / n - mean * mean, 0.0) * n / max(n - 1, 1)
-    return float(mean), gw / n, gm / n, math.sqrt(var / n)
+    var = M2 / (n - 1) if n > 1 else math.nan
+    return float(tot / n), gw / n, gm / n, math.sqrt(var / n)
 
 
 def mc_flow(sample: CovariateSample, omega0, mu0, times, *, omega_rate=1.0, rtol=1e-6, atol=1e-9):
@@ -557,6 +573,16 @@ def mc_flow(sample: CovariateSample, omega0, mu0, times, *, omega_rate=1.0, rtol
 
     :math:`\dot\omega = -r\nabla_\omega\hat{\mathcal E}_n,\ \dot\mu = -\nabla_\mu\hat{\mathcal E}_n`
     with :func:`mc_risk_and_grad` (explicit RK45: the window is short and not stiff).
+
+    Parameters
+    ----------
+    sample : CovariateSample
+        The fixed covariates (common random numbers, so the right-hand side is smooth).
+    omega0, mu0 : array_like, shape (H,)
+    times : array_like, shape (T,)
+        Non-decreasing output times, ``times[0] >= 0``; the flow starts at 0.
+    omega_rate : float, > 0
+    rtol, atol : float, > 0
 
     Returns
     -------
@@ -577,6 +603,16 @@ def single_head_profile(sample: CovariateSample, omega) -> tuple[float, float]:
 
     .. math:: A = \overline{p\cdot s}/d,\qquad
               B = \overline{(p\cdot s)^2/(d|x_q|^2) + ((d-1)/d+\sigma^2)|p|^2},\qquad p = \mathrm{softmax}(\omega s).
+
+    Parameters
+    ----------
+    sample : CovariateSample
+    omega : float
+
+    Returns
+    -------
+    A, B : float
+        Sample averages over the ``n`` prompts of ``sample``.
     """
     if not isinstance(sample, CovariateSample):
         raise ValueError(f"`sample` must be a CovariateSample, got {type(sample).__name__}")

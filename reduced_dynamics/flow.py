@@ -368,17 +368,31 @@ def integrate_flow(
     t_eval = _log_times(t_end, n_eval, t_first)
     extra = {"jac": jac} if method in IMPLICIT_METHODS else {}
     start = time.perf_counter()
-    sol = solve_ivp(
-        rhs,
-        (0.0, t_end),
-        np.concatenate([omega0, mu0]),
-        method=method,
-        t_eval=t_eval,
-        rtol=rtol,
-        atol=atol,
-        events=events,
-        **extra,
-    )
+    try:
+        with np.errstate(over="ignore", invalid="ignore"):  # non-finite values are turned into errors below
+            sol = solve_ivp(
+                rhs,
+                (0.0, t_end),
+                np.concatenate([omega0, mu0]),
+                method=method,
+                t_eval=t_eval,
+                rtol=rtol,
+                atol=atol,
+                events=events,
+                **extra,
+            )
+    except LossOverflowError as exc:
+        # a trial step of the solver left the overflow-safe region before the event could stop it
+        raise LossOverflowError(
+            f"the solver stepped outside the overflow-safe region ({exc}). Try a smaller |omega0| or `exponent_cap`."
+        ) from None
+    except (ValueError, np.linalg.LinAlgError) as exc:
+        # scipy's linear algebra refuses a non-finite iteration matrix: the step size collapsed because
+        # exp(d ωωᵀ) makes the flow too stiff (only near the overflow cap); not a bad argument
+        raise LossOverflowError(
+            f"the integrator broke down ({exc}) with d·max(ω0²) = {float(max_exponent(omega0, d)):.4g}: the flow is "
+            "too stiff near the overflow cap. Try a smaller |omega0|."
+        ) from None
     seconds = time.perf_counter() - start
     t = sol.t
     Y = sol.y.T
@@ -456,6 +470,12 @@ def gradient_descent(
     """
     d, L, sigma2 = check_problem(d, L, sigma2)
     omega, mu = check_heads_pair(omega0, mu0)
+    if omega.ndim != 1:
+        raise ValueError(f"`omega0` must have shape (H,), got {omega.shape}")
+    if float(max_exponent(omega, d)) > MAX_EXPONENT:
+        raise LossOverflowError(
+            f"initial state is outside the overflow-safe region: d·max(ω0²) = {float(max_exponent(omega, d)):.4g} > {MAX_EXPONENT:g}"
+        )
     eta = check_positive_float("eta", eta)
     n_steps = check_positive_int("n_steps", n_steps)
     n_records = check_positive_int("n_records", n_records)
@@ -468,26 +488,36 @@ def gradient_descent(
     status, message = 0, "Completed all steps."
     start = time.perf_counter()
     nfev = 0
+    last_good = None  # (step, omega, mu) of the latest iterate with a finite loss and gradient
     for k in range(n_steps + 1):
         if not (np.all(np.isfinite(omega)) and np.all(np.isfinite(mu))) or float(max_exponent(omega, d)) > MAX_EXPONENT:
             status, message = 3, STATUS_MESSAGES[3]
             break
+        try:
+            approx_loss(omega, mu, d=d, L=L, sigma2=sigma2)
+            gw, gm = approx_loss_grad(omega, mu, d=d, L=L, sigma2=sigma2)
+        except (LossOverflowError, ValueError):
+            status, message = 3, STATUS_MESSAGES[3]
+            break
+        nfev += 1
+        last_good = (k, omega.copy(), mu.copy())
         if k in record:
             rec_w.append(omega.copy())
             rec_m.append(mu.copy())
             rec_s.append(k)
         if k == n_steps:
             break
-        try:
-            gw, gm = approx_loss_grad(omega, mu, d=d, L=L, sigma2=sigma2)
-        except (LossOverflowError, ValueError):
-            status, message = 3, STATUS_MESSAGES[3]
-            break
-        nfev += 1
         with np.errstate(over="ignore", invalid="ignore"):
             omega = omega - eta * gw
             mu = mu - eta * gm
     seconds = time.perf_counter() - start
+    if status == 3 and last_good is not None and (not rec_s or rec_s[-1] != last_good[0]):
+        # end the record at the last finite iterate, so the result shows where GD left the rails
+        rec_s.append(last_good[0])
+        rec_w.append(last_good[1])
+        rec_m.append(last_good[2])
+    if not rec_s:
+        raise LossOverflowError("L̃ or its gradient is not finite in float64 at the initial state; reduce |mu0| or |omega0|")
     W, M = np.array(rec_w), np.array(rec_m)
     loss, gnorm = _evaluate_along(W, M, d, L, sigma2)
     return FlowResult(

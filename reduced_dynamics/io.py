@@ -16,24 +16,52 @@ import numpy as np
 __all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_write_json", "atomic_savez", "to_jsonable"]
 
 
+def _current_umask() -> int:
+    """The process umask (read without changing it where the OS allows)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    umask = os.umask(0)  # fallback: set and restore
+    os.umask(umask)
+    return umask
+
+
 def atomic_write_bytes(path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` atomically (temp file + ``os.replace``)."""
+    """Write ``data`` to ``path`` atomically (temp file in the same folder, fsync, ``os.replace``).
+
+    The folder is created if needed and fsynced after the rename (best effort), so
+    a completed write survives a crash; an interrupted one leaves no temporary file.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the usual permissions
-        with os.fdopen(fd, "wb") as fh:
+        with os.fdopen(fd, "wb") as fh:  # owns fd from here on: closed even if a later call fails
+            os.fchmod(fh.fileno(), 0o666 & ~_current_umask())  # mkstemp creates 0600; use the usual mode
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
-        if os.path.exists(tmp):
+        try:
             os.unlink(tmp)
+        except FileNotFoundError:
+            pass
         raise
+    try:  # make the rename itself durable
+        dfd = os.open(path.parent, os.O_RDONLY)
+    except OSError:
+        return path
+    try:
+        os.fsync(dfd)
+    except OSError:
+        pass
+    finally:
+        os.close(dfd)
     return path
 
 

@@ -177,22 +177,23 @@ def approx_loss_hessian(omega, mu, *, d, L, sigma2):
     """
     omega, mu, d, c, _, E = _prepare(omega, mu, d, L, sigma2)
     H = omega.shape[-1]
-    u = np.sum(mu * omega, axis=-1)[..., None]
-    g = np.einsum("...hk,...k->...h", E, mu * omega)
-    s2 = np.einsum("...hk,...k->...h", E, mu * omega * omega)
-    eye = np.eye(H)
-    mm = mu[..., :, None] * mu[..., None, :]
-    ww = omega[..., :, None] * omega[..., None, :]
-    h_ww = 2.0 * mm + 2.0 * c * d * mm * E * (1.0 + d * ww) + 2.0 * c * d * d * eye * (mu * s2)[..., :, None]
-    # h_wm[j, i] = d² L / dω_j dμ_i
-    h_wm = (
-        2.0 * eye * (u - 1.0 + c * d * g)[..., :, None]
-        + 2.0 * mu[..., :, None] * omega[..., None, :]
-        + 2.0 * c * d * mu[..., :, None] * E * omega[..., None, :]
-    )
-    h_mm = 2.0 * ww + 2.0 * c * E
-    top = np.concatenate([h_ww, h_wm], axis=-1)
-    bottom = np.concatenate([np.swapaxes(h_wm, -1, -2), h_mm], axis=-1)
-    out = np.concatenate([top, bottom], axis=-2)
+    with np.errstate(over="ignore", invalid="ignore"):  # reported by _finite below
+        u = np.sum(mu * omega, axis=-1)[..., None]
+        g = np.einsum("...hk,...k->...h", E, mu * omega)
+        s2 = np.einsum("...hk,...k->...h", E, mu * omega * omega)
+        eye = np.eye(H)
+        mm = mu[..., :, None] * mu[..., None, :]
+        ww = omega[..., :, None] * omega[..., None, :]
+        h_ww = 2.0 * mm + 2.0 * c * d * mm * E * (1.0 + d * ww) + 2.0 * c * d * d * eye * (mu * s2)[..., :, None]
+        # h_wm[j, i] = d² L / dω_j dμ_i
+        h_wm = (
+            2.0 * eye * (u - 1.0 + c * d * g)[..., :, None]
+            + 2.0 * mu[..., :, None] * omega[..., None, :]
+            + 2.0 * c * d * mu[..., :, None] * E * omega[..., None, :]
+        )
+        h_mm = 2.0 * ww + 2.0 * c * E
+        top = np.concatenate([h_ww, h_wm], axis=-1)
+        bottom = np.concatenate([np.swapaxes(h_wm, -1, -2), h_mm], axis=-1)
+        out = np.concatenate([top, bottom], axis=-2)
     _finite("approx_loss_hessian", out)
     return out

@@ -179,7 +179,9 @@ def single_head_line(w, *, d, L, sigma2):
     d, L, sigma2 = check_problem(d, L, sigma2)
     w = np.asarray(w, float)
     c = (1.0 + sigma2) / L
-    return 0.5 * w, 0.5 * w / (w * w + c * np.exp(d * w * w))
+    # w/(w² + c e^{dw²}) = w e^{−dw²}/(w² e^{−dw²} + c): no overflow for large d w² (the value underflows to 0)
+    decay = np.exp(-d * w * w)
+    return 0.5 * w, 0.5 * w * decay / (w * w * decay + c)
 
 
 def check_range(name, value, *, positive=False):
@@ -241,9 +243,15 @@ def two_head_portrait_data(
     out: dict = {"d": d, "L": L, "sigma2": sigma2, "eta_star": eta_star(d, L, sigma2), "inf_loss": inf_loss(d, L, sigma2)}
     # panel A grid
     G, M = np.meshgrid(np.linspace(g_lo, g_hi, resolution), np.linspace(m_lo, m_hi, resolution))
-    dG, dM = plane_vector_field(G, M, d=d, L=L, sigma2=sigma2)
-    out.update(A_gamma=G, A_m=M, A_dgamma=dG, A_dm=dM,
-               A_excess=plane_loss(G, M, d=d, L=L, sigma2=sigma2) - out["inf_loss"])
+    with np.errstate(over="ignore", invalid="ignore"):
+        dG, dM = plane_vector_field(G, M, d=d, L=L, sigma2=sigma2)
+        excess = plane_loss(G, M, d=d, L=L, sigma2=sigma2) - out["inf_loss"]
+    if not (np.all(np.isfinite(dG)) and np.all(np.isfinite(dM)) and np.all(np.isfinite(excess))):
+        raise ValueError(
+            f"`m_range` {m_range!r} is too wide for `gamma_range` {gamma_range!r} at d={d}: the vector field "
+            "overflows float64 on the grid; narrow the windows"
+        )
+    out.update(A_gamma=G, A_m=M, A_dgamma=dG, A_dm=dM, A_excess=excess)
     # curves
     gpos = np.linspace(max(1e-3, gmax / 400), gmax, 600)
     out["curve_gamma"] = gpos

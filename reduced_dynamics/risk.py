@@ -73,7 +73,8 @@ class RiskEstimate:
     risk : float
         Sample mean of the per-prompt losses.
     stderr : float
-        Its standard error, ``sqrt(sample variance / n)``.
+        Its standard error, ``sqrt(sample variance / n)`` (sample variance with
+        ``ddof=1``; NaN when ``n = 1``, where no variance can be estimated).
     n : int
         Number of prompts.
     name : str
@@ -264,6 +265,8 @@ def plan_chunks(n, *, d, L, sampler="stats", n_heads=1, n_predictors=1, memory_b
     d = check_positive_int("d", d)
     L = check_positive_int("L", L)
     memory_budget = check_positive_int("memory_budget", memory_budget)
+    n_heads = check_positive_int("n_heads", n_heads)
+    n_predictors = check_positive_int("n_predictors", n_predictors)
     if sampler not in ("stats", "full"):
         raise ValueError(f"`sampler` must be 'stats' or 'full', got {sampler!r}")
     B = min(_block_size(sampler, d, L), n)
@@ -336,7 +339,7 @@ def estimate_risks(
     predictors : Predictor, sequence of Predictor, or mapping name -> Predictor
         Sequences are named by each predictor's ``name``.
     n : int
-        Number of prompts, ``>= 1``.
+        Number of prompts, ``>= 1`` (``>= 2`` for standard errors).
     d, L : int
         Dimension and context length, ``>= 1``.
     sigma2 : float

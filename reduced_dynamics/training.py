@@ -22,8 +22,11 @@ from __future__ import annotations
 
 import json
 import math
+import signal
 import sys
+import threading
 import time
+import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -39,6 +42,7 @@ from ._validation import (
 from .attention import (
     MODEL_KINDS,
     TokenBatch,
+    _check_params,
     flatten_params,
     make_model,
     sample_tokens,
@@ -267,22 +271,27 @@ def load_checkpoint(path) -> dict:
     ``snapshot_steps``, ``snapshot_KQ``, ``snapshot_ov``.
     """
     path = Path(path)
-    if not path.exists():
+    if not path.is_file():
         raise ValueError(f"`resume` needs a checkpoint, but {str(path)!r} does not exist")
-    with np.load(path) as z:
-        out = {k: z[k] for k in z.files}
-    return {
-        "config": TrainConfig(**json.loads(str(out["config"]))),
-        "theta": out["theta"].astype(np.float64),
-        "m": out["m"].astype(np.float64),
-        "v": out["v"].astype(np.float64),
-        "step": int(out["step"]),
-        "rng": _rng_from_json(str(out["rng_state"])),
-        "losses": out["losses"],
-        "snapshot_steps": list(out["snapshot_steps"]),
-        "snapshot_KQ": list(out["snapshot_KQ"]),
-        "snapshot_ov": list(out["snapshot_ov"]),
-    }
+    try:
+        with np.load(path) as z:
+            out = {k: z[k] for k in z.files}
+        return {
+            "config": TrainConfig(**json.loads(str(out["config"]))),
+            "theta": out["theta"].astype(np.float64),
+            "m": out["m"].astype(np.float64),
+            "v": out["v"].astype(np.float64),
+            "step": int(out["step"]),
+            "rng": _rng_from_json(str(out["rng_state"])),
+            "losses": out["losses"],
+            "snapshot_steps": list(out["snapshot_steps"]),
+            "snapshot_KQ": list(out["snapshot_KQ"]),
+            "snapshot_ov": list(out["snapshot_ov"]),
+        }
+    except (OSError, EOFError, KeyError, TypeError, AttributeError, ValueError, zipfile.BadZipFile) as exc:
+        raise ValueError(
+            f"`resume`: {str(path)!r} is not a readable checkpoint ({type(exc).__name__}: {exc})"
+        ) from None
 
 
 CHECKPOINT_NAME = "checkpoint.npz"
@@ -324,6 +333,15 @@ def train(
     -------
     TrainResult
 
+    Notes
+    -----
+    Interrupts are exact too: with ``out`` given (and in the main thread), a
+    SIGINT (Ctrl-C) lets the current step finish, writes the checkpoint at that
+    step boundary and then raises ``KeyboardInterrupt``, so resuming reproduces
+    the uninterrupted run bit for bit. A ``KeyboardInterrupt`` raised inside a
+    step before the optimiser update (e.g. from a callee) rewinds the prompt
+    generator to the start of that step before checkpointing.
+
     Examples
     --------
     >>> r = train(TrainConfig(n_heads=2, d=3, L=10, steps=5, batch=8))
@@ -362,8 +380,14 @@ def train(
     else:
         root = np.random.SeedSequence(config.seed)
         init_seq, data_seq = root.spawn(2)
-        params = model.init(np.random.default_rng(init_seq)) if init_params is None else init_params
+        if init_params is None:
+            params = model.init(np.random.default_rng(init_seq))
+        else:
+            _check_params(init_params, shapes)
+            params = init_params
         theta = flatten_params({k: np.asarray(params[k], dtype=np.float64) for k in shapes}).copy()
+        if not np.all(np.isfinite(theta)):
+            raise ValueError("`init_params` must contain only finite values (no NaN/inf)")
         unflatten_params(theta, shapes)  # validates the size
         m = np.zeros_like(theta)
         v = np.zeros_like(theta)
@@ -398,17 +422,36 @@ def train(
     n, d, L, s2, lr = config.batch, config.d, config.L, config.sigma2, config.lr
     adam = config.optimizer == "adam"
     b1, b2, eps = config.beta1, config.beta2, config.eps
+    # Ctrl-C is deferred to the next step boundary so that the checkpoint written on
+    # interrupt is a consistent state (parameters, moments, step and RNG agree).
+    sigint = {"pending": False, "installed": False, "previous": None}
+    if ckpt_path is not None and threading.current_thread() is threading.main_thread():
+
+        def _defer_sigint(_signum, _frame):
+            sigint["pending"] = True
+
+        sigint["previous"] = signal.signal(signal.SIGINT, _defer_sigint)
+        sigint["installed"] = True
+    phase = 0  # 0: at a step boundary; 1: drawing/differentiating (rewindable); 2: committing the update
+    rng_state = None
     # overflow on divergence is reported through the finite-loss check (status 2), not as warnings
     errstate = np.errstate(over="ignore", invalid="ignore")
     errstate.__enter__()
     try:
         while step < end:
+            if sigint["pending"]:
+                raise KeyboardInterrupt
+            rng_state = rng.bit_generator.state
+            phase = 1
             tok = sample_tokens(n, d=d, L=L, sigma2=s2, seed=rng)
             loss, grads = model.loss_and_grad(P, tok)
             if not math.isfinite(loss):
+                rng.bit_generator.state = rng_state  # the checkpoint resumes at this step
+                phase = 0
                 status = 2
                 break
             g = np.concatenate([grads[k].ravel() for k in shapes])
+            phase = 2
             if adam:
                 adam_update(theta, g, m, v, step + 1, lr=lr, beta1=b1, beta2=b2, eps=eps)
             else:
@@ -416,6 +459,7 @@ def train(
             losses[step] = loss
             step += 1
             snap(step)
+            phase = 0
             if step % checkpoint_every == 0:
                 checkpoint()
             if progress:
@@ -430,14 +474,22 @@ def train(
                     )
                     sys.stderr.flush()
     except KeyboardInterrupt:
-        checkpoint()
+        if phase == 1:  # raised inside a step, before the optimiser update: rewind the prompt stream
+            rng.bit_generator.state = rng_state
+        if phase != 2:  # mid-update the state is inconsistent: keep the last checkpoint instead
+            checkpoint()
         raise
     finally:
         errstate.__exit__(None, None, None)
+        if sigint["installed"]:  # None: the previous handler was not set from Python; use Python's default
+            prev = sigint["previous"]
+            signal.signal(signal.SIGINT, prev if prev is not None else signal.default_int_handler)
     seconds = time.perf_counter() - t0
     if status == 0 and step < config.steps:
         status = 1
     checkpoint()
+    if sigint["pending"]:  # Ctrl-C arrived after the last step: the final checkpoint is written, report it
+        raise KeyboardInterrupt
     done = step - step0
     return TrainResult(
         success=status == 0,
@@ -479,14 +531,21 @@ def mc_risk(model, params, *, L, sigma2, n: int = 100_000, seed=0, chunk: int = 
     n : int, >= 2
         Number of prompts.
     seed : int or Generator
+    chunk : int, >= 1
+        Prompts drawn per batch (memory). The prompts are drawn chunk by chunk
+        from one generator, so the numbers depend on ``chunk`` as well as on
+        ``seed`` (same distribution, different stream).
 
     Returns
     -------
     risk, stderr : float
+        Sample mean of the squared errors and its standard error
+        (``ddof = 1``).
     """
     n = check_positive_int("n", n)
     if n < 2:
         raise ValueError(f"`n` must be an integer >= 2, got {n}")
+    chunk = check_positive_int("chunk", chunk)
     rng = as_generator(seed)
     sq = np.concatenate(
         [
@@ -515,23 +574,39 @@ def cross_check(model, params, *, L, sigma2, n: int = 100_000, seed=0, chunk: in
     """Risk of the trained model vs the reduced model at its extracted (ω, μ) vs debiased GD at ``η = μᵀω``.
 
     All three predictors are evaluated on the same ``n`` fresh prompts (common
-    random numbers), so the standard errors of the differences are small.
+    random numbers), so the standard errors of the differences are small. The
+    prompt stream is that of :func:`mc_risk` with the same ``seed`` and ``chunk``.
+
+    Parameters
+    ----------
+    model, params : a model of :mod:`reduced_dynamics.attention` and its parameters
+    L : int, >= 1
+    sigma2 : float, >= 0
+    n : int, >= 2
+    seed : int or Generator
+    chunk : int, >= 1
+    dummy_tol : float in (0, 1)
 
     Returns
     -------
     dict
-        ``omega, mu, eta`` and, for ``model``, ``reduced``, ``debiased_gd``: risk
-        and stderr; plus ``diff_reduced`` / ``diff_gd`` (model − other) with stderr.
+        ``omega, mu`` (shape ``(H,)``), ``eta``, ``n``, ``L``; for ``model``,
+        ``reduced``, ``debiased_gd``: risk and ``*_stderr``; plus
+        ``diff_reduced`` / ``diff_debiased_gd`` (model − other) with ``*_stderr``.
     """
     from .attention import ReducedModel
 
+    n = check_positive_int("n", n)
+    if n < 2:
+        raise ValueError(f"`n` must be an integer >= 2, got {n}")
+    chunk = check_positive_int("chunk", chunk)
     c = extract_circuits(model, params, dummy_tol=dummy_tol)
     red = ReducedModel(c.n_heads, c.d)
     rp = {"omega": c.omega, "mu": c.mu}
     eta = c.eta_eff
     rng = as_generator(seed)
     cols = {"model": [], "reduced": [], "debiased_gd": []}
-    for k in _chunks(check_positive_int("n", n), chunk):
+    for k in _chunks(n, chunk):
         tok = sample_tokens(k, d=model.d, L=L, sigma2=sigma2, seed=rng)
         cols["model"].append((model.predict(params, tok) - tok.yq) ** 2)
         cols["reduced"].append((red.predict(rp, tok) - tok.yq) ** 2)

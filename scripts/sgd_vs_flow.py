@@ -55,7 +55,7 @@ CASES = {
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="results/sgd_vs_flow.json")
-    p.add_argument("--cases", nargs="*", default=list(CASES))
+    p.add_argument("--cases", nargs="*", default=list(CASES), choices=list(CASES))
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--mc-n", type=int, default=50_000)
     args = p.parse_args(argv)

@@ -125,18 +125,46 @@ def test_softmax_is_stable_for_huge_scores():
     assert np.isfinite(loss) and all(np.all(np.isfinite(v)) for v in g.values())
 
 
-def test_sample_tokens_moments():
-    """y = βᵀx + ε: E y² = 1 + σ², E[y x] = 0, and y_q follows the same law (MC, 5 standard errors)."""
+TOKEN_MOMENTS = {
+    # name: (per-prompt statistic of a TokenBatch with d = 4, exact mean); y = βᵀx + ε, β ~ N(0, I/d)
+    "y_l^2": (lambda t: (t.Z[..., 4] ** 2).mean(axis=1), lambda s2: 1 + s2),
+    "yq^2": (lambda t: t.yq**2, lambda s2: 1 + s2),
+    # E[y_1 y_2 x_1ᵀx_2] = E|β|² = 1: the same β in every context pair
+    "y_1 y_2 x_1.x_2": (lambda t: t.Z[:, 0, 4] * t.Z[:, 1, 4] * np.einsum("nd,nd->n", t.Z[:, 0, :4], t.Z[:, 1, :4]), lambda s2: 1.0),
+    # E[y_1 y_q x_1ᵀx_q] = 1: the same β in the context and the query
+    "y_1 yq x_1.xq": (lambda t: t.Z[:, 0, 4] * t.yq * np.einsum("nd,nd->n", t.Z[:, 0, :4], t.xq), lambda s2: 1.0),
+    "y_1 y_2": (lambda t: t.Z[:, 0, 4] * t.Z[:, 1, 4], lambda s2: 0.0),
+    "y_l x_l1": (lambda t: (t.Z[..., 4] * t.Z[..., 0]).mean(axis=1), lambda s2: 0.0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TOKEN_MOMENTS))
+def test_sample_tokens_moments(name):
+    """Moments of sample_tokens vs their exact values, within 4 empirical standard errors (one family, one seed)."""
     s2 = 0.3
-    tok = sample_tokens(4000, d=4, L=10, sigma2=s2, seed=0)
-    y = tok.Z[..., 4].ravel()
-    # Var(y²) = E y⁴ − (E y²)²; y is a Gaussian scale mixture, bound E y⁴ by a generous 5 (1+σ²)²
-    se = math.sqrt(5 * (1 + s2) ** 2 / 4000)  # per-prompt correlation: use n prompts, not n·L
-    assert abs(np.mean(y**2) - (1 + s2)) < 5 * se
-    assert abs(np.mean(tok.yq**2) - (1 + s2)) < 5 * se * math.sqrt(10)
-    # the residual y − βᵀx is not observable here, but y_l − y_l' for l ≠ l' has variance 2(1+σ²)
-    dy = tok.Z[:, 0, 4] - tok.Z[:, 1, 4]
-    assert abs(np.var(dy) - 2 * (1 + s2)) < 5 * 2 * math.sqrt(2 * 5 * (1 + s2) ** 2 / 4000)
+    tok = sample_tokens(20_000, d=4, L=10, sigma2=s2, seed=0)
+    f, exact = TOKEN_MOMENTS[name]
+    v = f(tok)  # one value per prompt: independent across prompts
+    se = v.std(ddof=1) / math.sqrt(v.size)
+    assert abs(v.mean() - exact(s2)) < 4 * se, (v.mean(), exact(s2), se)
+
+
+def test_init_is_pytorch_default_uniform():
+    """Every separate weight ~ U(−b, b), b = 1/√D: inside [−b, b], mean 0 and variance b²/3 within 4 SE.
+
+    SE of the sample variance of a uniform: (b²/3)·√(0.8/n) (fourth moment b⁴/5).
+    """
+    H, d = 40, 5
+    b = 1 / math.sqrt(d + 1)
+    p = make_model("separate", n_heads=H, d=d).init(0)
+    w = np.concatenate([p[k].ravel() for k in ("Q", "K", "V", "o")])
+    n = w.size
+    assert np.all(np.abs(w) <= b) and np.abs(w).max() > b * (1 - 10 / n)
+    var = b * b / 3
+    assert abs(w.mean()) < 4 * math.sqrt(var / n)
+    assert abs(w.var() - var) < 4 * var * math.sqrt(0.8 / n)
+    r = make_model("reduced", n_heads=50, d=d, init_scale=0.3).init(1)
+    assert all(np.all(np.abs(r[k]) <= 0.3) for k in ("omega", "mu"))
 
 
 def test_flatten_roundtrip_and_views():

@@ -107,3 +107,16 @@ def test_bad_dummy_tol():
     KQ, ov = _ideal([0.1], [1.0])
     with pytest.raises(ValueError, match="`dummy_tol`"):
         circuits_from_arrays(KQ, ov, dummy_tol=1.5)
+
+
+def test_manifold_gap_needs_a_live_head():
+    c = circuits_from_arrays(*_ideal([0.0, 0.0], [0.0, 0.0]))
+    assert c.dummy.all()
+    with pytest.raises(ValueError, match="`circuits`"):
+        manifold_gap(c, L=40, sigma2=0.1)
+
+
+def test_manifold_gap_at_huge_gamma_does_not_divide_by_zero():
+    """γ = 30, d = 3: sinh(dγ²) overflows, μ_γ underflows to 0; the relative gaps are +inf, not an exception."""
+    gap = manifold_gap(circuits_from_arrays(*_ideal([30.0, -30.0], [1.0, -1.0])), L=40, sigma2=0.1)
+    assert gap["mu_gamma"] == 0.0 and gap["rel_gap_plus"] == math.inf and gap["rel_gap_minus"] == math.inf

@@ -84,13 +84,15 @@ def test_table_output(capsys):
         (["--L", "-3"], "L"),
         (["--sigma2", "-0.1"], "sigma2"),
         (["--prompts", "0"], "prompts"),
+        (["--prompts", "1"], "prompts"),  # no standard error from one prompt
+        (["--mu", "1.0", "nan", "--omega", "1.0", "2.0"], "mu"),
         (["--seed", "-1"], "seed"),
         (["--omega", "1.0"], "omega"),
         (["--omega", "1.0", "2.0", "--mu", "1.0"], "omega"),
     ],
 )
 def test_bad_input_is_one_stderr_line_and_exit_2(capsys, argv, param):
-    rc = main(["risk", "--prompts", "100", *argv])
+    rc = main(["risk", "--prompts", "100", *argv]) if "--prompts" not in argv else main(["risk", *argv])
     out, err = capsys.readouterr()
     assert rc == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and f"`{param}`" in err

@@ -65,3 +65,12 @@ def test_subprocess_bad_input_no_traceback():
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert "`d` must be a positive integer" in proc.stderr
+
+
+def test_unwritable_out_exit_2(capsys, tmp_path):
+    """An --out folder that cannot be created (a regular file is in the way) is one line on stderr, exit 2."""
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    rc = main(["run", "--t-end", "10", "--no-plot", "--out", str(blocker / "sub")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "cannot write output" in err and len(err.strip().splitlines()) == 1

@@ -57,6 +57,22 @@ def test_bad_input_exit_2_one_line(args, name, capsys):
     assert err.count("\n") == 1 and name in err and "Traceback" not in err
 
 
+def test_out_that_is_a_file_exit_2(tmp_path, capsys):
+    f = tmp_path / "file"
+    f.write_text("x")
+    assert main(["train", "--steps", "2", *TINY, "--out", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "`out`" in err
+
+
+def test_divergence_exit_1_one_line(capsys):
+    """A diverging run (SGD, lr 1e6) reports the termination message on one stderr line and exits 1."""
+    rc = main(["train", "--steps", "200", *TINY, "--optimizer", "sgd", "--lr", "1e6", "--param", "linear"])
+    cap = capsys.readouterr()
+    assert rc == 1 and cap.out == ""
+    assert cap.err.count("\n") == 1 and "smaller `lr`" in cap.err and "Traceback" not in cap.err
+
+
 def test_subprocess_bad_heads():
     p = subprocess.run(
         [sys.executable, "-m", "reduced_dynamics", "train", "--heads", "0"], capture_output=True, text=True, timeout=60

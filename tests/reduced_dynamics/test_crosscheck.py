@@ -42,12 +42,16 @@ def test_preconditioned_flow_initial_velocity():
 
 
 def test_mc_risk_and_grad_value_and_gradient():
-    """Value = mean of predictors.conditional_loss (1e-12); gradient = central differences (1e-6 relative)."""
-    S = CovariateSample(3000, d=4, L=15, sigma2=0.2, seed=1)
+    """Value = mean of predictors.conditional_loss (1e-12), stderr = numpy's (1e-10 rel.); gradient = central differences (1e-6 relative).
+
+    Three blocks (block_size 1000), so the blockwise reductions are exercised.
+    """
+    S = CovariateSample(3000, d=4, L=15, sigma2=0.2, seed=1, block_size=1000)
     w, m = np.array([0.3, -0.25]), np.array([1.1, -0.9])
-    R, gw, gm, _ = mc_risk_and_grad(S, w, m)
-    ref = np.mean(np.concatenate([conditional_loss(b, multi_head_weights(b.s, w, m)) for b in S]))
-    assert abs(R - ref) < 1e-12
+    R, gw, gm, se = mc_risk_and_grad(S, w, m)
+    losses = np.concatenate([conditional_loss(b, multi_head_weights(b.s, w, m)) for b in S])
+    assert abs(R - losses.mean()) < 1e-12
+    assert se == pytest.approx(losses.std(ddof=1) / math.sqrt(losses.size), rel=1e-10)
     h = 1e-6
     for i in range(2):
         e = np.eye(2)[i] * h
@@ -127,6 +131,10 @@ def test_sgd_omega_rate():
         (dict(time_scale=-1.0), "`time_scale`"),
         (dict(reference="exact"), "`reference`"),
         (dict(d=0), "`d`"),
+        (dict(param="separate", omega_rate=1.0), "`param`"),  # no reduced flow, even with a given rate
+        (dict(warmup_lr=0.0), "`warmup_lr`"),
+        (dict(reference="mc", mc_n=1), "`mc_n`"),
+        (dict(reference="mc", mc_seed=-1), "`mc_seed`"),
     ],
 )
 def test_sgd_vs_flow_validates(kwargs, name):

@@ -191,3 +191,19 @@ def test_bad_initial_state(kwargs, param):
 def test_bad_tolerances():
     with pytest.raises(ValueError, match="tolerances.zero_sum"):
         StageTolerances(zero_sum=1.5)
+
+
+def test_integrator_breakdown_near_the_cap_is_an_overflow_error():
+    """At d·ω0² = 562 (just under the 570 cap) exp(dωωᵀ) ~ 1e244 makes Radau's step collapse; the
+    failure is reported as LossOverflowError saying what to try, not as scipy's bare ValueError."""
+    with pytest.raises(LossOverflowError, match="smaller \\|omega0\\|"):
+        integrate_flow([10.6, -10.6], [1.0, -1.0], t_end=100.0, **P)
+
+
+def test_gradient_descent_bad_initial_state():
+    with pytest.raises(LossOverflowError):
+        gradient_descent([20.0, 0.0], [0.0, 0.0], eta=0.1, n_steps=3, **P)
+    with pytest.raises(LossOverflowError, match="initial state"):
+        gradient_descent([10.0], [1e200], eta=0.1, n_steps=3, **P)
+    with pytest.raises(ValueError, match="`omega0`"):
+        gradient_descent([[0.1, 0.2]], [[0.1, 0.2]], eta=0.1, n_steps=3, **P)

@@ -86,6 +86,16 @@ def test_single_head_line_ends_at_h1_optimum():
     assert g == pytest.approx(w1 / 2, rel=1e-14) and m == pytest.approx(m1 / 2, rel=1e-12)
 
 
+def test_single_head_line_does_not_overflow():
+    """For d·w² beyond exp's float64 range the one-head-off line tends to m = 0 without a warning."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        g, m = single_head_line(np.array([0.5, 20.0]), **P)
+    assert np.all(np.isfinite(m)) and m[1] == 0.0 and m[0] > 0
+
+
 def test_drift_law_value_at_paper_setting():
     """γ(1e5) = (16 c d³ (1/2) 1e5)^{-1/6} = 0.0845 for H = 2 at d=5, L=40, σ²=0.1 (lead's reference value)."""
     assert drift_law_gamma(1e5, **P) == pytest.approx(0.0845, abs=5e-5)
@@ -100,6 +110,7 @@ def test_drift_law_value_at_paper_setting():
         (["--m-range", "x"], "`m_range`"),
         (["--resolution", "3"], "`resolution`"),
         (["--t-end", "0"], "`t_end`"),
+        (["--m-range=-1e200,1e200"], "`m_range`"),
     ],
 )
 def test_portrait_bad_input_exit_2(capsys, args, param):

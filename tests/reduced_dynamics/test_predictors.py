@@ -234,6 +234,11 @@ def test_conditional_loss_stats_form_matches_full_form_averaged_over_frame():
         (lambda b: sample_prompt_stats(2, d=2, L=3, sigma2=-0.1, seed=0), "sigma2"),
         (lambda b: sample_prompt_stats(2, d=2, L=3, sigma2=0.1, seed=None), "seed"),
         (lambda b: multi_head(sample_prompt_stats(2, d=2, L=3, sigma2=0.1, seed=0, covariates_only=True), [1.0], [1.0]), "batch"),
+        # λ = 0 with L < d: XᵀX is singular (not always flagged by LAPACK in floating point)
+        (lambda b: bayes_ridge(sample_prompts(3, d=5, L=3, sigma2=0.0, seed=0)), "lam"),
+        (lambda b: BayesRidge(0.0).weights(sample_prompts(3, d=5, L=3, sigma2=0.1, seed=0)), "lam"),
+        (lambda b: conditional_loss(b, np.zeros((b.n, b.L + 1))), "w"),
+        (lambda b: conditional_loss("not a batch", np.zeros((1, 1))), "batch"),
     ],
 )
 def test_bad_input_names_the_parameter(prompts, call, param):
