@@ -629,28 +629,30 @@ class SingleHead(Predictor):
 
 
 @dataclass(frozen=True)
-class VanillaGD(Predictor):
-    """One-step GD with step ``eta``; see :func:`vanilla_gd`."""
+class _StepPredictor(Predictor):
+    """Base of the one-step GD predictors, parameterised by a validated step ``eta``."""
 
     eta: float
-    name: ClassVar[str] = "gd"
 
     def __post_init__(self):
         object.__setattr__(self, "eta", check_finite_float("eta", self.eta))
+
+
+@dataclass(frozen=True)
+class VanillaGD(_StepPredictor):
+    """One-step GD with step ``eta``; see :func:`vanilla_gd`."""
+
+    name: ClassVar[str] = "gd"
 
     def weights(self, batch):
         return vanilla_gd_weights(_s_of(batch), self.eta)
 
 
 @dataclass(frozen=True)
-class DebiasedGD(Predictor):
+class DebiasedGD(_StepPredictor):
     """Debiased GD with step ``eta``; see :func:`debiased_gd`."""
 
-    eta: float
     name: ClassVar[str] = "debiased_gd"
-
-    def __post_init__(self):
-        object.__setattr__(self, "eta", check_finite_float("eta", self.eta))
 
     def weights(self, batch):
         return debiased_gd_weights(_s_of(batch), self.eta)
