@@ -5,6 +5,7 @@ A crash mid-write leaves either the old file or the new one, never half of one.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -18,13 +19,11 @@ __all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_write_json", "atom
 
 def _current_umask() -> int:
     """The process umask (read without changing it where the OS allows)."""
-    try:
+    with contextlib.suppress(OSError, ValueError):
         with open("/proc/self/status", encoding="ascii") as fh:
             for line in fh:
                 if line.startswith("Umask:"):
                     return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
     umask = os.umask(0)  # fallback: set and restore
     os.umask(umask)
     return umask
@@ -47,19 +46,16 @@ def atomic_write_bytes(path, data: bytes) -> Path:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
     try:  # make the rename itself durable
         dfd = os.open(path.parent, os.O_RDONLY)
     except OSError:
         return path
     try:
-        os.fsync(dfd)
-    except OSError:
-        pass
+        with contextlib.suppress(OSError):
+            os.fsync(dfd)
     finally:
         os.close(dfd)
     return path
