@@ -7,6 +7,7 @@ The public API is declared here; see README.md for the science and examples.
 
 from .attention import MODEL_KINDS, AttentionModel, ReducedModel, TokenBatch, make_model, sample_tokens
 from .circuits import Circuits, extract_circuits, pattern_metrics
+from .corrected_loss import corrected_loss, corrected_loss_grad
 from .crosscheck import SgdFlowComparison, sgd_vs_flow, single_head_mc_optimum
 from .diagnostics import StageTolerances, manifold_gap, stage_times, trajectory_diagnostics
 from .flow import FlowResult, gradient_descent, initial_state, integrate_flow
@@ -68,6 +69,9 @@ __all__ = [
     "approx_loss",
     "approx_loss_grad",
     "approx_loss_hessian",
+    # exact O(1/L) expansion of the risk
+    "corrected_loss",
+    "corrected_loss_grad",
     # symbolic derivation
     "derive_approx_loss",
     "generated_loss_functions",
