@@ -364,30 +364,14 @@ def integrate_corrected_flow(omega0, mu0, times, *, d, L, sigma2, rtol=1e-9, ato
     -------
     omega, mu : ndarray, shape (T, H)
     """
-    from scipy.integrate import solve_ivp
+    from .flow import flow_at_times
 
     omega0, mu0, d, L, sigma2 = _prepare(omega0, mu0, d, L, sigma2)
-    if omega0.ndim != 1:
-        raise ValueError(f"`omega0` must have shape (H,), got {omega0.shape}")
-    times = np.asarray(times, dtype=np.float64)
-    if times.ndim != 1 or times.size == 0 or np.any(np.diff(times) < 0) or times[0] < 0 or not np.all(np.isfinite(times)):
-        raise ValueError(f"`times` must be a non-empty non-decreasing 1-D array >= 0, got {times!r}")
-    H = omega0.size
-
-    def rhs(_t, y):
-        gw, gm = corrected_loss_grad(y[:H], y[H:], d=d, L=L, sigma2=sigma2)
-        return -np.concatenate([gw, gm])
-
-    def jac(_t, y):
-        return -corrected_loss_hessian_fd(y[:H], y[H:], d=d, L=L, sigma2=sigma2)
-
-    sol = solve_ivp(
-        rhs, (0.0, float(times[-1])), np.concatenate([omega0, mu0]), method=method, t_eval=times,
-        jac=jac, rtol=rtol, atol=atol,
+    kw = dict(d=d, L=L, sigma2=sigma2)
+    return flow_at_times(
+        lambda w, m: corrected_loss_grad(w, m, **kw), omega0, mu0, times,
+        hessian=lambda w, m: corrected_loss_hessian_fd(w, m, **kw), method=method, rtol=rtol, atol=atol, what="corrected flow",
     )
-    if not sol.success:
-        raise RuntimeError(f"corrected flow failed: {sol.message}")
-    return sol.y[:H].T.copy(), sol.y[H:].T.copy()
 
 
 # ------------------------------------------------- Monte Carlo verification

@@ -67,7 +67,6 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.integrate import solve_ivp
 from scipy.optimize import minimize_scalar
 
 from ._validation import (
@@ -79,6 +78,7 @@ from ._validation import (
     check_problem,
 )
 from .circuits import circuits_from_arrays
+from .flow import flow_at_times
 from .loss import approx_loss_grad, approx_loss_hessian
 from .predictors import PromptStats, conditional_loss, multi_head_weights, sample_prompt_stats
 
@@ -116,32 +116,6 @@ def sgd_omega_rate(param: str, d: int) -> float:
 
 
 # ------------------------------------------------------------------ the flow
-def _preconditioned_setup(omega0, mu0, times, omega_rate):
-    """Validate a flow's start and output times; return them with the rate vector ``P = (r·1_H, 1_H)``."""
-    omega0, mu0 = check_heads_pair(omega0, mu0)
-    if omega0.ndim != 1:
-        raise ValueError(f"`omega0` must have shape (H,), got {omega0.shape}")
-    times = check_finite_array("times", times, ndim=1)
-    if times[0] < 0 or np.any(np.diff(times) < 0):
-        raise ValueError("`times` must be non-negative and non-decreasing")
-    r = check_positive_float("omega_rate", omega_rate)
-    H = omega0.size
-    return omega0, mu0, times, np.concatenate([np.full(H, r), np.ones(H)]), H
-
-
-def _solve_at(rhs, y0, times, *, what, **solver):
-    """Integrate ``rhs`` from 0 and return the states at ``times`` split into ``(omega, mu)``."""
-    H = y0.size // 2
-    if times[-1] == 0:
-        Y = np.tile(y0, (times.size, 1))
-    else:
-        sol = solve_ivp(rhs, (0.0, float(times[-1])), y0, t_eval=times, **solver)
-        if sol.status != 0:
-            raise RuntimeError(f"{what} integration failed: {sol.message}")
-        Y = sol.y.T
-    return Y[:, :H].copy(), Y[:, H:].copy()
-
-
 def preconditioned_flow(omega0, mu0, times, *, d, L, sigma2, omega_rate=1.0, rtol=1e-9, atol=1e-12):
     r"""Integrate :math:`\dot\omega = -r\nabla_\omega\tilde L,\ \dot\mu = -\nabla_\mu\tilde L` at ``times``.
 
@@ -163,17 +137,11 @@ def preconditioned_flow(omega0, mu0, times, *, d, L, sigma2, omega_rate=1.0, rto
     omega, mu : ndarray, shape (T, H)
     """
     d, L, sigma2 = check_problem(d, L, sigma2)
-    omega0, mu0, times, P, H = _preconditioned_setup(omega0, mu0, times, omega_rate)
     kw = dict(d=d, L=L, sigma2=sigma2)
-
-    def rhs(_t, y):
-        gw, gm = approx_loss_grad(y[:H], y[H:], **kw)
-        return -P * np.concatenate([gw, gm])
-
-    def jac(_t, y):
-        return -P[:, None] * approx_loss_hessian(y[:H], y[H:], **kw)
-
-    return _solve_at(rhs, np.concatenate([omega0, mu0]), times, what="flow", method="Radau", jac=jac, rtol=rtol, atol=atol)
+    return flow_at_times(
+        lambda w, m: approx_loss_grad(w, m, **kw), omega0, mu0, times,
+        hessian=lambda w, m: approx_loss_hessian(w, m, **kw), omega_rate=omega_rate, method="Radau", rtol=rtol, atol=atol,
+    )
 
 
 def trajectory_discrepancy(omega_a, mu_a, omega_b, mu_b, *, omega_ref=None, mu_ref=None) -> dict:
@@ -588,13 +556,11 @@ def mc_flow(sample: CovariateSample, omega0, mu0, times, *, omega_rate=1.0, rtol
     -------
     omega, mu : ndarray, shape (T, H)
     """
-    omega0, mu0, times, P, H = _preconditioned_setup(omega0, mu0, times, omega_rate)
+    def grad(w, m):
+        _, gw, gm, _ = mc_risk_and_grad(sample, w, m)
+        return gw, gm
 
-    def rhs(_t, y):
-        _, gw, gm, _ = mc_risk_and_grad(sample, y[:H], y[H:])
-        return -P * np.concatenate([gw, gm])
-
-    return _solve_at(rhs, np.concatenate([omega0, mu0]), times, what="MC flow", method="RK45", rtol=rtol, atol=atol)
+    return flow_at_times(grad, omega0, mu0, times, omega_rate=omega_rate, method="RK45", rtol=rtol, atol=atol, what="MC flow")
 
 
 # ------------------------------------------------------------- single head
