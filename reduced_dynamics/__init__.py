@@ -10,7 +10,7 @@ from .circuits import Circuits, extract_circuits, pattern_metrics
 from .corrected_loss import corrected_loss, corrected_loss_grad
 from .crosscheck import SgdFlowComparison, sgd_vs_flow, single_head_mc_optimum
 from .diagnostics import StageTolerances, manifold_gap, stage_times, trajectory_diagnostics
-from .flow import FlowResult, gradient_descent, initial_state, integrate_flow
+from .flow import FlowResult, flow_at_times, gradient_descent, initial_state, integrate_flow
 from .loss import (
     MAX_EXPONENT,
     LossOverflowError,
@@ -89,6 +89,7 @@ __all__ = [
     "initial_state",
     "integrate_flow",
     "gradient_descent",
+    "flow_at_times",
     "StageTolerances",
     "trajectory_diagnostics",
     "stage_times",
