@@ -6,7 +6,7 @@ STAMP_VENV := $(VENV)/.created
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_TEST := $(VENV)/.installed-test
 
-.PHONY: run test check figures figures-quick bench clean
+.PHONY: run test lint check figures figures-quick bench clean
 
 # The venv counts as made only once its stamp exists, so a half-created .venv (e.g. ensurepip missing)
 # is rebuilt on the next run instead of being trusted; an existing venv with a working pip is reused.
@@ -38,7 +38,13 @@ run: $(STAMP_RUN)
 	$(VENV)/bin/reduced-dynamics run --out results
 
 test: $(STAMP_TEST)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -q -p no:cacheprovider
+
+lint: $(STAMP_TEST)
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
 
 check: $(STAMP_RUN)
 	$(VENV)/bin/reduced-dynamics check

@@ -21,9 +21,9 @@ import time
 
 import numpy as np
 
-from reduced_dynamics.manifold import eta_star, mu_gamma
-from reduced_dynamics.predictors import DebiasedGD, MultiHead, Zero
-from reduced_dynamics.risk import estimate_risks
+from reduced_dynamics.dynamics.manifold import eta_star, mu_gamma
+from reduced_dynamics.estimation.predictors import DebiasedGD, MultiHead, Zero
+from reduced_dynamics.estimation.risk import estimate_risks
 
 D, L, SIGMA2, GAMMA = 5, 40, 0.1, 0.1
 
@@ -49,7 +49,7 @@ def loop_risk(n, omega, mu, seed):
 
 def control():
     try:
-        gd_risk = getattr(importlib.import_module("proofs_check.closed_forms"), "gd_risk")
+        gd_risk = importlib.import_module("proofs_check.closed_forms").gd_risk
     except (ImportError, AttributeError):
         return "zero", Zero(), 1.0 + SIGMA2
     eta = eta_star(D, L, SIGMA2)
@@ -81,14 +81,18 @@ def main(argv=None):
     rows.append((f"engine cond+cv[{cname}]", n_eng, res.seconds, cv.risk, cv.stderr))
 
     print(f"d={D} L={L} sigma2={SIGMA2} H=2 gamma={GAMMA}  control={cname} (exact {cexact:.6f})")
-    print(f"{'method':<30}{'prompts':>10}{'sec':>8}{'risk':>11}{'stderr':>11}{'prompts/s':>12}"
-          f"{'x loop':>8}{'precision/s':>13}{'x loop':>10}")
+    print(
+        f"{'method':<30}{'prompts':>10}{'sec':>8}{'risk':>11}{'stderr':>11}{'prompts/s':>12}"
+        f"{'x loop':>8}{'precision/s':>13}{'x loop':>10}"
+    )
     base_pps = n_loop / s_loop
     base_prec = 1.0 / (se_loop**2 * s_loop)
     for name, n, sec, r, se in rows:
         pps, prec = n / sec, 1.0 / (se**2 * sec)
-        print(f"{name:<30}{n:>10}{sec:>8.2f}{r:>11.6f}{se:>11.2e}{pps:>12.3g}{pps / base_pps:>8.1f}"
-              f"{prec:>13.3g}{prec / base_prec:>10.3g}")
+        print(
+            f"{name:<30}{n:>10}{sec:>8.2f}{r:>11.6f}{se:>11.2e}{pps:>12.3g}{pps / base_pps:>8.1f}"
+            f"{prec:>13.3g}{prec / base_prec:>10.3g}"
+        )
     print("targets: >= 100x prompts/s, >= 1000x precision/s")
     return 0
 

@@ -1,10 +1,10 @@
 """Training speed: our numpy trainer vs (if installed) a PyTorch-CPU implementation of the same model.
 
-Model: full separate-parameter softmax attention (THEORY.md §2), H=2, d=5, L=40,
+Model: full separate-parameter softmax attention (docs/theory.md#full-model), H=2, d=5, L=40,
 batch 256, Adam lr 1e-3, fresh prompts every step. Two measurements per framework:
 
 * ``end-to-end``: each framework samples its own prompts every step (numpy:
-  :func:`reduced_dynamics.attention.sample_tokens`; torch: ``torch.randn``), then
+  :func:`reduced_dynamics.model.attention.sample_tokens`; torch: ``torch.randn``), then
   forward, backward, Adam -- what a training run costs;
 * ``step only``: forward + backward + Adam on a fixed, pre-drawn batch (same data for both).
 
@@ -23,10 +23,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from reduced_dynamics.attention import make_model, sample_tokens, unflatten_params  # noqa: E402
-from reduced_dynamics.training import TrainConfig, adam_update, train  # noqa: E402
+from reduced_dynamics.model.attention import make_model, sample_tokens, unflatten_params
+from reduced_dynamics.model.training import TrainConfig, adam_update, train
 
 H, d, L, BATCH, SIGMA2, LR = 2, 5, 40, 256, 0.1, 1e-3
 

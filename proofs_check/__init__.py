@@ -1,7 +1,9 @@
-"""Checkers of the theory (THEORY.md §5–7): each returns a :class:`CheckResult`.
+"""Checkers of the theory (docs/theory.md#gradient-flow, docs/theory.md#predictors, docs/theory.md#theorem-1): each returns a :class:`CheckResult`.
 
 Run them all with ``reduced-dynamics check`` or :func:`run_checks`.
 """
+
+from reduced_dynamics.dynamics.manifold import drift_law_gamma
 
 from .checks import CHECKS, run_checks
 from .closed_forms import (
@@ -19,7 +21,6 @@ from .closed_forms import (
     single_head_optimum,
 )
 from .result import CheckResult
-from reduced_dynamics.manifold import drift_law_gamma
 
 __all__ = [
     "CHECKS",

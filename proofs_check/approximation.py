@@ -19,15 +19,28 @@ from __future__ import annotations
 import numpy as np
 
 from reduced_dynamics import approx_loss
-from reduced_dynamics.flow import initial_state, integrate_flow
-from reduced_dynamics.manifold import eta_star, mu_gamma, single_head_optimum
-from reduced_dynamics.predictors import DebiasedGD, MultiHead, SingleHead, debiased_gd, multi_head, sample_prompt_stats
-from reduced_dynamics.risk import estimate_risks
+from reduced_dynamics.dynamics.flow import initial_state, integrate_flow
+from reduced_dynamics.dynamics.manifold import eta_star, mu_gamma, single_head_optimum
+from reduced_dynamics.estimation.predictors import (
+    DebiasedGD,
+    MultiHead,
+    SingleHead,
+    debiased_gd,
+    multi_head,
+    sample_prompt_stats,
+)
+from reduced_dynamics.estimation.risk import estimate_risks
 
 from .dynamics import check_single_head_flow
 from .result import CheckResult
 
-__all__ = ["approximation_error", "check_approximation", "check_predictor_limit", "check_approx_vs_exact", "check_single_head"]
+__all__ = [
+    "approximation_error",
+    "check_approximation",
+    "check_predictor_limit",
+    "check_approx_vs_exact",
+    "check_single_head",
+]
 
 
 def approximation_error(gamma, eta, *, d, L, sigma2, n, seed, quantile=0.99, n_positive=1, n_negative=1):
@@ -63,7 +76,9 @@ def check_approximation(*, quick=False, d=5, L=40, sigma2=0.1) -> CheckResult:
             order = float(np.polyfit(np.log(gammas), np.log(q), 1)[0])
             row_ok = bool(np.all(C < 1.0)) and order > 1.0
             ok &= row_ok
-            rows.append(dict(d=dd, sigma2=s2, C_max=float(C.max()), C_at_smallest_gamma=float(C[0]), order=order, passed=row_ok))
+            rows.append(
+                dict(d=dd, sigma2=s2, C_max=float(C.max()), C_at_smallest_gamma=float(C[0]), order=order, passed=row_ok)
+            )
     # an unequal split of heads (2 positive, 1 negative) at the paper's setting
     eta = eta_star(d, L, sigma2)
     q3 = np.array([approximation_error(g, eta, d=d, L=L, sigma2=sigma2, n=n, seed=12, n_positive=2) for g in gammas])
@@ -75,11 +90,15 @@ def check_approximation(*, quick=False, d=5, L=40, sigma2=0.1) -> CheckResult:
         name="approximation",
         passed=bool(ok),
         predicted="|ŷ(θ) − ŷ_dgd(η*)| ≤ Õ(sqrt(1+σ²)·γ·d) (99 % quantile), → 0 as γ → 0",
-        measured=(f"constant C = q99/(sqrt(1+σ²)γd) ≤ {cmax:.3f} over γ ∈ [{gammas[0]:g}, {gammas[-1]:g}], d ∈ {ds}, σ² ∈ {s2s}; "
-                  f"order in γ ∈ [{min(orders):.2f}, {max(orders):.2f}] (2+1 heads: {order3:.2f}) — quadratic, not linear"),
+        measured=(
+            f"constant C = q99/(sqrt(1+σ²)γd) ≤ {cmax:.3f} over γ ∈ [{gammas[0]:g}, {gammas[-1]:g}], d ∈ {ds}, σ² ∈ {s2s}; "
+            f"order in γ ∈ [{min(orders):.2f}, {max(orders):.2f}] (2+1 heads: {order3:.2f}) — quadratic, not linear"
+        ),
         tolerance="C < 1 at every grid point; order in γ > 1",
-        explanation=(f"{n} prompts per point (L={L}); μ± = ±η*/(2γ). Even-order softmax terms cancel between ± heads, "
-                     "so the gap is O(γ²): the bound holds but is not tight in γ."),
+        explanation=(
+            f"{n} prompts per point (L={L}); μ± = ±η*/(2γ). Even-order softmax terms cancel between ± heads, "
+            "so the gap is O(γ²): the bound holds but is not tight in γ."
+        ),
         data={"rows": rows, "gammas": gammas.tolist(), "order_2plus1": order3},
     )
 
@@ -97,7 +116,12 @@ def check_predictor_limit(*, quick=False, d=5, L=40, sigma2=0.1) -> dict:
         rms.append(float(np.sqrt(np.mean(diff**2))))
     rms = np.array(rms)
     order = float(np.polyfit(np.log(gammas[:3]), np.log(rms[:3]), 1)[0])
-    return {"gammas": gammas.tolist(), "rms": rms.tolist(), "order": order, "passed": bool(np.all(np.diff(rms) > 0) and order > 1.5)}
+    return {
+        "gammas": gammas.tolist(),
+        "rms": rms.tolist(),
+        "order": order,
+        "passed": bool(np.all(np.diff(rms) > 0) and order > 1.5),
+    }
 
 
 def check_approx_vs_exact(*, quick=False, d=5, L=40, sigma2=0.1) -> CheckResult:
@@ -113,12 +137,24 @@ def check_approx_vs_exact(*, quick=False, d=5, L=40, sigma2=0.1) -> CheckResult:
         res = integrate_flow(*initial_state(2, seed=0), d=d, L=LL, sigma2=sigma2, t_end=1e3)
         pts["flow_t1e3"] = (res.omega[-1], res.mu[-1])
         pts["generic_3head"] = (np.array([0.4, -0.2, 0.1]), np.array([0.8, -0.5, 0.3]))
-        est = estimate_risks({k: MultiHead(*v) for k, v in pts.items()}, n=n, d=d, L=LL, sigma2=sigma2, seed=0, conditional=True)
+        est = estimate_risks(
+            {k: MultiHead(*v) for k, v in pts.items()}, n=n, d=d, L=LL, sigma2=sigma2, seed=0, conditional=True
+        )
         for k, (w, m) in pts.items():
             lt = approx_loss(w, m, d=d, L=LL, sigma2=sigma2)
             e = est[k]
-            rows.append(dict(L=LL, point=k, mc=e.risk, stderr=e.stderr, approx=lt, rel_err=(e.risk - lt) / e.risk,
-                             rel_se=e.stderr / e.risk, z=(e.risk - lt) / e.stderr))
+            rows.append(
+                dict(
+                    L=LL,
+                    point=k,
+                    mc=e.risk,
+                    stderr=e.stderr,
+                    approx=lt,
+                    rel_err=(e.risk - lt) / e.risk,
+                    rel_se=e.stderr / e.risk,
+                    z=(e.risk - lt) / e.stderr,
+                )
+            )
     names = sorted({r["point"] for r in rows})
     rates, ok = {}, True
     for k in names:
@@ -138,24 +174,36 @@ def check_approx_vs_exact(*, quick=False, d=5, L=40, sigma2=0.1) -> CheckResult:
         name="approx_vs_exact",
         passed=bool(ok),
         predicted="L̃ approximates the risk for large L: relative error → 0 as L grows",
-        measured=(f"relative error at L=40: {min(r['rel_err'] for r in at40):+.3f} … {max(r['rel_err'] for r in at40):+.3f}; "
-                  f"at L={Ls[-1]}: {min(r['rel_err'] for r in rows if r['L'] == Ls[-1]):+.4f} … {max(r['rel_err'] for r in rows if r['L'] == Ls[-1]):+.4f}; "
-                  f"log–log rate (L ≥ 40) ∈ [{min(rates.values()):.2f}, {max(rates.values()):.2f}]; "
-                  + ("L̃ below the MC risk at every point" if below else "L̃ not always below the MC risk")),
-        tolerance=("relative error > 3 SE at the smallest L and smaller at the largest L by > 3 combined SE; "
-                   "log–log rate (L ≥ 40, resolved points only: error > 3 SE) < −0.3 at every point"),
+        measured=(
+            f"relative error at L=40: {min(r['rel_err'] for r in at40):+.3f} … {max(r['rel_err'] for r in at40):+.3f}; "
+            f"at L={Ls[-1]}: {min(r['rel_err'] for r in rows if r['L'] == Ls[-1]):+.4f} … {max(r['rel_err'] for r in rows if r['L'] == Ls[-1]):+.4f}; "
+            f"log–log rate (L ≥ 40) ∈ [{min(rates.values()):.2f}, {max(rates.values()):.2f}]; "
+            + ("L̃ below the MC risk at every point" if below else "L̃ not always below the MC risk")
+        ),
+        tolerance=(
+            "relative error > 3 SE at the smallest L and smaller at the largest L by > 3 combined SE; "
+            "log–log rate (L ≥ 40, resolved points only: error > 3 SE) < −0.3 at every point"
+        ),
         explanation=f"Rao–Blackwellised MC ({n} prompts per L, common random numbers) at 4 states per L: two on S_γ, the flow state at t=1e3, a generic 3-head state.",
         data={"rows": rows, "rates": rates},
     )
 
 
 def check_single_head(*, quick=False, d=5, L=40, sigma2=0.1) -> CheckResult:
-    """(g) H = 1 optimum matches THEORY §5, and its MC risk exceeds the two-head (debiased GD) risk."""
+    """(g) H = 1 optimum matches docs/theory.md#gradient-flow, and its MC risk exceeds the two-head (debiased GD) risk."""
     flow = check_single_head_flow(quick=quick, d=d, L=L, sigma2=sigma2)
     w, m, _ = single_head_optimum(d, L, sigma2)
     es = eta_star(d, L, sigma2)
     n = 40000 if quick else 400000
-    est = estimate_risks({"single_head": SingleHead(w, m), "debiased_gd": DebiasedGD(es)}, n=n, d=d, L=L, sigma2=sigma2, seed=3, conditional=True)
+    est = estimate_risks(
+        {"single_head": SingleHead(w, m), "debiased_gd": DebiasedGD(es)},
+        n=n,
+        d=d,
+        L=L,
+        sigma2=sigma2,
+        seed=3,
+        conditional=True,
+    )
     diff = est.difference("single_head", "debiased_gd")
     z = diff.risk / diff.stderr
     ok = flow.passed and z > 5
@@ -163,9 +211,17 @@ def check_single_head(*, quick=False, d=5, L=40, sigma2=0.1) -> CheckResult:
         name="single_head",
         passed=bool(ok),
         predicted=f"{flow.predicted}; MC risk(single head) > MC risk(debiased GD at η*)",
-        measured=(f"{flow.measured}; MC risks {est['single_head'].risk:.4f}±{est['single_head'].stderr:.4f} vs "
-                  f"{est['debiased_gd'].risk:.4f}±{est['debiased_gd'].stderr:.4f}, paired difference {diff.risk:.4f}±{diff.stderr:.4f} ({z:.0f} SE)"),
+        measured=(
+            f"{flow.measured}; MC risks {est['single_head'].risk:.4f}±{est['single_head'].stderr:.4f} vs "
+            f"{est['debiased_gd'].risk:.4f}±{est['debiased_gd'].stderr:.4f}, paired difference {diff.risk:.4f}±{diff.stderr:.4f} ({z:.0f} SE)"
+        ),
         tolerance="flow optimum relative error < 1e-6; risk difference > 5 paired SE",
         explanation="Flow of the H=1 L̃ to its stationary point, then paired Rao–Blackwellised MC of both predictors.",
-        data={**flow.data, "risk_single": est["single_head"].risk, "risk_dgd": est["debiased_gd"].risk, "diff": diff.risk, "diff_se": diff.stderr},
+        data={
+            **flow.data,
+            "risk_single": est["single_head"].risk,
+            "risk_dgd": est["debiased_gd"].risk,
+            "diff": diff.risk,
+            "diff_se": diff.stderr,
+        },
     )

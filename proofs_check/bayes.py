@@ -1,6 +1,6 @@
 r"""Checker for Theorem 1(c): the debiased-GD / Bayes risk ratio and its bound.
 
-Notation (THEORY.md §7), ``σ² > 0``, ``ξ > 0``:
+Notation (docs/theory.md#theorem-1), ``σ² > 0``, ``ξ > 0``:
 
 * ``G = σ² + 1 − η*``, ``η* = 1/(1 + (1+σ²)ξ)`` — limiting risk of debiased
   GD at its optimal step (:func:`proofs_check.closed_forms.gd_risk_limit`);
@@ -9,7 +9,7 @@ Notation (THEORY.md §7), ``σ² > 0``, ``ξ > 0``:
   (:func:`proofs_check.closed_forms.bayes_risk_limit`);
 * ``r = G/B`` and the bound ``U = 1 + σ⁻²{(1 + ξσ²)(1 + σ² + 1/ξ)}⁻¹``.
 
-Analytic answer to THEORY.md §7's open questions
+Analytic answer to docs/theory.md#theorem-1's open questions
 ------------------------------------------------
 
 Two exact identities (verified by sympy in :func:`bound_certificate`):
@@ -44,7 +44,7 @@ trivial sense of tightness; ``r/U → 1`` there too.
 
 References
 ----------
-THEORY.md §7; He, Pan, Chen, Yang (ICML 2025), Theorem 1(c).
+docs/theory.md#theorem-1; He, Pan, Chen, Yang (ICML 2025), Theorem 1(c).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ from functools import lru_cache
 import mpmath
 import numpy as np
 
-from reduced_dynamics.prompts import as_generator
+from reduced_dynamics.estimation.prompts import as_generator
 
 from .closed_forms import (
     _as_param_array,
@@ -159,7 +159,7 @@ def bound_certificate() -> dict:
 
     Verifies, by ``simplify(lhs − rhs) == 0``:
 
-    * ``B`` (THEORY.md's MP formula) solves ``B² − aB − σ²/ξ = 0``;
+    * ``B`` (the Marchenko–Pastur formula of docs/theory.md#bayes-ratio) solves ``B² − aB − σ²/ξ = 0``;
     * ``G² − aG − σ²/ξ = η*²``;
     * ``U − 1 = ξη*/(σ²(1+ξσ²))``;
     * ``(r − 1)/(U − 1) = σ²(1 − ξη*)/(σ² + ξGB)`` given the first two;
@@ -199,8 +199,9 @@ def bound_certificate() -> dict:
     numF, denF = sp.fraction(F)
     poly = sp.Poly(sp.expand(-numF), s, x)
     coeffs_pos = all(c > 0 for c in poly.coeffs())
-    den_pos = all(sp.Poly(f, s, x).coeffs() and all(c > 0 for c in sp.Poly(f, s, x).coeffs())
-                  for f, _ in sp.factor_list(denF)[1])
+    den_pos = all(
+        sp.Poly(f, s, x).coeffs() and all(c > 0 for c in sp.Poly(f, s, x).coeffs()) for f, _ in sp.factor_list(denF)[1]
+    )
     return {
         "identities": {k: bool(v) for k, v in ids.items()},
         "polynomial": str(F),
@@ -323,8 +324,17 @@ def check_bayes_ratio(*, quick=False, seed=0) -> CheckResult:
             ext_f64_err = max(ext_f64_err, abs(f64 / float(relmp) - 1.0))
             ok = bool(rm1 > 0 and r < U and 0 < relmp < 1)
             ext_ok &= ok
-            ext_rows.append({"sigma2": sv, "xi": xv, "ratio_minus_1": float(rm1), "bound_minus_1": float(um1),
-                             "relative_slack": float(relmp), "working_digits": work, "ok": ok})
+            ext_rows.append(
+                {
+                    "sigma2": sv,
+                    "xi": xv,
+                    "ratio_minus_1": float(rm1),
+                    "bound_minus_1": float(um1),
+                    "relative_slack": float(relmp),
+                    "working_digits": work,
+                    "ok": ok,
+                }
+            )
     data["extremes_mpmath"] = ext_rows
     data["extremes_float64_vs_mpmath_max_rel_err"] = ext_f64_err
     worst = max(worst, ext_f64_err)
@@ -373,20 +383,40 @@ def check_bayes_ratio(*, quick=False, seed=0) -> CheckResult:
         for L in Ls:
             d = int(round(xv * L))
             r_L, se = risk_ratio_finite(d=d, L=L, sigma2=sigma2_mc, n=n_mc, seed=rng)
-            rows.append({"L": L, "d": d, "ratio": r_L, "stderr": se, "gap": r_L - r_inf, "L_times_gap": L * (r_L - r_inf),
-                         "exceeds_limiting_bound": bool(r_L > float(risk_ratio_bound(sigma2_mc, xv)))})
+            rows.append(
+                {
+                    "L": L,
+                    "d": d,
+                    "ratio": r_L,
+                    "stderr": se,
+                    "gap": r_L - r_inf,
+                    "L_times_gap": L * (r_L - r_inf),
+                    "exceeds_limiting_bound": bool(r_L > float(risk_ratio_bound(sigma2_mc, xv))),
+                }
+            )
         Lv = np.array([row["L"] for row in rows], dtype=float)
         gaps = np.array([row["gap"] for row in rows])
         ses = np.array([row["stderr"] for row in rows])
         positive = bool(np.all(gaps > 3 * ses))
-        slope = float(np.polyfit(np.log(Lv), np.log(np.abs(gaps)), 1, w=np.abs(gaps) / np.maximum(ses, 1e-300))[0]) if positive else float("nan")
+        slope = (
+            float(np.polyfit(np.log(Lv), np.log(np.abs(gaps)), 1, w=np.abs(gaps) / np.maximum(ses, 1e-300))[0])
+            if positive
+            else float("nan")
+        )
         shrinks = bool(np.all(np.diff(gaps) < 3 * np.hypot(ses[1:], ses[:-1])))
         ok = positive and shrinks and abs(slope + 1.0) <= 0.3
         mc_ok &= ok
-        mc[str(xv)] = {"ratio_limit": r_inf, "bound": float(risk_ratio_bound(sigma2_mc, xv)), "rows": rows,
-                       "loglog_slope": slope, "shrinks": shrinks, "ok": ok}
+        mc[str(xv)] = {
+            "ratio_limit": r_inf,
+            "bound": float(risk_ratio_bound(sigma2_mc, xv)),
+            "rows": rows,
+            "loglog_slope": slope,
+            "shrinks": shrinks,
+            "ok": ok,
+        }
         mc_lines.append(
-            f"ξ={xv:g}: gap " + ", ".join(f"L={row['L']}: {row['gap']:.4f}±{row['stderr']:.1g}" for row in rows)
+            f"ξ={xv:g}: gap "
+            + ", ".join(f"L={row['L']}: {row['gap']:.4f}±{row['stderr']:.1g}" for row in rows)
             + f" (slope {slope:.2f})"
         )
     data["finite_L"] = {"sigma2": sigma2_mc, "n": n_mc, "cases": mc}
@@ -417,5 +447,12 @@ def check_bayes_ratio(*, quick=False, seed=0) -> CheckResult:
         "on a float64 grid, at mpmath extremes, and against finite-L Monte Carlo."
         + ("" if passed else " Failed: " + ", ".join(fails) + ".")
     )
-    return CheckResult(name="bayes_ratio", passed=passed, predicted=predicted, measured=measured,
-                       tolerance=tolerance, explanation=explanation, data=data)
+    return CheckResult(
+        name="bayes_ratio",
+        passed=passed,
+        predicted=predicted,
+        measured=measured,
+        tolerance=tolerance,
+        explanation=explanation,
+        data=data,
+    )

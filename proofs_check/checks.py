@@ -24,8 +24,10 @@ def check_optimality(*, quick=False, d=5, L=40, sigma2=0.1) -> CheckResult:
         name="optimality",
         passed=bool(loss.passed and pred["passed"]),
         predicted=loss.predicted + "; ŷ(θ_γ) → ŷ_dgd(η*) as γ → 0",
-        measured=(loss.measured + f"; RMS |ŷ(θ_γ) − ŷ_dgd(η*)| = {rms[-1]:.2e} (γ={pred['gammas'][-1]}) … {rms[0]:.2e} "
-                  f"(γ={pred['gammas'][0]}), order {pred['order']:.2f}"),
+        measured=(
+            loss.measured + f"; RMS |ŷ(θ_γ) − ŷ_dgd(η*)| = {rms[-1]:.2e} (γ={pred['gammas'][-1]}) … {rms[0]:.2e} "
+            f"(γ={pred['gammas'][0]}), order {pred['order']:.2f}"
+        ),
         tolerance=loss.tolerance + "; RMS decreasing with order > 1.5",
         explanation=loss.explanation + " Predictor gap on common prompts at μ = μ_γ(γ).",
         data={**loss.data, "predictor_limit": pred},
@@ -37,7 +39,7 @@ def _bayes(*, quick=False, d=5, L=40, sigma2=0.1) -> CheckResult:
     return check_bayes_ratio(quick=quick, seed=0)
 
 
-#: name -> checker, in the order of THEORY.md §5–7
+#: name -> checker, in the order of docs/theory.md#gradient-flow, docs/theory.md#predictors, docs/theory.md#theorem-1
 CHECKS = {
     "manifold": check_manifold,
     "drift_law": check_drift_law,

@@ -1,6 +1,6 @@
 r"""Closed forms of Theorem 1: one-step GD risks, the Bayes risk, and the ratio bound.
 
-Data model (THEORY.md §1): ``x_l, x_q ~ N(0, I_d)``, ``β ~ N(0, I_d/d)``,
+Data model (docs/theory.md#data-model): ``x_l, x_q ~ N(0, I_d)``, ``β ~ N(0, I_d/d)``,
 ``ε ~ N(0, σ²)``, ``y_l = βᵀx_l + ε_l``, noisy target ``y_q = βᵀx_q + ε_q``;
 the risk ``E[(y_q − ŷ)²]`` includes the irreducible σ².
 
@@ -11,9 +11,9 @@ Summary of what is derived below (each function's docstring has the details):
   risks (:func:`gd_optimal_risk`). The optimal debiased step equals
   ``η* = 1/(1 + (1+σ²)d/L)`` **exactly** at every finite ``L ≥ 2``;
 * the proportional limit ``L → ∞, d/L → ξ`` of the debiased risk at ``η*``,
-  ``σ² + 1 − η*`` (:func:`gd_risk_limit`) — as THEORY.md §7 states;
+  ``σ² + 1 − η*`` (:func:`gd_risk_limit`) — as docs/theory.md#theorem-1 states;
 * the limiting Bayes risk from the Marchenko–Pastur Stieltjes transform
-  (:func:`bayes_risk_limit`) — it agrees with THEORY.md §7;
+  (:func:`bayes_risk_limit`) — it agrees with docs/theory.md#theorem-1;
 * Theorem 1(c)'s right-hand side (:func:`risk_ratio_bound`);
 * 50-digit mpmath versions (``*_mp``) for regions where float64 cancels;
 * a Rao–Blackwellised Monte Carlo of the finite-(d, L) Bayes risk
@@ -22,7 +22,7 @@ Summary of what is derived below (each function's docstring has the details):
 
 References
 ----------
-THEORY.md §1, §6, §7; He, Pan, Chen, Yang (ICML 2025), Theorem 1.
+docs/theory.md#data-model, #predictors, #theorem-1; He, Pan, Chen, Yang (ICML 2025), Theorem 1.
 """
 
 from __future__ import annotations
@@ -39,11 +39,11 @@ from reduced_dynamics._validation import (
     check_positive_int,
     check_problem,
 )
-from reduced_dynamics.manifold import eta_star, inf_loss, mu_gamma, single_head_optimum
-from reduced_dynamics.prompts import as_generator
+from reduced_dynamics.dynamics.manifold import eta_star, inf_loss, mu_gamma, single_head_optimum
+from reduced_dynamics.estimation.prompts import as_generator
 
 __all__ = [
-    # re-exported from reduced_dynamics.manifold
+    # re-exported from reduced_dynamics.dynamics.manifold
     "eta_star",
     "inf_loss",
     "mu_gamma",
@@ -162,7 +162,7 @@ def gd_risk(eta, *, d, L, sigma2, debiased=False) -> float:
 
     References
     ----------
-    THEORY.md §6 (predictors) and §7.
+    docs/theory.md#predictors and docs/theory.md#theorem-1.
 
     Examples
     --------
@@ -189,7 +189,7 @@ def gd_optimal_eta(*, d, L, sigma2, debiased=False) -> float:
         \eta_{\rm debiased} = \frac{L}{L + (1 + \sigma^2) d} = \eta^*.
 
     So the optimal step of debiased GD is **exactly**
-    ``η* = 1/(1 + (1+σ²)d/L)`` (THEORY.md §5) at every ``L >= 2`` — the
+    ``η* = 1/(1 + (1+σ²)d/L)`` (docs/theory.md#gradient-flow) at every ``L >= 2`` — the
     difference is 0, not merely ``o(1)``; vanilla GD's optimal step differs
     from ``η*`` by ``−η*²/(L + η*) = O(1/L)``. Both tend to
     ``1/(1 + (1+σ²)ξ)`` when ``d/L → ξ``.
@@ -241,7 +241,7 @@ def gd_risk_limit(sigma2, xi):
 
     Derivation: from :func:`gd_optimal_risk`,
     ``1 + σ² − (L−1)/(L + (1+σ²)d) → 1 + σ² − 1/(1 + (1+σ²)ξ)``; the error at
-    ``d = ξL`` is exactly ``η*/L``. This agrees with THEORY.md §7. Vanilla GD
+    ``d = ξL`` is exactly ``η*/L``. This agrees with docs/theory.md#theorem-1. Vanilla GD
     has the same limit (its extra ``(1+…)/L`` terms vanish). Evaluated as
     ``σ² + (1+σ²)ξ/(1 + (1+σ²)ξ)``, a sum of positive terms (no cancellation).
 
@@ -287,7 +287,7 @@ def bayes_risk_limit(sigma2, xi):
     ``ξ z m² + (z + ξ − 1) m + 1 = 0``. At ``z = −λ`` the positive root is
     ``m = [−(1 + λ − ξ) + √((1 + λ − ξ)² + 4ξλ)]/(2ξλ)``, hence
     ``B = σ² + [−(1 + λ − ξ) + √((1+λ−ξ)² + 4ξλ)]/(2ξ)``, which rearranges to
-    the displayed formula — THEORY.md §7 is confirmed.
+    the displayed formula — docs/theory.md#theorem-1 is confirmed.
 
     Numerics: with ``a = σ² + 1 − 1/ξ`` and ``r = √(a² + 4σ²/ξ)``, use
     ``(a + r)/2`` if ``a >= 0`` and ``(2σ²/ξ)/(r − a)`` if ``a < 0`` (no
@@ -368,7 +368,7 @@ def gd_risk_limit_mp(sigma2, xi, *, dps=DEFAULT_DPS):
 
 
 def bayes_risk_limit_mp(sigma2, xi, *, dps=DEFAULT_DPS):
-    """:func:`bayes_risk_limit` in mpmath (THEORY.md's form, evaluated at ``dps`` digits)."""
+    """:func:`bayes_risk_limit` in mpmath (the closed form of docs/theory.md#bayes-ratio, evaluated at ``dps`` digits)."""
     dps = _check_dps(dps)
     with mpmath.workdps(dps + 20):  # guard digits absorb the cancellation of the ½(a + r) form
         s, x = _mp_params(sigma2, xi, allow_zero_sigma2=True)

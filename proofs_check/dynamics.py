@@ -1,4 +1,4 @@
-r"""Checks of the gradient-flow statements of THEORY.md §5 (and Theorem 1b).
+r"""Checks of the gradient-flow statements of docs/theory.md#gradient-flow (and Theorem 1b).
 
 Derived here (see README, "Derivations and deviations"):
 
@@ -29,16 +29,15 @@ import numpy as np
 from scipy.optimize import minimize
 
 from reduced_dynamics import approx_loss
-from reduced_dynamics.diagnostics import manifold_gap, trajectory_diagnostics
-from reduced_dynamics.flow import initial_state, integrate_flow
-from reduced_dynamics.manifold import (
+from reduced_dynamics.dynamics.diagnostics import manifold_gap, trajectory_diagnostics
+from reduced_dynamics.dynamics.flow import initial_state, integrate_flow
+from reduced_dynamics.dynamics.manifold import (
     drift_law_gamma,
     eta_star,
     flow_eta_gap,
     flow_manifold_gap,
     inf_loss,
     manifold_loss,
-    mu_gamma,
     residual_sum_mu,
     single_head_optimum,
 )
@@ -102,19 +101,40 @@ def check_manifold(*, quick=False, d=5, L=40, sigma2=0.1) -> CheckResult:
             and abs(ratio - 1) < 0.05
         )
         ok &= row_ok
-        rows.append(dict(H=H, seed=seed, gamma=g, homogeneity=float(diag["homogeneity"]), zero_sum=float(diag["zero_sum_ratio"]),
-                         gap=mean_gap, predicted_gap=pred_gap, sum_mu=float(diag["sum_mu"]), predicted_sum_mu=pred_sum, eta_gap=float(eg[-1]), rate=slope, const_ratio=ratio, passed=row_ok))
+        rows.append(
+            dict(
+                H=H,
+                seed=seed,
+                gamma=g,
+                homogeneity=float(diag["homogeneity"]),
+                zero_sum=float(diag["zero_sum_ratio"]),
+                gap=mean_gap,
+                predicted_gap=pred_gap,
+                sum_mu=float(diag["sum_mu"]),
+                predicted_sum_mu=pred_sum,
+                eta_gap=float(eg[-1]),
+                rate=slope,
+                const_ratio=ratio,
+                passed=row_ok,
+            )
+        )
     return CheckResult(
         name="manifold",
         passed=ok,
-        predicted=("S_γ: sign-matched, homogeneous; mean OV mass (M₊−M₋)/2 below μ_γ by the relative amount η*cd³γ⁴/3; "
-                   "Σμ = d³ηγ⁵(p−n)/(3H); η*−η_eff ∝ γ⁴ with constant η*²cd³/2"),
-        measured=(f"{len(rows)} flows (H=2,3,4) at t={t_end:.0e}: max homogeneity {max(r['homogeneity'] for r in rows):.1e}, "
-                  f"max |Σμ|/Σ|μ| {max(r['zero_sum'] for r in rows):.1e}, max |Σμ − predicted| {max(abs(r['sum_mu'] - r['predicted_sum_mu']) for r in rows):.1e}, gap/predicted ∈ [{min(r['gap'] / r['predicted_gap'] for r in rows):.4f}, "
-                  f"{max(r['gap'] / r['predicted_gap'] for r in rows):.4f}], rate ∈ [{min(slopes):.3f}, {max(slopes):.3f}], "
-                  f"constant ratio ∈ [{min(const_ratios):.4f}, {max(const_ratios):.4f}]"),
-        tolerance=("homogeneity, |Σμ|/Σ|μ| < 1e-3; Σμ and η-gap constant within 5 % of prediction; OV-mass gap within "
-                   "5 % + the residual spread of |ω_h| (which shifts γ, hence μ_γ, at first order); rate 4 ± 0.1"),
+        predicted=(
+            "S_γ: sign-matched, homogeneous; mean OV mass (M₊−M₋)/2 below μ_γ by the relative amount η*cd³γ⁴/3; "
+            "Σμ = d³ηγ⁵(p−n)/(3H); η*−η_eff ∝ γ⁴ with constant η*²cd³/2"
+        ),
+        measured=(
+            f"{len(rows)} flows (H=2,3,4) at t={t_end:.0e}: max homogeneity {max(r['homogeneity'] for r in rows):.1e}, "
+            f"max |Σμ|/Σ|μ| {max(r['zero_sum'] for r in rows):.1e}, max |Σμ − predicted| {max(abs(r['sum_mu'] - r['predicted_sum_mu']) for r in rows):.1e}, gap/predicted ∈ [{min(r['gap'] / r['predicted_gap'] for r in rows):.4f}, "
+            f"{max(r['gap'] / r['predicted_gap'] for r in rows):.4f}], rate ∈ [{min(slopes):.3f}, {max(slopes):.3f}], "
+            f"constant ratio ∈ [{min(const_ratios):.4f}, {max(const_ratios):.4f}]"
+        ),
+        tolerance=(
+            "homogeneity, |Σμ|/Σ|μ| < 1e-3; Σμ and η-gap constant within 5 % of prediction; OV-mass gap within "
+            "5 % + the residual spread of |ω_h| (which shifts γ, hence μ_γ, at first order); rate 4 ± 0.1"
+        ),
         explanation="Integrates the flow from small random inits (scale 0.01) and compares the end state with S_γ and the derived corrections.",
         data={"rows": rows, "t_end": t_end},
     )
@@ -135,18 +155,38 @@ def check_drift_law(*, quick=False, d=5, L=40, sigma2=0.1) -> CheckResult:
         slope = float(np.polyfit(np.log(res.t[sel]), np.log(res.gamma[sel]), 1)[0])
         # the relative error must itself decay (corrections O(γ⁴) ∝ t^{-2/3})
         decay = float(np.polyfit(np.log(res.t[sel]), np.log(np.abs(rel) + 1e-300), 1)[0])
-        row_ok = res.success and abs(rel[-1]) < 1e-3 and abs(slope + 1 / 6) < 2e-3 and decay < -0.5 and int(diag["n_dummy"]) == 0
+        row_ok = (
+            res.success
+            and abs(rel[-1]) < 1e-3
+            and abs(slope + 1 / 6) < 2e-3
+            and decay < -0.5
+            and int(diag["n_dummy"]) == 0
+        )
         ok &= row_ok
-        rows.append(dict(H=H, seed=seed, p=p, n=n, rel_err_end=float(rel[-1]), rel_err_1e3=float(rel[0]), slope=slope,
-                         error_decay_exponent=decay, gamma_end=float(res.gamma[-1]), passed=row_ok))
+        rows.append(
+            dict(
+                H=H,
+                seed=seed,
+                p=p,
+                n=n,
+                rel_err_end=float(rel[-1]),
+                rel_err_1e3=float(rel[0]),
+                slope=slope,
+                error_decay_exponent=decay,
+                gamma_end=float(res.gamma[-1]),
+                passed=row_ok,
+            )
+        )
     return CheckResult(
         name="drift_law",
         passed=ok,
         predicted="γ(t) = (16 c d³ (pn/H) t)^(−1/6), slope −1/6; relative error → 0 like t^(−2/3)",
-        measured=(f"{len(rows)} flows to t={t_end:.0e}: |γ/law − 1| at end ≤ {max(abs(r['rel_err_end']) for r in rows):.1e} "
-                  f"(at t=1e3 ≤ {max(abs(r['rel_err_1e3']) for r in rows):.1e}); slopes ∈ [{min(r['slope'] for r in rows):.4f}, "
-                  f"{max(r['slope'] for r in rows):.4f}]; error decay exponents ∈ [{min(r['error_decay_exponent'] for r in rows):.2f}, "
-                  f"{max(r['error_decay_exponent'] for r in rows):.2f}]"),
+        measured=(
+            f"{len(rows)} flows to t={t_end:.0e}: |γ/law − 1| at end ≤ {max(abs(r['rel_err_end']) for r in rows):.1e} "
+            f"(at t=1e3 ≤ {max(abs(r['rel_err_1e3']) for r in rows):.1e}); slopes ∈ [{min(r['slope'] for r in rows):.4f}, "
+            f"{max(r['slope'] for r in rows):.4f}]; error decay exponents ∈ [{min(r['error_decay_exponent'] for r in rows):.2f}, "
+            f"{max(r['error_decay_exponent'] for r in rows):.2f}]"
+        ),
         tolerance="|γ/law − 1| < 1e-3 at t_end; |slope + 1/6| < 2e-3 over t ≥ 1e3; error decay exponent < −0.5",
         explanation="Fits log γ against log t from t = 1e3 to t_end and compares γ with the derived law (no fitted constants).",
         data={"rows": rows, "t_end": t_end},
@@ -197,17 +237,31 @@ def check_optimality_loss(*, quick=False, d=5, L=40, sigma2=0.1) -> CheckResult:
         agree = float(np.max(np.abs(vals - closed)))
         row_ok = mono and agree < 1e-12 and abs(slope - 4) < 0.05 and excess[-1] > 0
         ok &= row_ok
-        rows.append(dict(p=p, n=n, monotone=mono, max_abs_vs_closed_form=agree, excess_at_smallest_gamma=float(excess[-1]), rate=slope, passed=row_ok))
+        rows.append(
+            dict(
+                p=p,
+                n=n,
+                monotone=mono,
+                max_abs_vs_closed_form=agree,
+                excess_at_smallest_gamma=float(excess[-1]),
+                rate=slope,
+                passed=row_ok,
+            )
+        )
     return CheckResult(
         name="optimality",
         passed=ok,
         predicted=f"min over S̄ decreasing in γ, → 1+σ²−η* = {il:.10f} with excess ∝ γ⁴; equal to 1+σ²−γ²/(γ²+c sinh dγ²)",
-        measured=(f"{len(configs)} head splits × {gammas.size} γ ∈ [{gammas[-1]:g}, {gammas[0]:g}]: monotone in all; "
-                  f"max |numerical − closed form| {max(r['max_abs_vs_closed_form'] for r in rows):.1e}; excess at γ={gammas[-1]:g}: "
-                  f"{max(r['excess_at_smallest_gamma'] for r in rows):.2e}; rates ∈ [{min(r['rate'] for r in rows):.3f}, {max(r['rate'] for r in rows):.3f}]"),
+        measured=(
+            f"{len(configs)} head splits × {gammas.size} γ ∈ [{gammas[-1]:g}, {gammas[0]:g}]: monotone in all; "
+            f"max |numerical − closed form| {max(r['max_abs_vs_closed_form'] for r in rows):.1e}; excess at γ={gammas[-1]:g}: "
+            f"{max(r['excess_at_smallest_gamma'] for r in rows):.2e}; rates ∈ [{min(r['rate'] for r in rows):.3f}, {max(r['rate'] for r in rows):.3f}]"
+        ),
         tolerance="|numerical − closed| < 1e-12; rate 4 ± 0.05",
-        explanation=("Exact minimisation over the positive/negative OV masses at fixed homogeneous γ (linear solve on the "
-                     "H×H quadratic form, minimiser confirmed by BFGS), compared with the sinh closed form."),
+        explanation=(
+            "Exact minimisation over the positive/negative OV masses at fixed homogeneous γ (linear solve on the "
+            "H×H quadratic form, minimiser confirmed by BFGS), compared with the sinh closed form."
+        ),
         data={"rows": rows, "gammas": gammas.tolist()},
     )
 

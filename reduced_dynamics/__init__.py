@@ -5,20 +5,19 @@ multi-head softmax attention learning in-context linear regression
 The public API is declared here; see README.md for the science and examples.
 """
 
-from .attention import MODEL_KINDS, AttentionModel, ReducedModel, TokenBatch, make_model, sample_tokens
-from .circuits import Circuits, extract_circuits, pattern_metrics
-from .corrected_loss import corrected_loss, corrected_loss_grad
-from .crosscheck import SgdFlowComparison, sgd_vs_flow, single_head_mc_optimum
-from .diagnostics import StageTolerances, manifold_gap, stage_times, trajectory_diagnostics
-from .flow import FlowResult, flow_at_times, gradient_descent, initial_state, integrate_flow
-from .loss import (
+from reduced_dynamics.crosscheck.core import SgdFlowComparison, sgd_vs_flow, single_head_mc_optimum
+from reduced_dynamics.derive.symbolic import derive_approx_loss, generated_loss_functions, sympy2numpy
+from reduced_dynamics.dynamics.corrected_loss import corrected_loss, corrected_loss_grad
+from reduced_dynamics.dynamics.diagnostics import StageTolerances, manifold_gap, stage_times, trajectory_diagnostics
+from reduced_dynamics.dynamics.flow import FlowResult, flow_at_times, gradient_descent, initial_state, integrate_flow
+from reduced_dynamics.dynamics.loss import (
     MAX_EXPONENT,
     LossOverflowError,
     approx_loss,
     approx_loss_grad,
     approx_loss_hessian,
 )
-from .manifold import (
+from reduced_dynamics.dynamics.manifold import (
     drift_law_gamma,
     eta_star,
     flow_eta_gap,
@@ -27,7 +26,7 @@ from .manifold import (
     mu_gamma,
     single_head_optimum,
 )
-from .predictors import (
+from reduced_dynamics.estimation.predictors import (
     BayesRidge,
     DebiasedGD,
     LinearAttention,
@@ -47,8 +46,8 @@ from .predictors import (
     single_head,
     vanilla_gd,
 )
-from .prompts import Prompts, sample_prompts
-from .risk import (
+from reduced_dynamics.estimation.prompts import Prompts, sample_prompts
+from reduced_dynamics.estimation.risk import (
     ControlVariateEstimate,
     RiskDifference,
     RiskEstimate,
@@ -57,8 +56,16 @@ from .risk import (
     estimate_risk,
     estimate_risks,
 )
-from .symbolic import derive_approx_loss, generated_loss_functions, sympy2numpy
-from .training import TrainConfig, TrainResult, cross_check, length_generalisation, mc_risk, train
+from reduced_dynamics.model.attention import (
+    MODEL_KINDS,
+    AttentionModel,
+    ReducedModel,
+    TokenBatch,
+    make_model,
+    sample_tokens,
+)
+from reduced_dynamics.model.circuits import Circuits, extract_circuits, pattern_metrics
+from reduced_dynamics.model.training import TrainConfig, TrainResult, cross_check, length_generalisation, mc_risk, train
 
 __version__ = "0.1.0"
 

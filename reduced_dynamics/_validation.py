@@ -110,9 +110,7 @@ def check_heads_pair(omega, mu) -> tuple[np.ndarray, np.ndarray]:
     omega = check_finite_array("omega", omega, min_ndim=1)
     mu = check_finite_array("mu", mu, min_ndim=1)
     if omega.shape != mu.shape:
-        raise ValueError(
-            f"`omega` and `mu` must have the same shape (..., H), got {omega.shape} and {mu.shape}"
-        )
+        raise ValueError(f"`omega` and `mu` must have the same shape (..., H), got {omega.shape} and {mu.shape}")
     return omega, mu
 
 

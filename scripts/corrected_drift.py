@@ -1,4 +1,4 @@
-"""Verify the O(1/L) risk expansion (reduced_dynamics.corrected_loss) and its drift law; JSON out.
+"""Verify the O(1/L) risk expansion (reduced_dynamics.dynamics.corrected_loss) and its drift law; JSON out.
 
 Usage (from the repository root)::
 
@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from reduced_dynamics.corrected_loss import (
+from reduced_dynamics.dynamics.corrected_loss import (
     _mc_chunk,
     corrected_drift_constant,
     corrected_drift_gamma,
@@ -32,7 +32,7 @@ from reduced_dynamics.corrected_loss import (
     integrate_corrected_flow,
     mc_risk_cv,
 )
-from reduced_dynamics.loss import approx_loss
+from reduced_dynamics.dynamics.loss import approx_loss
 
 STATES = {
     "H1 generic": ([0.25], [1.5]),
@@ -51,22 +51,32 @@ def table(d, sigma2, seed):
         mc = mc_risk_cv(list(STATES.values()), d=d, L=L, sigma2=sigma2, n=n, seed=seed)
         for (name, (w, m)), (r, se) in zip(STATES.items(), mc):
             c, a = corrected_loss(w, m, d=d, L=L, sigma2=sigma2), approx_loss(w, m, d=d, L=L, sigma2=sigma2)
-            out.setdefault(name, []).append(dict(L=L, n=n, mc=r, se=se, corrected_minus_mc=c - r, approx_minus_mc=a - r))
+            out.setdefault(name, []).append(
+                dict(L=L, n=n, mc=r, se=se, corrected_minus_mc=c - r, approx_minus_mc=a - r)
+            )
             print(f"{name:18s} L={L:5d} MC={r:.8f}±{se:.1e}  L̃−MC={a - r:+.3e}  corr−MC={c - r:+.3e}", flush=True)
         print(f"  ({time.perf_counter() - t0:.0f} s)", flush=True)
     for name, rows in out.items():
         ec = np.array([abs(r["corrected_minus_mc"]) for r in rows])
         ea = np.array([abs(r["approx_minus_mc"]) for r in rows])
         Ls = np.array([r["L"] for r in rows], dtype=float)
-        print(name, "slopes corrected", np.round(np.diff(np.log(ec)) / np.diff(np.log(Ls)), 3),
-              "L̃", np.round(np.diff(np.log(ea)) / np.diff(np.log(Ls)), 3))
+        print(
+            name,
+            "slopes corrected",
+            np.round(np.diff(np.log(ec)) / np.diff(np.log(Ls)), 3),
+            "L̃",
+            np.round(np.diff(np.log(ea)) / np.diff(np.log(Ls)), 3),
+        )
     return out
 
 
 def phigamma(d, L, sigma2, n, seed, gammas=(0.1, 0.15, 0.2), h=0.01):
     eta = corrected_eta_star(d, L, sigma2)
-    st = [([g + sg * h, -(g + sg * h)], [eta / (2 * (g + sg * h)), -eta / (2 * (g + sg * h))])
-          for g in gammas for sg in (-1, 1)]
+    st = [
+        ([g + sg * h, -(g + sg * h)], [eta / (2 * (g + sg * h)), -eta / (2 * (g + sg * h))])
+        for g in gammas
+        for sg in (-1, 1)
+    ]
     m = max(1, 4_000_000 // L)
     ss = np.random.SeedSequence([seed, L])
     acc = [[] for _ in gammas]
@@ -80,12 +90,22 @@ def phigamma(d, L, sigma2, n, seed, gammas=(0.1, 0.15, 0.2), h=0.01):
     out = []
     for i, g in enumerate(gammas):
         y = np.concatenate(acc[i])
-        def fd(fn):
+
+        def fd(fn, i=i):
             return (fn(*st[2 * i + 1], d=d, L=L, sigma2=sigma2) - fn(*st[2 * i], d=d, L=L, sigma2=sigma2)) / (2 * h)
-        row = dict(gamma=g, eta=eta, mc=float(y.mean()), se=float(y.std(ddof=1) / np.sqrt(y.size)),
-                   corrected=fd(corrected_loss), approx=fd(approx_loss))
-        print(f"L={L} γ={g}: ∂Φ/∂γ|η MC {row['mc']:.4e}±{row['se']:.1e}  corrected {row['corrected']:.4e} "
-              f"(MC/corr {row['mc'] / row['corrected']:.3f})  L̃ {row['approx']:.4e} (MC/L̃ {row['mc'] / row['approx']:.3f})")
+
+        row = dict(
+            gamma=g,
+            eta=eta,
+            mc=float(y.mean()),
+            se=float(y.std(ddof=1) / np.sqrt(y.size)),
+            corrected=fd(corrected_loss),
+            approx=fd(approx_loss),
+        )
+        print(
+            f"L={L} γ={g}: ∂Φ/∂γ|η MC {row['mc']:.4e}±{row['se']:.1e}  corrected {row['corrected']:.4e} "
+            f"(MC/corr {row['mc'] / row['corrected']:.3f})  L̃ {row['approx']:.4e} (MC/L̃ {row['mc'] / row['approx']:.3f})"
+        )
         out.append(row)
     return out
 
@@ -101,13 +121,26 @@ def flow(d, sigma2):
         W, _ = integrate_corrected_flow(w0, m0, ts, d=d, L=L, sigma2=sigma2)
         g = np.abs(W).mean(axis=1)
         i0 = int(np.searchsorted(ts, 10.0))
-        law = corrected_drift_gamma(ts[i0:], d=d, L=L, sigma2=sigma2, n_positive=p, n_negative=n, gamma0=g[i0], t0=ts[i0])
+        law = corrected_drift_gamma(
+            ts[i0:], d=d, L=L, sigma2=sigma2, n_positive=p, n_negative=n, gamma0=g[i0], t0=ts[i0]
+        )
         law4 = corrected_drift_gamma(ts[i0:], d=d, L=L, sigma2=sigma2, n_positive=p, n_negative=n, include_gamma2=False)
         K = corrected_drift_constant(d=d, L=L, sigma2=sigma2)
-        row = dict(L=L, p=p, n=n, K=K, K_approx=16 * (1 + sigma2) / L * d**3, t=ts[i0:].tolist(), gamma=g[i0:].tolist(),
-                   law_rel_err=(law / g[i0:] - 1).tolist(), law4_rel_err=(law4 / g[i0:] - 1).tolist())
-        print(f"L={L} p={p} n={n} K={K:.4g} (L̃: {row['K_approx']:.4g}); max|two-term law/flow − 1| = "
-              f"{np.max(np.abs(row['law_rel_err'])):.2e}; γ⁴-only law/flow − 1 at t=1e6: {row['law4_rel_err'][-1]:+.3f}")
+        row = dict(
+            L=L,
+            p=p,
+            n=n,
+            K=K,
+            K_approx=16 * (1 + sigma2) / L * d**3,
+            t=ts[i0:].tolist(),
+            gamma=g[i0:].tolist(),
+            law_rel_err=(law / g[i0:] - 1).tolist(),
+            law4_rel_err=(law4 / g[i0:] - 1).tolist(),
+        )
+        print(
+            f"L={L} p={p} n={n} K={K:.4g} (L̃: {row['K_approx']:.4g}); max|two-term law/flow − 1| = "
+            f"{np.max(np.abs(row['law_rel_err'])):.2e}; γ⁴-only law/flow − 1 at t=1e6: {row['law4_rel_err'][-1]:+.3f}"
+        )
         out.append(row)
     return out
 

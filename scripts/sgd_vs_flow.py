@@ -1,4 +1,4 @@
-"""SGD vs the reduced gradient flow (THEORY.md §4–5): measured discrepancies, written as JSON.
+"""SGD vs the reduced gradient flow (docs/theory.md#reduced-model, docs/theory.md#gradient-flow): measured discrepancies, written as JSON.
 
 Usage (from the repository root)::
 
@@ -16,21 +16,41 @@ import argparse
 import json
 import time
 
-import numpy as np
-
-from reduced_dynamics.crosscheck import CovariateSample, mc_flow, sgd_vs_flow, trajectory_discrepancy
+from reduced_dynamics.crosscheck.core import CovariateSample, mc_flow, sgd_vs_flow, trajectory_discrepancy
 from reduced_dynamics.io import atomic_write_json
 
 
 def run_case(*, param, L, lr, sgd_steps, warmup_steps, seed, mc_n, d=5, sigma2=0.1, H=2):
     t0 = time.perf_counter()
-    r = sgd_vs_flow(n_heads=H, d=d, L=L, sigma2=sigma2, param=param, lr=lr, sgd_steps=sgd_steps,
-                    warmup_steps=warmup_steps, seed=seed, n_records=40)
+    r = sgd_vs_flow(
+        n_heads=H,
+        d=d,
+        L=L,
+        sigma2=sigma2,
+        param=param,
+        lr=lr,
+        sgd_steps=sgd_steps,
+        warmup_steps=warmup_steps,
+        seed=seed,
+        n_records=40,
+    )
     out = r.summary()
-    x2 = sgd_vs_flow(n_heads=H, d=d, L=L, sigma2=sigma2, param=param, lr=lr, sgd_steps=sgd_steps,
-                     warmup_steps=warmup_steps, seed=seed, n_records=40, time_scale=2.0)
-    out["discrepancy_time_x2"] = trajectory_discrepancy(x2.omega_sgd, x2.mu_sgd, x2.omega_flow, x2.mu_flow,
-                                                        omega_ref=r.omega_flow, mu_ref=r.mu_flow)
+    x2 = sgd_vs_flow(
+        n_heads=H,
+        d=d,
+        L=L,
+        sigma2=sigma2,
+        param=param,
+        lr=lr,
+        sgd_steps=sgd_steps,
+        warmup_steps=warmup_steps,
+        seed=seed,
+        n_records=40,
+        time_scale=2.0,
+    )
+    out["discrepancy_time_x2"] = trajectory_discrepancy(
+        x2.omega_sgd, x2.mu_sgd, x2.omega_flow, x2.mu_flow, omega_ref=r.omega_flow, mu_ref=r.mu_flow
+    )
     if mc_n:
         S = CovariateSample(mc_n, d=d, L=L, sigma2=sigma2, seed=12345)
         om, mu = mc_flow(S, r.omega_sgd[0], r.mu_sgd[0], r.t, omega_rate=r.omega_rate)
@@ -38,8 +58,13 @@ def run_case(*, param, L, lr, sgd_steps, warmup_steps, seed, mc_n, d=5, sigma2=0
         out["discrepancy_vs_mc_flow"] = trajectory_discrepancy(r.omega_sgd, r.mu_sgd, om, mu)
         out["mc_flow_vs_approx_flow"] = trajectory_discrepancy(om, mu, r.omega_flow, r.mu_flow)
         out["omega_mc_flow_end"], out["mu_mc_flow_end"] = om[-1].tolist(), mu[-1].tolist()
-    out["trajectory"] = {"t": r.t.tolist(), "omega_sgd": r.omega_sgd.tolist(), "mu_sgd": r.mu_sgd.tolist(),
-                         "omega_flow": r.omega_flow.tolist(), "mu_flow": r.mu_flow.tolist()}
+    out["trajectory"] = {
+        "t": r.t.tolist(),
+        "omega_sgd": r.omega_sgd.tolist(),
+        "mu_sgd": r.mu_sgd.tolist(),
+        "omega_flow": r.omega_flow.tolist(),
+        "mu_flow": r.mu_flow.tolist(),
+    }
     out["case_seconds"] = time.perf_counter() - t0
     return out
 
@@ -63,9 +88,23 @@ def main(argv=None) -> int:
     for name in args.cases:
         res[name] = run_case(seed=args.seed, mc_n=args.mc_n, **CASES[name])
         d = res[name]
-        short = {k: d[k] for k in ("discrepancy", "discrepancy_time_x2") }
+        short = {k: d[k] for k in ("discrepancy", "discrepancy_time_x2")}
         short.update({k: d.get(k) for k in ("discrepancy_vs_mc_flow",)})
-        print(name, json.dumps({k: {kk: vv for kk, vv in v.items() if kk in ("unexplained", "gamma_max", "gamma_final", "eta_max", "eta_final")} for k, v in short.items() if v}), flush=True)
+        print(
+            name,
+            json.dumps(
+                {
+                    k: {
+                        kk: vv
+                        for kk, vv in v.items()
+                        if kk in ("unexplained", "gamma_max", "gamma_final", "eta_max", "eta_final")
+                    }
+                    for k, v in short.items()
+                    if v
+                }
+            ),
+            flush=True,
+        )
         atomic_write_json(args.out, res)
     return 0
 

@@ -1,4 +1,4 @@
-"""Paper-scale training run (THEORY.md §2: Adam, lr 1e-3, batch 256, 5e5 steps) with checkpoint/resume.
+"""Paper-scale training run (docs/theory.md#full-model: Adam, lr 1e-3, batch 256, 5e5 steps) with checkpoint/resume.
 
 Usage (from the repository root; re-running the same command resumes from the checkpoint)::
 
@@ -17,8 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from reduced_dynamics.io import atomic_write_json
-from reduced_dynamics.training import (
+from reduced_dynamics.model.training import (
     CHECKPOINT_NAME,
     TrainConfig,
     length_generalisation,
@@ -45,8 +44,16 @@ def main(argv=None) -> int:
     p.add_argument("--n-eval", type=int, default=100_000)
     args = p.parse_args(argv)
     cfg = TrainConfig(
-        n_heads=args.heads, d=args.d, L=args.L, sigma2=args.sigma2, steps=args.steps, batch=args.batch,
-        lr=args.lr, param=args.param, seed=args.seed, n_snapshots=args.n_snapshots,
+        n_heads=args.heads,
+        d=args.d,
+        L=args.L,
+        sigma2=args.sigma2,
+        steps=args.steps,
+        batch=args.batch,
+        lr=args.lr,
+        param=args.param,
+        seed=args.seed,
+        n_snapshots=args.n_snapshots,
     )
     resume = (Path(args.out) / CHECKPOINT_NAME).exists()
     print(f"config {cfg}\nresume={resume}", flush=True)
@@ -63,8 +70,11 @@ def main(argv=None) -> int:
     write_outputs(args.out, res, summary)
     print("omega", np.round(summary["omega"], 4), "mu", np.round(summary["mu"], 4), flush=True)
     print("manifold", summary["manifold"], flush=True)
-    print(f"risk {summary['risk']:.5f} ± {summary['risk_stderr']:.5f}  reduced {summary['risk_reduced']:.5f}  "
-          f"debiased GD {summary['risk_debiased_gd']:.5f}", flush=True)
+    print(
+        f"risk {summary['risk']:.5f} ± {summary['risk_stderr']:.5f}  reduced {summary['risk_reduced']:.5f}  "
+        f"debiased GD {summary['risk_debiased_gd']:.5f}",
+        flush=True,
+    )
     return 0 if res.success else 1
 
 

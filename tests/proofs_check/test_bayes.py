@@ -129,7 +129,9 @@ def test_check_bayes_ratio_finite_L_gap_shrinks(quick_result):
 
 
 @pytest.mark.parametrize("func", [bayes.bound_slack, bayes.bound_relative_slack, bayes.risk_ratio_excess])
-@pytest.mark.parametrize("sigma2,xi,name", [(0.0, 1.0, "sigma2"), (-1.0, 1.0, "sigma2"), (1.0, 0.0, "xi"), (1.0, float("nan"), "xi")])
+@pytest.mark.parametrize(
+    "sigma2,xi,name", [(0.0, 1.0, "sigma2"), (-1.0, 1.0, "sigma2"), (1.0, 0.0, "xi"), (1.0, float("nan"), "xi")]
+)
 def test_bad_input(func, sigma2, xi, name):
     with pytest.raises(ValueError, match=f"`{name}`"):
         func(sigma2, xi)

@@ -7,7 +7,12 @@ import sys
 import numpy as np
 import pytest
 
-from proofs_check.approximation import approximation_error, check_approx_vs_exact, check_approximation, check_single_head
+from proofs_check.approximation import (
+    approximation_error,
+    check_approx_vs_exact,
+    check_approximation,
+    check_single_head,
+)
 from proofs_check.checks import CHECKS, check_optimality, run_checks
 from reduced_dynamics.cli import main
 
@@ -33,7 +38,7 @@ def test_approximation_error_is_second_order_in_gamma():
 
 def test_approximation_error_detects_wrong_step():
     """With μ± = ±η/(2γ) but compared against GD at a different step, the gap does not vanish."""
-    from reduced_dynamics.predictors import debiased_gd, multi_head, sample_prompt_stats
+    from reduced_dynamics.estimation.predictors import debiased_gd, multi_head, sample_prompt_stats
 
     st = sample_prompt_stats(5000, d=5, L=40, sigma2=0.1, seed=2)
     g = 0.005
@@ -66,7 +71,9 @@ def test_failing_check_exits_1(capsys, monkeypatch):
     assert rc == 1 and "[FAIL] optimality" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("args,param", [(["--only", "nosuch"], "`only`"), (["--d", "0"], "`d`"), (["--sigma2", "-1"], "`sigma2`")])
+@pytest.mark.parametrize(
+    "args,param", [(["--only", "nosuch"], "`only`"), (["--d", "0"], "`d`"), (["--sigma2", "-1"], "`sigma2`")]
+)
 def test_check_bad_input(capsys, args, param):
     rc = main(["check", "--quick", *args])
     err = capsys.readouterr().err
@@ -74,7 +81,9 @@ def test_check_bad_input(capsys, args, param):
 
 
 def test_check_subprocess_bad_input():
-    proc = subprocess.run([sys.executable, "-m", "reduced_dynamics", "check", "--only", "nosuch"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "reduced_dynamics", "check", "--only", "nosuch"], capture_output=True, text=True
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
 
 

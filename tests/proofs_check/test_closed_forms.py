@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from scipy import integrate, optimize, stats
 
 from proofs_check import closed_forms as cf
-from reduced_dynamics import manifold, sample_prompts
+from reduced_dynamics import sample_prompts
+from reduced_dynamics.dynamics import manifold
 
 N_SE = 3.0  # tolerance in standard errors
 
@@ -93,8 +94,9 @@ def test_gd_risk_matches_plain_monte_carlo(d, L, sigma2, eta, debiased):
 @pytest.mark.parametrize("debiased", [False, True])
 @pytest.mark.parametrize("d,L,sigma2", [(5, 40, 0.1), (3, 4, 1.0), (20, 10, 0.3)])
 def test_gd_optimal_eta_is_the_numerical_argmin(d, L, sigma2, debiased):
-    res = optimize.minimize_scalar(lambda e: cf.gd_risk(e, d=d, L=L, sigma2=sigma2, debiased=debiased),
-                                   bracket=(0.0, 1.0), tol=1e-12)
+    res = optimize.minimize_scalar(
+        lambda e: cf.gd_risk(e, d=d, L=L, sigma2=sigma2, debiased=debiased), bracket=(0.0, 1.0), tol=1e-12
+    )
     eta = cf.gd_optimal_eta(d=d, L=L, sigma2=sigma2, debiased=debiased)
     assert abs(res.x - eta) <= 1e-6 * (1 + abs(eta))
     assert cf.gd_optimal_risk(d=d, L=L, sigma2=sigma2, debiased=debiased) == pytest.approx(res.fun, rel=1e-12)
@@ -104,7 +106,8 @@ def test_gd_optimal_eta_is_the_numerical_argmin(d, L, sigma2, debiased):
 def test_debiased_optimal_step_equals_eta_star_exactly(d, L, sigma2):
     """Identity: argmin_η of the exact debiased risk = L/(L + (1+σ²)d) = η* at every finite L ≥ 2."""
     assert cf.gd_optimal_eta(d=d, L=L, sigma2=sigma2, debiased=True) == pytest.approx(
-        manifold.eta_star(d, L, sigma2), rel=1e-14)
+        manifold.eta_star(d, L, sigma2), rel=1e-14
+    )
 
 
 @pytest.mark.parametrize("d,sigma2", [(1, 0.1), (5, 0.1), (20, 2.0)])
@@ -113,7 +116,7 @@ def test_vanilla_optimal_step_tends_to_eta_star_at_rate_one_over_L(d, sigma2):
     Ls = np.array([2**k for k in range(12, 21)])
     eta = np.array([cf.gd_optimal_eta(d=d, L=int(L), sigma2=sigma2) for L in Ls])
     es = np.array([cf.eta_star(d, int(L), sigma2) for L in Ls])
-    np.testing.assert_allclose(eta - es, -es**2 / (Ls + es), rtol=1e-6)
+    np.testing.assert_allclose(eta - es, -(es**2) / (Ls + es), rtol=1e-6)
     slope = np.polyfit(np.log(Ls), np.log(np.abs(eta - es)), 1)[0]
     assert slope == pytest.approx(-1.0, abs=0.05)
 
@@ -162,7 +165,9 @@ def test_bayes_risk_limit_matches_marchenko_pastur_quadrature(sigma2, xi):
     assert cf.bayes_risk_limit(sigma2, xi) == pytest.approx(_mp_quadrature_bayes(sigma2, xi), rel=1e-7)
 
 
-@pytest.mark.parametrize("sigma2,xi,Ls", [(0.5, 0.5, (16, 32, 64)), (0.25, 2.0, (8, 16, 32)), (0.1, 0.125, (32, 64, 128))])
+@pytest.mark.parametrize(
+    "sigma2,xi,Ls", [(0.5, 0.5, (16, 32, 64)), (0.25, 2.0, (8, 16, 32)), (0.1, 0.125, (32, 64, 128))]
+)
 def test_finite_bayes_risk_tends_to_limit(sigma2, xi, Ls):
     """MC Bayes risk at d = ξL: gap to the limit is O(1/L) (log–log slope −1 ± 0.35) and the
     Richardson extrapolation 2B(2L) − B(L) agrees with the limit within 3 SE."""
@@ -179,7 +184,7 @@ def test_finite_bayes_risk_tends_to_limit(sigma2, xi, Ls):
 
 
 def _ridge_plain_mc(d, L, sigma2, n, seed):
-    """Plain MC of (y_q − x_qᵀβ̂)², β̂ = (XᵀX + σ²d I)⁻¹ Xᵀy (THEORY.md §6)."""
+    """Plain MC of (y_q − x_qᵀβ̂)², β̂ = (XᵀX + σ²d I)⁻¹ Xᵀy (docs/theory.md#predictors)."""
     p = sample_prompts(n, d=d, L=L, sigma2=sigma2, seed=seed)
     XtX = np.matmul(np.swapaxes(p.X, 1, 2), p.X) + sigma2 * d * np.eye(d)
     Xty = np.einsum("nld,nl->nd", p.X, p.y)
@@ -257,8 +262,12 @@ def test_property_gd_risk_at_least_bayes_risk(sigma2, xi):
 @given(sigma2=_log_uniform(1e-6, 1e6), xi=_log_uniform(1e-6, 1e6))
 def test_property_float64_matches_mpmath(sigma2, xi):
     """float64 closed forms = 50-digit mpmath closed forms to 1e-13 (relative), where float64 is well-conditioned."""
-    for f64, fmp in [(cf.gd_risk_limit, cf.gd_risk_limit_mp), (cf.bayes_risk_limit, cf.bayes_risk_limit_mp),
-                     (cf.risk_ratio_bound, cf.risk_ratio_bound_mp), (cf.risk_ratio_limit, cf.risk_ratio_limit_mp)]:
+    for f64, fmp in [
+        (cf.gd_risk_limit, cf.gd_risk_limit_mp),
+        (cf.bayes_risk_limit, cf.bayes_risk_limit_mp),
+        (cf.risk_ratio_bound, cf.risk_ratio_bound_mp),
+        (cf.risk_ratio_limit, cf.risk_ratio_limit_mp),
+    ]:
         ref = fmp(sigma2, xi)
         assert abs(f64(sigma2, xi) / float(ref) - 1.0) <= 1e-13
 
@@ -317,7 +326,9 @@ BAD = [
 ]
 
 
-@pytest.mark.parametrize("func,args,kwargs,name", BAD, ids=[f"{f.__name__}-{n}-{i}" for i, (f, _, _, n) in enumerate(BAD)])
+@pytest.mark.parametrize(
+    "func,args,kwargs,name", BAD, ids=[f"{f.__name__}-{n}-{i}" for i, (f, _, _, n) in enumerate(BAD)]
+)
 def test_bad_input_raises_value_error_naming_parameter(func, args, kwargs, name):
     with pytest.raises(ValueError, match=f"`{name}`"):
         func(*args, **kwargs)

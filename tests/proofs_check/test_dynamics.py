@@ -1,6 +1,5 @@
 """Dynamics checkers (manifold, drift law, optimality, single head) pass and can fail."""
 
-import numpy as np
 import pytest
 
 from proofs_check.dynamics import (

@@ -1,0 +1,226 @@
+r"""Symbolic derivation of the approximate loss and its derivatives (sympy).
+
+The approximate loss is *derived* here from the moment statements of
+docs/theory.md#reduced-model, not typed in:
+
+1. **Gaussian tilt.** For ``x ~ N(0, I_d)``, the softmax-weighted average of
+   ``x`` tilts it toward the query: ``E[x e^{ω xᵀx_q}] / E[e^{ω xᵀx_q}] = ω x_q``.
+   Components orthogonal to ``x_q`` are unaffected (mean 0); along
+   ``x_q/|x_q|`` the component ``a ~ N(0, 1)`` has tilted mean
+   ``∫ a e^{ω r a} φ(a) da / ∫ e^{ω r a} φ(a) da`` with ``r = |x_q|``; sympy
+   evaluates both integrals. (:func:`tilted_mean`.)
+2. **Signal.** Hence the mean prediction is ``Σ_h μ_h ω_h βᵀx_q`` and the bias
+   part of the risk is ``E[(βᵀx_q)²](1 − μᵀω)² + σ²`` with
+   ``E[(βᵀx_q)²] = tr(Cov β) = 1``.
+3. **Fluctuation.** A softmax average over L samples fluctuates; by the delta
+   method the covariance of heads h, k is ``(1+σ²)/L · E[e^{(ω_h+ω_k)s}] /
+   (E[e^{ω_h s}] E[e^{ω_k s}])`` with ``s | x_q ~ N(0, v)``, ``v = |x_q|² → d``.
+   The moment generating function is computed by sympy integration
+   (:func:`gaussian_mgf`).
+
+:func:`derive_approx_loss` assembles these; the tests prove that the result
+minus :func:`closed_form_loss` simplifies to 0 for H = 1..4 and that
+:func:`taylor_form_loss` agrees to the order checked.
+
+Numpy code is generated once per H and cached (:func:`sympy2numpy`,
+:func:`generated_loss_functions`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+import sympy as sp
+
+from reduced_dynamics._validation import check_nonnegative_int, check_positive_int
+
+__all__ = [
+    "problem_symbols",
+    "state_symbols",
+    "tilted_mean",
+    "gaussian_mgf",
+    "fluctuation_kernel",
+    "derive_approx_loss",
+    "closed_form_loss",
+    "taylor_form_loss",
+    "loss_gradient",
+    "loss_hessian",
+    "GeneratedFunction",
+    "sympy2numpy",
+    "generated_loss_functions",
+]
+
+
+def problem_symbols():
+    """Return the positive problem symbols ``(d, L, sigma2)``."""
+    d = sp.Symbol("d", positive=True)
+    L = sp.Symbol("L", positive=True)
+    sigma2 = sp.Symbol("sigma2", nonnegative=True)
+    return d, L, sigma2
+
+
+def state_symbols(H: int):
+    """Return the real state symbols ``(omega_1..omega_H), (mu_1..mu_H)``."""
+    H = check_positive_int("H", H)
+    omega = sp.symbols(f"omega_1:{H + 1}", real=True)
+    mu = sp.symbols(f"mu_1:{H + 1}", real=True)
+    return tuple(omega), tuple(mu)
+
+
+@cache
+def tilted_mean() -> sp.Expr:
+    r"""Tilted mean of the component of x along x_q, divided by ``|x_q|``.
+
+    Computes ``E[a e^{ω r a}] / (r E[e^{ω r a}])`` for ``a ~ N(0, 1)`` by
+    integration; the result is ``ω`` (so the tilted mean vector is ``ω x_q``).
+    """
+    a = sp.Symbol("a", real=True)
+    w = sp.Symbol("w", real=True)
+    r = sp.Symbol("r", positive=True)
+    phi = sp.exp(-(a**2) / 2) / sp.sqrt(2 * sp.pi)
+    num = sp.integrate(a * sp.exp(w * r * a) * phi, (a, -sp.oo, sp.oo), conds="none")
+    den = sp.integrate(sp.exp(w * r * a) * phi, (a, -sp.oo, sp.oo), conds="none")
+    return sp.simplify(num / (r * den)).subs(w, sp.Symbol("omega", real=True))
+
+
+@cache
+def gaussian_mgf() -> sp.Expr:
+    r"""``E[e^{t s}]`` for ``s ~ N(0, v)``, by integration: ``exp(t² v / 2)``."""
+    s = sp.Symbol("s", real=True)
+    t = sp.Symbol("t", real=True)
+    v = sp.Symbol("v", positive=True)
+    dens = sp.exp(-(s**2) / (2 * v)) / sp.sqrt(2 * sp.pi * v)
+    return sp.simplify(sp.integrate(sp.exp(t * s) * dens, (s, -sp.oo, sp.oo), conds="none"))
+
+
+def fluctuation_kernel(omega_h, omega_k, v) -> sp.Expr:
+    r"""``E[e^{(ω_h+ω_k)s}] / (E[e^{ω_h s}] E[e^{ω_k s}])`` for ``s ~ N(0, v)``."""
+    mgf = gaussian_mgf()
+    t, vv = sp.Symbol("t", real=True), sp.Symbol("v", positive=True)
+    m = lambda x: mgf.subs({t: x, vv: v})  # noqa: E731
+    return sp.simplify(sp.powsimp(m(omega_h + omega_k) / (m(omega_h) * m(omega_k)), force=True))
+
+
+@cache
+def derive_approx_loss(H: int) -> sp.Expr:
+    r"""Derive :math:`\tilde L(\omega, \mu)` for ``H`` heads from the moment statements.
+
+    Parameters
+    ----------
+    H : int
+        Number of heads, ``>= 1``.
+
+    Returns
+    -------
+    sympy.Expr
+        In the symbols of :func:`problem_symbols` and :func:`state_symbols`.
+    """
+    H = check_positive_int("H", H)
+    d, L, sigma2 = problem_symbols()
+    omega, mu = state_symbols(H)
+    tilt = tilted_mean()  # coefficient of x_q in the tilted mean of x, as function of omega
+    w = sp.Symbol("omega", real=True)
+    signal_gain = sum(mu[h] * tilt.subs(w, omega[h]) for h in range(H))  # E[ŷ | β, x_q] / βᵀx_q
+    beta_var = sp.Integer(1)  # E[(βᵀx_q)²] = tr(I_d/d · I_d) = 1
+    bias = beta_var * (1 - signal_gain) ** 2 + sigma2
+    v = sp.Symbol("v", positive=True)
+    fluct = sum(mu[h] * mu[k] * fluctuation_kernel(omega[h], omega[k], v) for h in range(H) for k in range(H))
+    return bias + (1 + sigma2) / L * fluct.subs(v, d)  # |x_q|² → d
+
+
+@cache
+def closed_form_loss(H: int) -> sp.Expr:
+    r"""docs/theory.md#reduced-model closed form ``1 + σ² − 2μᵀω + μᵀ(ωωᵀ + (1+σ²)/L exp∘(d ωωᵀ))μ``."""
+    H = check_positive_int("H", H)
+    d, L, sigma2 = problem_symbols()
+    omega, mu = state_symbols(H)
+    w, m = sp.Matrix(omega), sp.Matrix(mu)
+    E = sp.Matrix(H, H, lambda i, j: sp.exp(d * omega[i] * omega[j]))
+    quad = (m.T * (w * w.T + (1 + sigma2) / L * E) * m)[0, 0]
+    return 1 + sigma2 - 2 * (m.T * w)[0, 0] + quad
+
+
+def taylor_form_loss(H: int, order: int) -> sp.Expr:
+    r"""docs/theory.md#reduced-model Taylor form truncated after ``k = order``.
+
+    ``σ² + (1 − ⟨μ,ω⟩)² + c⟨μ,1⟩² + c Σ_{k=1}^{order} d^k/k! ⟨μ, ω^k⟩²``.
+    """
+    H = check_positive_int("H", H)
+    order = check_nonnegative_int("order", order)
+    d, L, sigma2 = problem_symbols()
+    omega, mu = state_symbols(H)
+    c = (1 + sigma2) / L
+    inner = lambda k: sum(mu[h] * omega[h] ** k for h in range(H))  # noqa: E731
+    out = sigma2 + (1 - inner(1)) ** 2 + c * inner(0) ** 2
+    for k in range(1, order + 1):
+        out += c * d**k / sp.factorial(k) * inner(k) ** 2
+    return out
+
+
+@cache
+def loss_gradient(H: int) -> tuple[sp.Expr, ...]:
+    """Symbolic gradient of :func:`derive_approx_loss` in ``(ω_1..ω_H, μ_1..μ_H)`` order."""
+    expr = derive_approx_loss(H)
+    omega, mu = state_symbols(H)
+    return tuple(sp.diff(expr, s) for s in (*omega, *mu))
+
+
+@cache
+def loss_hessian(H: int) -> sp.Matrix:
+    """Symbolic Hessian (2H × 2H) of :func:`derive_approx_loss`."""
+    omega, mu = state_symbols(H)
+    return sp.hessian(derive_approx_loss(H), (*omega, *mu))
+
+
+@dataclass(frozen=True)
+class GeneratedFunction:
+    """A numpy callable generated from a sympy expression.
+
+    Call it as ``f(omega, mu, d, L, sigma2)`` with ``omega, mu`` of shape ``(H,)``.
+    ``repr`` shows the expression it was generated from.
+    """
+
+    expr: object
+    func: Callable
+    H: int
+
+    def __call__(self, omega, mu, d, L, sigma2):
+        omega = np.asarray(omega, dtype=np.float64)
+        mu = np.asarray(mu, dtype=np.float64)
+        return np.asarray(self.func(*omega, *mu, d, L, sigma2), dtype=np.float64)
+
+    def __repr__(self) -> str:
+        text = str(self.expr)
+        if len(text) > 200:
+            text = text[:197] + "..."
+        return f"GeneratedFunction(H={self.H}, expr={text})"
+
+
+def sympy2numpy(expr, H: int) -> GeneratedFunction:
+    """Generate a numpy callable of ``(ω_1..ω_H, μ_1..μ_H, d, L, σ²)`` (common subexpressions shared)."""
+    omega, mu = state_symbols(H)
+    d, L, sigma2 = problem_symbols()
+    func = sp.lambdify((*omega, *mu, d, L, sigma2), expr, modules="numpy", cse=True)
+    return GeneratedFunction(expr=expr, func=func, H=H)
+
+
+@cache
+def generated_loss_functions(H: int) -> tuple[GeneratedFunction, GeneratedFunction, GeneratedFunction]:
+    """Numpy callables ``(loss, gradient, hessian)`` generated from the derived loss; cached per H.
+
+    Returns
+    -------
+    loss : GeneratedFunction -> float
+    gradient : GeneratedFunction -> ndarray, shape (2H,)
+    hessian : GeneratedFunction -> ndarray, shape (2H, 2H)
+    """
+    H = check_positive_int("H", H)
+    expr = derive_approx_loss(H)
+    return (
+        sympy2numpy(expr, H),
+        sympy2numpy(sp.Matrix(loss_gradient(H)), H),
+        sympy2numpy(loss_hessian(H), H),
+    )

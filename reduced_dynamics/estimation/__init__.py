@@ -1,0 +1,1 @@
+"""Estimate: prompts, predictors and the Monte Carlo risk engine (docs/theory.md#predictors)."""

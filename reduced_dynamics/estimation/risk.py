@@ -1,0 +1,501 @@
+r"""Chunked, seeded Monte Carlo estimation of prediction risks.
+
+The risk of a predictor is :math:`\mathcal E(\hat y) = E[(y_q - \hat y)^2]`
+over β, the prompt and the query, noise included (docs/theory.md#data-model). The engine
+
+* draws prompts in fixed **blocks** of ``block_size`` prompts, block ``i`` from
+  its own generator ``Generator(SFC64(SeedSequence(seed, spawn_key=(i,))))``
+  (the ``i``-th child of ``SeedSequence(seed).spawn``);
+* evaluates all predictors on the same prompts (common random numbers) in
+  **chunks** of whole blocks, the chunk size chosen from ``memory_budget``;
+* reduces each block to its mean vector and centred cross-product matrix and
+  merges the blocks in block order (Chan et al.'s pairwise update).
+
+Hence the numbers depend on ``(seed, n, d, L, sigma2, sampler, conditional,
+Sigma)`` and the predictors, and are **bit-for-bit independent of the chunk
+size / memory budget**. They do depend on the sampler: ``"stats"`` (the
+sufficient-statistics sampler of :mod:`reduced_dynamics.estimation.predictors`, cost
+independent of ``d``, isotropic only) and ``"full"``
+(:func:`reduced_dynamics.estimation.prompts.sample_prompts`) draw different streams from
+the same seed. ``sampler="auto"`` picks ``"stats"`` when every predictor allows
+it and ``Sigma`` is None.
+
+With ``conditional=True`` each prompt contributes the risk conditional on its
+covariates, :func:`reduced_dynamics.estimation.predictors.conditional_loss`
+(Rao–Blackwellisation): same mean, smaller variance, and the responses need not
+be drawn at all.
+
+From the merged statistics :class:`RiskResult` gives each risk with its
+standard error, paired differences on common random numbers
+(:meth:`RiskResult.difference`) and control-variate estimates
+(:meth:`RiskResult.control_variate`).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from reduced_dynamics._validation import check_finite_float, check_positive_int, check_problem
+from reduced_dynamics.estimation.predictors import Predictor, PromptStats, _draw_stats_into, conditional_loss
+from reduced_dynamics.estimation.prompts import Prompts, sample_prompts
+
+__all__ = [
+    "RiskEstimate",
+    "RiskDifference",
+    "ControlVariateEstimate",
+    "RiskResult",
+    "estimate_risks",
+    "estimate_risk",
+    "control_variate_risk",
+    "plan_chunks",
+    "DEFAULT_MEMORY_BUDGET",
+]
+
+#: Default memory budget of one chunk's working arrays, in bytes (256 MiB).
+DEFAULT_MEMORY_BUDGET = 256 * 2**20
+_SAMPLERS = ("auto", "stats", "full")
+
+
+# ----------------------------------------------------------------- result types
+
+
+@dataclass(frozen=True)
+class RiskEstimate:
+    """Monte Carlo estimate of one risk.
+
+    Attributes
+    ----------
+    risk : float
+        Sample mean of the per-prompt losses.
+    stderr : float
+        Its standard error, ``sqrt(sample variance / n)`` (sample variance with
+        ``ddof=1``; NaN when ``n = 1``, where no variance can be estimated).
+    n : int
+        Number of prompts.
+    name : str
+        Predictor name.
+    """
+
+    risk: float
+    stderr: float
+    n: int
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class RiskDifference:
+    """Paired estimate of ``risk(first) - risk(second)`` on common random numbers.
+
+    Attributes
+    ----------
+    risk : float
+        Estimated difference.
+    stderr : float
+        Standard error of the paired difference.
+    n : int
+    first, second : str
+        Predictor names.
+    """
+
+    risk: float
+    stderr: float
+    n: int
+    first: str
+    second: str
+
+
+@dataclass(frozen=True)
+class ControlVariateEstimate:
+    r"""Control-variate estimate :math:`\bar\ell - c(\bar\ell_{c} - \mathcal E_c)`.
+
+    Attributes
+    ----------
+    risk : float
+        Adjusted estimate.
+    stderr : float
+        Its standard error, :math:`\sqrt{\hat V_\ell(1-\hat\rho^2)/n}` (residual
+        variance with ``n - 2`` degrees of freedom).
+    n : int
+    coefficient : float
+        Estimated optimal coefficient :math:`c = \widehat{\mathrm{Cov}}(\ell,\ell_c)/\widehat{\mathrm{Var}}(\ell_c)`.
+    variance_reduction : float
+        ``plain_stderr² / stderr²`` (≈ :math:`1/(1-\rho^2)`).
+    plain_risk, plain_stderr : float
+        The unadjusted estimate.
+    control_risk : float
+        The exact risk of the control that was supplied.
+    name, control : str
+    """
+
+    risk: float
+    stderr: float
+    n: int
+    coefficient: float
+    variance_reduction: float
+    plain_risk: float
+    plain_stderr: float
+    control_risk: float
+    name: str = ""
+    control: str = ""
+
+
+@dataclass(frozen=True)
+class RiskResult:
+    """Merged Monte Carlo statistics of several predictors on common prompts.
+
+    Attributes
+    ----------
+    names : tuple of str, length P
+    mean : ndarray, shape (P,)
+        Mean loss per predictor.
+    cov : ndarray, shape (P, P)
+        Sample covariance (``ddof=1``) of the per-prompt losses.
+    n : int
+    seed : int
+    sampler : str
+        ``"stats"`` or ``"full"``.
+    conditional : bool
+        Whether the per-prompt losses were Rao–Blackwellised.
+    seconds : float
+        Wall time of the estimation.
+    block_size, blocks_per_chunk : int
+        The plan used (:func:`plan_chunks`); the numbers do not depend on
+        ``blocks_per_chunk``.
+    """
+
+    names: tuple
+    mean: np.ndarray
+    cov: np.ndarray
+    n: int
+    seed: int
+    sampler: str
+    conditional: bool
+    seconds: float
+    block_size: int = 0
+    blocks_per_chunk: int = 0
+
+    def _index(self, name) -> int:
+        try:
+            return self.names.index(name)
+        except ValueError:
+            raise ValueError(f"`name` must be one of {list(self.names)}, got {name!r}") from None
+
+    def __getitem__(self, name) -> RiskEstimate:
+        i = self._index(name)
+        return RiskEstimate(float(self.mean[i]), math.sqrt(max(self.cov[i, i], 0.0) / self.n), self.n, name)
+
+    @property
+    def estimates(self) -> dict:
+        """``{name: RiskEstimate}`` in predictor order."""
+        return {name: self[name] for name in self.names}
+
+    def difference(self, first, second) -> RiskDifference:
+        """Paired estimate of ``risk(first) - risk(second)`` with its standard error."""
+        i, j = self._index(first), self._index(second)
+        var = self.cov[i, i] + self.cov[j, j] - 2.0 * self.cov[i, j]
+        return RiskDifference(
+            float(self.mean[i] - self.mean[j]), math.sqrt(max(var, 0.0) / self.n), self.n, first, second
+        )
+
+    def control_variate(self, name, control, control_risk) -> ControlVariateEstimate:
+        r"""Risk of ``name`` adjusted by ``control`` whose exact risk is ``control_risk``.
+
+        .. math:: \hat{\mathcal E}_{cv} = \bar\ell - c^*(\bar\ell_c - \mathcal E_c),\quad
+                  c^* = \widehat{\mathrm{Cov}}(\ell,\ell_c)/\widehat{\mathrm{Var}}(\ell_c).
+
+        The coefficient is estimated from the same prompts (bias ``O(1/n)``).
+        """
+        i, j = self._index(name), self._index(control)
+        control_risk = check_finite_float("control_risk", control_risk)
+        if self.n < 3:
+            raise ValueError(f"`n` must be >= 3 for a control-variate estimate, got {self.n}")
+        vi, vj, cij = self.cov[i, i], self.cov[j, j], self.cov[i, j]
+        if not vj > 0:
+            raise ValueError(f"`control` must have a loss with positive variance, got {control!r}")
+        coef = cij / vj
+        est = self.mean[i] - coef * (self.mean[j] - control_risk)
+        resid = max(vi - cij * cij / vj, 0.0) * (self.n - 1) / (self.n - 2)
+        plain_se = math.sqrt(max(vi, 0.0) / self.n)
+        se = math.sqrt(resid / self.n)
+        return ControlVariateEstimate(
+            risk=float(est),
+            stderr=se,
+            n=self.n,
+            coefficient=float(coef),
+            variance_reduction=float(plain_se**2 / se**2) if se > 0 else math.inf,
+            plain_risk=float(self.mean[i]),
+            plain_stderr=plain_se,
+            control_risk=control_risk,
+            name=name,
+            control=control,
+        )
+
+
+# ------------------------------------------------------------------- planning
+
+
+def _block_size(sampler: str, d: int, L: int) -> int:
+    """Prompts per RNG block; a function of the problem only (never of the budget)."""
+    if sampler == "stats":
+        return max(1, min(2048, 2**20 // L))
+    return max(1, min(2048, 2**20 // (L * d)))
+
+
+def _bytes_per_prompt(sampler: str, d: int, L: int, n_heads: int, n_pred: int) -> int:
+    """Conservative working-set estimate (float64) for one prompt."""
+    per = L * (4 + 3 * n_heads + 2 * n_pred) + 4 * n_pred + 8
+    if sampler == "full":
+        per += 3 * L * d + 3 * d * d + 4 * d
+    return 8 * per
+
+
+def plan_chunks(n, *, d, L, sampler="stats", n_heads=1, n_predictors=1, memory_budget=DEFAULT_MEMORY_BUDGET):
+    """How the engine splits ``n`` prompts: ``(block_size, blocks_per_chunk)``.
+
+    ``block_size`` depends on the problem only; ``blocks_per_chunk`` is the
+    largest number of whole blocks whose estimated working set fits in
+    ``memory_budget`` bytes (at least one block).
+    """
+    n = check_positive_int("n", n)
+    d = check_positive_int("d", d)
+    L = check_positive_int("L", L)
+    memory_budget = check_positive_int("memory_budget", memory_budget)
+    n_heads = check_positive_int("n_heads", n_heads)
+    n_predictors = check_positive_int("n_predictors", n_predictors)
+    if sampler not in ("stats", "full"):
+        raise ValueError(f"`sampler` must be 'stats' or 'full', got {sampler!r}")
+    B = min(_block_size(sampler, d, L), n)
+    per_block = B * _bytes_per_prompt(sampler, d, L, n_heads, n_predictors)
+    k = max(1, memory_budget // per_block)
+    return B, int(min(k, -(-n // B)))
+
+
+# --------------------------------------------------------------------- engine
+
+
+def _normalise_predictors(predictors):
+    if isinstance(predictors, Predictor):
+        predictors = [predictors]
+    if isinstance(predictors, Mapping):
+        items = list(predictors.items())
+    elif isinstance(predictors, Sequence) and not isinstance(predictors, str):
+        items = [(getattr(p, "name", f"p{i}"), p) for i, p in enumerate(predictors)]
+    else:
+        raise ValueError(f"`predictors` must be a Predictor, a sequence or a mapping, got {type(predictors).__name__}")
+    if not items:
+        raise ValueError("`predictors` must be non-empty")
+    names = [str(k) for k, _ in items]
+    if len(set(names)) != len(names):
+        raise ValueError(f"`predictors` must have unique names, got {names}")
+    for name, p in items:
+        if not isinstance(p, Predictor):
+            raise ValueError(f"`predictors` must be Predictor objects, got {type(p).__name__} for {name!r}")
+    return tuple(names), tuple(p for _, p in items)
+
+
+def _check_seed(seed) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise ValueError(f"`seed` must be a non-negative integer, got {seed!r}")
+    return int(seed)
+
+
+def _block_rng(seed: int, i: int) -> np.random.Generator:
+    return np.random.Generator(np.random.SFC64(np.random.SeedSequence(seed, spawn_key=(i,))))
+
+
+def _losses(batch, preds, conditional) -> np.ndarray:
+    out = np.empty((batch.n, len(preds)))
+    for j, p in enumerate(preds):
+        if conditional:
+            out[:, j] = conditional_loss(batch, p.weights(batch))
+        else:
+            err = batch.yq - p(batch)
+            out[:, j] = err * err
+    return out
+
+
+def estimate_risks(
+    predictors,
+    *,
+    n,
+    d,
+    L,
+    sigma2,
+    seed,
+    sampler="auto",
+    conditional=False,
+    Sigma=None,
+    memory_budget=DEFAULT_MEMORY_BUDGET,
+) -> RiskResult:
+    r"""Estimate the risks of several predictors on the same ``n`` prompts.
+
+    Parameters
+    ----------
+    predictors : Predictor, sequence of Predictor, or mapping name -> Predictor
+        Sequences are named by each predictor's ``name``.
+    n : int
+        Number of prompts, ``>= 1`` (``>= 2`` for standard errors).
+    d, L : int
+        Dimension and context length, ``>= 1``.
+    sigma2 : float
+        Noise variance, ``>= 0``.
+    seed : int
+        Non-negative seed; block ``i`` uses ``SeedSequence(seed, spawn_key=(i,))``.
+    sampler : {"auto", "stats", "full"}
+        Prompt sampler (module docstring); ``"stats"`` needs every predictor to
+        have ``uses_stats`` and ``Sigma`` None.
+    conditional : bool, default False
+        Use the conditional (Rao–Blackwellised) loss of each prompt.
+    Sigma : array_like, shape (d, d), optional
+        Covariance of ``x`` (forces ``sampler="full"``). Note that the ŷ = 0
+        risk is then ``tr Σ / d + σ²``.
+    memory_budget : int
+        Bytes allowed for one chunk's working arrays (default 256 MiB). Does
+        not change the result.
+
+    Returns
+    -------
+    RiskResult
+
+    Examples
+    --------
+    >>> from reduced_dynamics.estimation.predictors import Zero, DebiasedGD
+    >>> res = estimate_risks([Zero(), DebiasedGD(0.8)], n=20000, d=5, L=40, sigma2=0.1, seed=0)
+    >>> abs(res["zero"].risk - 1.1) < 4 * res["zero"].stderr
+    True
+    """
+    import time
+
+    t0 = time.perf_counter()
+    names, preds = _normalise_predictors(predictors)
+    n = check_positive_int("n", n)
+    d, L, sigma2 = check_problem(d, L, sigma2)
+    seed = _check_seed(seed)
+    memory_budget = check_positive_int("memory_budget", memory_budget)
+    if sampler not in _SAMPLERS:
+        raise ValueError(f"`sampler` must be one of {list(_SAMPLERS)}, got {sampler!r}")
+    all_stats = all(p.uses_stats for p in preds)
+    if sampler == "auto":
+        sampler = "stats" if (all_stats and Sigma is None) else "full"
+    elif sampler == "stats" and not all_stats:
+        bad = [nm for nm, p in zip(names, preds) if not p.uses_stats]
+        raise ValueError(f"`sampler` 'stats' cannot serve predictors that need full prompts: {bad}")
+    elif sampler == "stats" and Sigma is not None:
+        raise ValueError("`sampler` 'stats' assumes isotropic x; use 'full' or 'auto' with `Sigma`")
+    if Sigma is not None:
+        # validated by sample_prompts on the first block; check shape early for a clear message
+        S = np.asarray(Sigma, dtype=np.float64)
+        if S.shape != (d, d):
+            raise ValueError(f"`Sigma` must be a finite symmetric ({d}, {d}) matrix, got shape {S.shape}")
+    n_heads = sum(len(p.omega) if isinstance(getattr(p, "omega", None), tuple) else 1 for p in preds)
+    B, k = plan_chunks(
+        n, d=d, L=L, sampler=sampler, n_heads=n_heads, n_predictors=len(preds), memory_budget=memory_budget
+    )
+    P = len(preds)
+    n_blocks = -(-n // B)
+    count = 0
+    mean = np.zeros(P)
+    M2 = np.zeros((P, P))
+    for c0 in range(0, n_blocks, k):
+        blocks = range(c0, min(c0 + k, n_blocks))
+        sizes = [min(B, n - i * B) for i in blocks]
+        m = sum(sizes)
+        if sampler == "stats":
+            s = np.empty((m, L))
+            r2 = np.empty(m)
+            y = None if conditional else np.empty((m, L))
+            yq = None if conditional else np.empty(m)
+            off = 0
+            for i, mb in zip(blocks, sizes):
+                sl = slice(off, off + mb)
+                _draw_stats_into(
+                    _block_rng(seed, i),
+                    s[sl],
+                    None if y is None else y[sl],
+                    None if yq is None else yq[sl],
+                    r2[sl],
+                    d=d,
+                    sigma2=sigma2,
+                    covariates_only=conditional,
+                )
+                off += mb
+            batch = PromptStats(s=s, y=y, yq=yq, xq_norm2=r2, d=d, sigma2=sigma2)
+        else:
+            parts = [
+                sample_prompts(mb, d=d, L=L, sigma2=sigma2, seed=_block_rng(seed, i), Sigma=Sigma)
+                for i, mb in zip(blocks, sizes)
+            ]
+            batch = Prompts(
+                X=np.concatenate([p.X for p in parts]),
+                y=np.concatenate([p.y for p in parts]),
+                xq=np.concatenate([p.xq for p in parts]),
+                yq=np.concatenate([p.yq for p in parts]),
+                beta=np.concatenate([p.beta for p in parts]),
+                sigma2=sigma2,
+            )
+            del parts
+        losses = _losses(batch, preds, conditional)
+        del batch
+        off = 0
+        for mb in sizes:  # per-block reduction, merged in block order
+            blk = losses[off : off + mb]
+            off += mb
+            bmean = blk.mean(axis=0)
+            c = blk - bmean
+            bM2 = np.einsum("ip,iq->pq", c, c)
+            new = count + mb
+            delta = bmean - mean
+            mean = mean + delta * (mb / new)
+            M2 = M2 + bM2 + np.outer(delta, delta) * (count * mb / new)
+            count = new
+    cov = M2 / (count - 1) if count > 1 else np.full((P, P), np.nan)
+    if not np.all(np.isfinite(mean)):
+        bad = [nm for nm, v in zip(names, mean) if not np.isfinite(v)]
+        raise OverflowError(f"non-finite loss for predictor(s) {bad}; check the predictor parameters")
+    return RiskResult(
+        names=names,
+        mean=mean,
+        cov=cov,
+        n=count,
+        seed=seed,
+        sampler=sampler,
+        conditional=bool(conditional),
+        seconds=time.perf_counter() - t0,
+        block_size=B,
+        blocks_per_chunk=k,
+    )
+
+
+def estimate_risk(predictor, **kwargs) -> RiskEstimate:
+    """Risk of one predictor; keyword arguments as in :func:`estimate_risks`."""
+    if not isinstance(predictor, Predictor):
+        raise ValueError(f"`predictor` must be a Predictor, got {type(predictor).__name__}")
+    res = estimate_risks({predictor.name: predictor}, **kwargs)
+    return res[predictor.name]
+
+
+def control_variate_risk(predictor, control, control_risk, **kwargs) -> ControlVariateEstimate:
+    """Control-variate estimate of ``predictor``'s risk.
+
+    Parameters
+    ----------
+    predictor, control : Predictor
+        Evaluated on common prompts.
+    control_risk : float
+        Exact risk of ``control`` (e.g. ``1 + σ²`` for :class:`Zero`).
+    **kwargs
+        As in :func:`estimate_risks`.
+
+    Returns
+    -------
+    ControlVariateEstimate
+    """
+    control_risk = check_finite_float("control_risk", control_risk)
+    res = estimate_risks({"target": predictor, "control": control}, **kwargs)
+    cv = res.control_variate("target", "control", control_risk)
+    return ControlVariateEstimate(**{**cv.__dict__, "name": predictor.name, "control": control.name})

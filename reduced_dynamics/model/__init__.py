@@ -1,0 +1,1 @@
+"""Train: numpy attention models, the trainer and circuit extraction (docs/theory.md#full-model)."""

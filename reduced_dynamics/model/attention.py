@@ -1,0 +1,469 @@
+r"""Torch-free one-layer multi-head attention models with hand-written backprop.
+
+Four models share one interface (docs/theory.md#full-model, #reduced-model, #predictors):
+
+``"separate"``
+    The full model of docs/theory.md#full-model. Head ``h`` has ``Q_h, K_h, V_h`` of shape
+    ``(D, D)`` with ``D = d + 1`` and an output vector ``o_h`` of shape ``(D,)``:
+
+    .. math::
+
+        \hat y = \sum_h o_h^\top V_h \sum_{l=1}^{L} z_l\,
+                 \mathrm{softmax}_l\big((K_h z_l)^\top (Q_h z_q)/\sqrt{D}\big),
+
+    with ``z_l = (x_l, y_l)``, ``z_q = (x_q, 0)``; the query does not attend to
+    itself and the prediction is read out at the query position.
+``"merged"``
+    The same function with the circuits as parameters:
+    ``KQ_h = K_h^T Q_h / sqrt(D)`` and ``ov_h = V_h^T o_h`` (the effective last
+    row of ``O_h V_h``), ``ŷ = Σ_h ov_hᵀ Σ_l z_l softmax_l(z_lᵀ KQ_h z_q)``.
+``"linear"``
+    Linear attention: the separate parameterisation with the softmax weights
+    replaced by ``(1/L) · logit`` (normalisation hard-coded, docs/theory.md#predictors).
+``"reduced"``
+    The reduced (ω, μ) model of docs/theory.md#reduced-model,
+    ``ŷ = Σ_h μ_h Σ_l y_l softmax_l(ω_h x_lᵀ x_q)``.
+
+Every model is a frozen dataclass with ``init(seed)``, ``predict(params,
+batch)``, ``loss(params, batch)`` and ``loss_and_grad(params, batch)``;
+``params`` is a ``dict`` of float64 arrays (see ``param_shapes()``) and
+``batch`` is a :class:`~reduced_dynamics.estimation.prompts.Prompts` or a
+:class:`TokenBatch`. The loss is the mean squared error
+``mean_n (ŷ_n − y_{q,n})²`` (an unbiased estimate of the risk, including σ²).
+
+Numerics: everything is vectorised over the batch **and** the heads (stacked
+head tensors, batched ``matmul``); the softmax subtracts the row maximum. The
+gradients are checked against central finite differences in
+``tests/reduced_dynamics/test_attention.py``.
+
+References
+----------
+docs/theory.md#full-model (full model, init), #reduced-model (reduced model), #predictors (linear attention).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from reduced_dynamics._validation import check_nonnegative_float, check_positive_int
+from reduced_dynamics.estimation.prompts import Prompts, as_generator
+
+__all__ = [
+    "MODEL_KINDS",
+    "TokenBatch",
+    "as_tokens",
+    "sample_tokens",
+    "AttentionModel",
+    "ReducedModel",
+    "make_model",
+    "flatten_params",
+    "unflatten_params",
+]
+
+#: Model names accepted by :func:`make_model` (and ``reduced-dynamics train --param``).
+MODEL_KINDS = ("separate", "merged", "linear", "reduced")
+
+
+class TokenBatch(NamedTuple):
+    """A batch of prompts in embedded form.
+
+    Attributes
+    ----------
+    Z : ndarray, shape (n, L, d+1)
+        Context columns ``z_l = (x_l, y_l)``.
+    xq : ndarray, shape (n, d)
+        Queries (the embedding is ``z_q = (x_q, 0)``).
+    yq : ndarray, shape (n,)
+        Noisy query targets.
+    """
+
+    Z: np.ndarray
+    xq: np.ndarray
+    yq: np.ndarray
+
+
+def as_tokens(batch) -> TokenBatch:
+    """Return ``batch`` (a :class:`Prompts` or a :class:`TokenBatch`) as a :class:`TokenBatch`."""
+    if isinstance(batch, TokenBatch):
+        return batch
+    if isinstance(batch, Prompts):
+        Z = np.concatenate([batch.X, batch.y[..., None]], axis=-1)
+        return TokenBatch(Z, np.asarray(batch.xq, dtype=np.float64), np.asarray(batch.yq, dtype=np.float64))
+    raise ValueError(f"`batch` must be a Prompts or a TokenBatch, got {type(batch).__name__}")
+
+
+def sample_tokens(n, *, d, L, sigma2, seed) -> TokenBatch:
+    r"""Draw ``n`` fresh prompts (docs/theory.md#data-model) directly in embedded form.
+
+    Same distribution as :func:`reduced_dynamics.sample_prompts` (``x ~ N(0, I_d)``,
+    ``β ~ N(0, I_d/d)``, ``ε ~ N(0, σ²)``), but drawn without intermediate copies:
+    one ``(n, L, d+1)`` standard-normal block whose last column is the noise,
+    overwritten in place by ``y_l = βᵀx_l + σ ε_l``. This is the training
+    sampler (it is the dominant cost of a training step).
+
+    Parameters
+    ----------
+    n, d, L : int, >= 1
+    sigma2 : float, >= 0
+    seed : int or numpy.random.Generator
+
+    Returns
+    -------
+    TokenBatch
+
+    Examples
+    --------
+    >>> b = sample_tokens(3, d=5, L=40, sigma2=0.1, seed=0)
+    >>> b.Z.shape, b.xq.shape, b.yq.shape
+    ((3, 40, 6), (3, 5), (3,))
+    """
+    n = check_positive_int("n", n)
+    d = check_positive_int("d", d)
+    L = check_positive_int("L", L)
+    sigma2 = check_nonnegative_float("sigma2", sigma2)
+    rng = as_generator(seed)
+    D = d + 1
+    Z = rng.standard_normal((n, L, D))
+    Zq = rng.standard_normal((n, D))
+    beta = rng.standard_normal((n, d, 1))
+    beta *= 1.0 / math.sqrt(d)
+    s = math.sqrt(sigma2)
+    y = np.matmul(Z[..., :d], beta)[..., 0]  # (n, L)
+    y += s * Z[..., d]
+    Z[..., d] = y
+    xq = np.ascontiguousarray(Zq[:, :d])
+    yq = np.matmul(xq[:, None, :], beta)[:, 0, 0] + s * Zq[:, d]
+    return TokenBatch(Z, xq, yq)
+
+
+def flatten_params(params: dict) -> np.ndarray:
+    """Concatenate a params dict (in key order) into one float64 vector."""
+    return np.concatenate([np.ravel(params[k]) for k in params]).astype(np.float64, copy=False)
+
+
+def unflatten_params(flat: np.ndarray, shapes: dict) -> dict:
+    """Views into ``flat`` shaped as ``shapes`` (a ``{name: shape}`` dict, in order)."""
+    out, i = {}, 0
+    for k, shp in shapes.items():
+        size = int(np.prod(shp))
+        out[k] = flat[i : i + size].reshape(shp)
+        i += size
+    if i != flat.size:
+        raise ValueError(f"`flat` must have {i} entries, got {flat.size}")
+    return out
+
+
+def _check_params(params, shapes) -> None:
+    if not isinstance(params, dict) or list(params) != list(shapes):
+        got = list(params) if isinstance(params, dict) else type(params).__name__
+        raise ValueError(f"`params` must be a dict with keys {list(shapes)}, got {got}")
+    for k, shp in shapes.items():
+        if np.shape(params[k]) != shp:
+            raise ValueError(f"`params[{k!r}]` must have shape {shp}, got {np.shape(params[k])}")
+
+
+def _softmax_(S: np.ndarray) -> np.ndarray:
+    """In-place stable softmax over the last axis."""
+    S -= S.max(axis=-1, keepdims=True)
+    np.exp(S, out=S)
+    S /= S.sum(axis=-1, keepdims=True)
+    return S
+
+
+@dataclass(frozen=True)
+class AttentionModel:
+    r"""One-layer multi-head attention on embedded prompts (docs/theory.md#full-model).
+
+    Parameters
+    ----------
+    n_heads : int, >= 1
+    d : int, >= 1
+        Covariate dimension; the embedding dimension is ``D = d + 1``.
+    parameterisation : {"separate", "merged"}
+        ``separate``: params ``Q, K, V`` of shape ``(H, D, D)`` and ``o`` of shape
+        ``(H, D)``. ``merged``: params ``KQ`` of shape ``(H, D, D)`` and ``ov`` of
+        shape ``(H, D)``.
+    attention : {"softmax", "linear"}
+        ``linear`` replaces ``softmax_l(s_l)`` by ``s_l / L``.
+    norm_L : int, optional
+        Linear attention only: hard-code the normalisation to ``1/norm_L`` (the
+        training length, as in the paper) instead of ``1/L`` of each prompt. This
+        is what makes linear attention fail to generalise in length (docs/theory.md#predictors).
+
+    Notes
+    -----
+    With the score matrix ``A_h = K_hᵀQ_h/√D`` (= ``KQ_h``) and ``v_h = V_hᵀo_h``
+    (= ``ov_h``), the forward pass is, for a batch of n prompts,
+
+    .. code-block:: text
+
+        u[n,h]   = A_h z_q[n]                      (n, H, D)
+        s[n,h,l] = z_l[n] · u[n,h]                 (n, H, L)
+        p        = softmax_l(s)  or  s / L
+        r[n,h]   = Σ_l p[n,h,l] z_l[n]             (n, H, D)
+        ŷ[n]     = Σ_h v_h · r[n,h]
+
+    and the backward pass applies the chain rule to the same quantities
+    (``ds = p ⊙ (dp − Σ_l p dp)`` for the softmax), then ``dK = Q dAᵀ/√D``,
+    ``dQ = K dA/√D``, ``dV_h = o_h dv_hᵀ``, ``do_h = V_h dv_h``.
+
+    Examples
+    --------
+    >>> m = AttentionModel(2, 5)
+    >>> p = m.init(0)
+    >>> b = sample_tokens(8, d=5, L=40, sigma2=0.1, seed=1)
+    >>> m.predict(p, b).shape
+    (8,)
+    """
+
+    n_heads: int
+    d: int
+    parameterisation: str = "separate"
+    attention: str = "softmax"
+    norm_L: int | None = None
+
+    def __post_init__(self):
+        if self.norm_L is not None:
+            object.__setattr__(self, "norm_L", check_positive_int("norm_L", self.norm_L))
+        object.__setattr__(self, "n_heads", check_positive_int("n_heads", self.n_heads))
+        object.__setattr__(self, "d", check_positive_int("d", self.d))
+        if self.parameterisation not in ("separate", "merged"):
+            raise ValueError(f"`parameterisation` must be one of 'separate', 'merged', got {self.parameterisation!r}")
+        if self.attention not in ("softmax", "linear"):
+            raise ValueError(f"`attention` must be one of 'softmax', 'linear', got {self.attention!r}")
+
+    @property
+    def kind(self) -> str:
+        """The :data:`MODEL_KINDS` name of this model."""
+        return "linear" if self.attention == "linear" else self.parameterisation
+
+    def param_shapes(self) -> dict:
+        H, D = self.n_heads, self.d + 1
+        if self.parameterisation == "separate":
+            return {"Q": (H, D, D), "K": (H, D, D), "V": (H, D, D), "o": (H, D)}
+        return {"KQ": (H, D, D), "ov": (H, D)}
+
+    def init(self, seed) -> dict:
+        """PyTorch-default init: every weight ``U(−1/√fan_in, 1/√fan_in)``, ``fan_in = D``.
+
+        ``Q_h, K_h, V_h`` map ``R^D → R^D`` (fan_in ``D``); each head's output
+        row ``o_h`` is treated as its own ``R^D → R`` map (fan_in ``D``). A single
+        ``nn.Linear(H·D, D)`` output projection over the concatenated heads would
+        instead have fan_in ``H·D`` (bound smaller by ``√H``); the two agree for
+        ``H = 1``.
+
+        The merged parameterisation draws the same separate weights and merges
+        them, so ``separate`` and ``merged`` models with the same seed compute
+        the same function at initialisation.
+        """
+        rng = as_generator(seed)
+        H, D = self.n_heads, self.d + 1
+        b = 1.0 / math.sqrt(D)
+        Q = rng.uniform(-b, b, (H, D, D))
+        K = rng.uniform(-b, b, (H, D, D))
+        V = rng.uniform(-b, b, (H, D, D))
+        o = rng.uniform(-b, b, (H, D))
+        if self.parameterisation == "separate":
+            return {"Q": Q, "K": K, "V": V, "o": o}
+        KQ = np.matmul(K.transpose(0, 2, 1), Q) / math.sqrt(D)
+        ov = np.einsum("hij,hi->hj", V, o)
+        return {"KQ": KQ, "ov": ov}
+
+    def circuits(self, params) -> tuple[np.ndarray, np.ndarray]:
+        """Return ``(KQ, ov)``: ``KQ_h = K_hᵀQ_h/√D`` (H, D, D) and ``ov_h = V_hᵀo_h`` (H, D)."""
+        if self.parameterisation == "merged":
+            return np.asarray(params["KQ"]), np.asarray(params["ov"])
+        D = self.d + 1
+        KQ = np.matmul(params["K"].transpose(0, 2, 1), params["Q"]) / math.sqrt(D)
+        ov = np.einsum("hij,hi->hj", params["V"], params["o"])
+        return KQ, ov
+
+    # ------------------------------------------------------------------ core
+    def _forward(self, A, v, tok: TokenBatch):
+        Z, xq = tok.Z, tok.xq
+        n, L, D = Z.shape
+        d, H = self.d, self.n_heads
+        if D != d + 1 or xq.shape != (n, d):
+            raise ValueError(f"`batch` must have d = {d}, got Z shape {Z.shape}, xq shape {xq.shape}")
+        # u[n,h,i] = Σ_j A[h,i,j] xq[n,j]  (z_q's last entry is 0)
+        W = A[:, :, :d].transpose(2, 0, 1).reshape(d, H * D)
+        U = (xq @ W).reshape(n, H, D)
+        Zt = Z.transpose(0, 2, 1)
+        S = np.matmul(U, Zt)  # (n, H, L)
+        if self.attention == "softmax":
+            P = _softmax_(S)
+        else:
+            P = S
+            P *= 1.0 / (self.norm_L or L)
+        R = np.matmul(P, Z)  # (n, H, D)
+        yhat = R.reshape(n, H * D) @ v.reshape(H * D)
+        return yhat, (P, R, Zt, W)
+
+    def _backward(self, A, v, tok: TokenBatch, g, cache):
+        P, R, Zt, W = cache
+        Z, xq = tok.Z, tok.xq
+        n, L, D = Z.shape
+        d, H = self.d, self.n_heads
+        dv = (g @ R.reshape(n, H * D)).reshape(H, D)
+        dP = np.matmul(v, Zt)  # (n, H, L): z_l · v_h
+        dP *= g[:, None, None]
+        if self.attention == "softmax":
+            dP -= np.einsum("nhl,nhl->nh", P, dP)[..., None]
+            dP *= P
+        else:
+            dP *= 1.0 / (self.norm_L or L)
+        dU = np.matmul(dP, Z)  # (n, H, D)
+        dA = np.zeros((H, D, D))
+        dA[:, :, :d] = (dU.reshape(n, H * D).T @ xq).reshape(H, D, d)
+        return dA, dv
+
+    # ------------------------------------------------------------- interface
+    def predict(self, params, batch) -> np.ndarray:
+        """Predictions ``ŷ``, shape ``(n,)``."""
+        _check_params(params, self.param_shapes())
+        KQ, ov = self.circuits(params)
+        return self._forward(KQ, ov, as_tokens(batch))[0]
+
+    def loss(self, params, batch) -> float:
+        """Mean squared error ``mean (ŷ − y_q)²``."""
+        tok = as_tokens(batch)
+        r = self.predict(params, tok) - tok.yq
+        return float(r @ r / r.size)
+
+    def loss_and_grad(self, params, batch) -> tuple[float, dict]:
+        """Return ``(loss, grads)`` with ``grads`` keyed and shaped like ``params``."""
+        _check_params(params, self.param_shapes())
+        tok = as_tokens(batch)
+        KQ, ov = self.circuits(params)
+        yhat, cache = self._forward(KQ, ov, tok)
+        r = yhat - tok.yq
+        n = r.size
+        loss = float(r @ r / n)
+        g = r * (2.0 / n)
+        dA, dv = self._backward(KQ, ov, tok, g, cache)
+        if self.parameterisation == "merged":
+            return loss, {"KQ": dA, "ov": dv}
+        c = 1.0 / math.sqrt(self.d + 1)
+        Q, K, V, o = params["Q"], params["K"], params["V"], params["o"]
+        dK = np.matmul(Q, dA.transpose(0, 2, 1))
+        dK *= c
+        dQ = np.matmul(K, dA)
+        dQ *= c
+        dV = o[:, :, None] * dv[:, None, :]
+        do = np.matmul(V, dv[:, :, None])[..., 0]
+        return loss, {"Q": dQ, "K": dK, "V": dV, "o": do}
+
+
+@dataclass(frozen=True)
+class ReducedModel:
+    r"""The reduced (ω, μ) model (docs/theory.md#reduced-model).
+
+    .. math:: \hat y = \sum_h \mu_h \sum_l y_l\, \mathrm{softmax}_l(\omega_h\, x_l^\top x_q)
+
+    Parameters
+    ----------
+    n_heads, d : int, >= 1
+    init_scale : float, >= 0
+        ``init`` draws ``ω, μ ~ U(−init_scale, init_scale)`` (small random init).
+
+    Examples
+    --------
+    >>> m = ReducedModel(2, 5)
+    >>> p = {"omega": np.array([0.1, -0.1]), "mu": np.array([1.0, -1.0])}
+    >>> m.predict(p, sample_tokens(4, d=5, L=40, sigma2=0.1, seed=0)).shape
+    (4,)
+    """
+
+    n_heads: int
+    d: int
+    init_scale: float = 0.1
+
+    def __post_init__(self):
+        object.__setattr__(self, "n_heads", check_positive_int("n_heads", self.n_heads))
+        object.__setattr__(self, "d", check_positive_int("d", self.d))
+        object.__setattr__(self, "init_scale", check_nonnegative_float("init_scale", self.init_scale))
+
+    kind = "reduced"
+
+    def param_shapes(self) -> dict:
+        return {"omega": (self.n_heads,), "mu": (self.n_heads,)}
+
+    def init(self, seed) -> dict:
+        """Small random init ``ω_h, μ_h ~ U(−init_scale, init_scale)`` (ω drawn first)."""
+        rng = as_generator(seed)
+        s = self.init_scale
+        return {"omega": rng.uniform(-s, s, self.n_heads), "mu": rng.uniform(-s, s, self.n_heads)}
+
+    def circuits(self, params) -> tuple[np.ndarray, np.ndarray]:
+        """The equivalent merged circuits: ``KQ_h = diag(ω_h I_d, 0)``, ``ov_h = μ_h e_{d+1}``."""
+        H, d = self.n_heads, self.d
+        KQ = np.zeros((H, d + 1, d + 1))
+        KQ[:, np.arange(d), np.arange(d)] = np.asarray(params["omega"])[:, None]
+        ov = np.zeros((H, d + 1))
+        ov[:, d] = params["mu"]
+        return KQ, ov
+
+    def _forward(self, omega, mu, tok: TokenBatch):
+        Z, xq = tok.Z, tok.xq
+        n, L, D = Z.shape
+        if D != self.d + 1 or xq.shape != (n, self.d):
+            raise ValueError(f"`batch` must have d = {self.d}, got Z shape {Z.shape}, xq shape {xq.shape}")
+        s = np.matmul(Z[..., : self.d], xq[:, :, None])  # (n, L, 1): x_lᵀ x_q
+        S = s.transpose(0, 2, 1) * omega[None, :, None]  # (n, H, L)
+        P = _softmax_(S)
+        y = Z[..., self.d]
+        R = np.matmul(P, y[:, :, None])[..., 0]  # (n, H)
+        return R @ mu, (s, P, R, y)
+
+    def predict(self, params, batch) -> np.ndarray:
+        """Predictions ``ŷ``, shape ``(n,)``."""
+        _check_params(params, self.param_shapes())
+        return self._forward(np.asarray(params["omega"]), np.asarray(params["mu"]), as_tokens(batch))[0]
+
+    def loss(self, params, batch) -> float:
+        tok = as_tokens(batch)
+        r = self.predict(params, tok) - tok.yq
+        return float(r @ r / r.size)
+
+    def loss_and_grad(self, params, batch) -> tuple[float, dict]:
+        """Return ``(loss, {"omega": dω, "mu": dμ})``, gradients of shape ``(H,)``."""
+        _check_params(params, self.param_shapes())
+        tok = as_tokens(batch)
+        omega, mu = np.asarray(params["omega"], dtype=np.float64), np.asarray(params["mu"], dtype=np.float64)
+        yhat, (s, P, R, y) = self._forward(omega, mu, tok)
+        r = yhat - tok.yq
+        n = r.size
+        g = r * (2.0 / n)
+        dmu = g @ R
+        # dP[n,h,l] = g_n μ_h y_l ; dS = P ⊙ (dP − Σ_l P dP)
+        dP = (g[:, None] * mu[None, :])[:, :, None] * y[:, None, :]
+        dP -= np.einsum("nhl,nhl->nh", P, dP)[..., None]
+        dP *= P
+        domega = np.einsum("nhl,nl->h", dP, s[..., 0])
+        return float(r @ r / n), {"omega": domega, "mu": dmu}
+
+
+def make_model(kind: str, *, n_heads, d, init_scale: float = 0.1, norm_L: int | None = None):
+    """Build a model by name: one of :data:`MODEL_KINDS`.
+
+    ``norm_L`` (linear only) hard-codes the ``1/L`` normalisation; ``init_scale``
+    is the reduced model's init scale.
+
+    Examples
+    --------
+    >>> make_model("merged", n_heads=2, d=5).param_shapes()["KQ"]
+    (2, 6, 6)
+    """
+    if kind == "separate":
+        return AttentionModel(n_heads, d, "separate", "softmax")
+    if kind == "merged":
+        return AttentionModel(n_heads, d, "merged", "softmax")
+    if kind == "linear":
+        return AttentionModel(n_heads, d, "separate", "linear", norm_L)
+    if kind == "reduced":
+        return ReducedModel(n_heads, d, init_scale)
+    raise ValueError(f"`param` must be one of {', '.join(MODEL_KINDS)}, got {kind!r}")

@@ -1,0 +1,242 @@
+r"""Circuit extraction and the pattern metrics of docs/theory.md#emergent-patterns.
+
+From a trained model, :func:`extract_circuits` reads
+
+* ``KQ_h = K_hᵀQ_h/√(d+1)`` (shape ``(H, D, D)``, ``D = d+1``) and
+* ``ov_h = V_hᵀo_h`` (shape ``(H, D)``), the effective last row of ``O_h V_h``,
+
+and reduces them to the (ω, μ) of the reduced model (docs/theory.md#reduced-model):
+``ω_h = mean(diag(KQ_h[:d, :d]))`` and ``μ_h = ov_h[d]`` (the entry that maps the
+response ``y_l`` to the output). A head is **dummy** when its contribution to the
+effective step ``η_eff = μᵀω`` is negligible:
+``|ω_h μ_h| < dummy_tol · max_k |ω_k μ_k|``.
+
+:func:`pattern_metrics` turns the circuits into documented numbers, each 0 for the
+exact pattern of docs/theory.md#emergent-patterns (except ``sign_match_fraction``, which is 1):
+
+``kq_offdiag_fraction``
+    per head, off-diagonal energy fraction of the top-left block,
+    ``‖B − diag B‖²_F / ‖B‖²_F`` with ``B = KQ_h[:d, :d]``.
+``kq_response_row_fraction``
+    per head, energy of the response row of the first d columns relative to those
+    columns, ``‖KQ_h[d, :d]‖² / ‖KQ_h[:, :d]‖²_F`` ("the rest of the first d
+    columns ≈ 0"; the last column multiplies the 0 of ``z_q`` and is ignored).
+``kq_diag_cv``
+    per head, coefficient of variation of ``diag B``: ``std(diag B)/|mean(diag B)|``.
+``omega_cv``
+    homogeneity across non-dummy heads: ``std_h |ω_h| / mean_h |ω_h|``.
+``ov_offresponse_fraction``
+    per head, ``‖ov_h[:d]‖² / ‖ov_h‖²`` (OV energy outside the response entry).
+``zero_sum_ratio``
+    ``|Σ_h μ_h| / Σ_h |μ_h|`` over non-dummy heads.
+``sign_match_fraction``
+    fraction of non-dummy heads with ``sign ω_h = sign μ_h``.
+
+Per-head arrays are reported as lists; the ``*_max`` summaries take the maximum
+over non-dummy heads.
+
+References
+----------
+docs/theory.md#full-model (circuits), #emergent-patterns (patterns), #gradient-flow (solution manifold ``S_γ``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from reduced_dynamics._validation import check_finite_array, check_probability
+from reduced_dynamics.dynamics.manifold import mu_gamma
+
+__all__ = ["Circuits", "extract_circuits", "circuits_from_arrays", "pattern_metrics", "manifold_gap"]
+
+_TINY = 1e-300
+
+
+@dataclass(frozen=True)
+class Circuits:
+    """Circuits of a trained model and their reduction to (ω, μ).
+
+    Attributes
+    ----------
+    KQ : ndarray, shape (H, D, D)
+    ov : ndarray, shape (H, D)
+    omega : ndarray, shape (H,)
+        Mean of the diagonal of ``KQ_h[:d, :d]``.
+    mu : ndarray, shape (H,)
+        ``ov_h[d]``.
+    dummy : ndarray of bool, shape (H,)
+    """
+
+    KQ: np.ndarray
+    ov: np.ndarray
+    omega: np.ndarray
+    mu: np.ndarray
+    dummy: np.ndarray
+
+    @property
+    def d(self) -> int:
+        return self.KQ.shape[-1] - 1
+
+    @property
+    def n_heads(self) -> int:
+        return self.KQ.shape[0]
+
+    @property
+    def eta_eff(self) -> float:
+        """Effective step ``μᵀω``."""
+        return float(self.mu @ self.omega)
+
+
+def circuits_from_arrays(KQ, ov, *, dummy_tol: float = 0.05) -> Circuits:
+    """Reduce circuit arrays ``KQ (H, D, D)``, ``ov (H, D)`` to :class:`Circuits`.
+
+    Examples
+    --------
+    >>> KQ = np.stack([0.3 * np.eye(3), -0.3 * np.eye(3)]); ov = np.array([[0, 0, 1.0], [0, 0, -1.0]])
+    >>> c = circuits_from_arrays(KQ, ov)
+    >>> c.omega.round(6).tolist(), c.mu.tolist(), c.dummy.tolist()
+    ([0.3, -0.3], [1.0, -1.0], [False, False])
+    """
+    KQ = check_finite_array("KQ", KQ, ndim=3)
+    ov = check_finite_array("ov", ov, ndim=2)
+    H, D, D2 = KQ.shape
+    if D != D2 or D < 2 or ov.shape != (H, D):
+        raise ValueError(
+            f"`KQ` must have shape (H, D, D) and `ov` shape (H, D) with D >= 2, got {KQ.shape}, {ov.shape}"
+        )
+    dummy_tol = check_probability("dummy_tol", dummy_tol)
+    d = D - 1
+    omega = np.einsum("hii->h", KQ[:, :d, :d]) / d
+    mu = ov[:, d].copy()
+    contrib = np.abs(omega * mu)
+    dummy = contrib < dummy_tol * max(contrib.max(), _TINY)
+    return Circuits(KQ=KQ, ov=ov, omega=omega, mu=mu, dummy=dummy)
+
+
+def extract_circuits(model, params, *, dummy_tol: float = 0.05) -> Circuits:
+    """Circuits of ``model`` at ``params`` (any model of :mod:`reduced_dynamics.model.attention`).
+
+    Parameters
+    ----------
+    model : AttentionModel or ReducedModel
+    params : dict
+    dummy_tol : float in (0, 1)
+        Relative threshold on ``|ω_h μ_h|`` below which a head is dummy.
+    """
+    KQ, ov = model.circuits(params)
+    return circuits_from_arrays(KQ, ov, dummy_tol=dummy_tol)
+
+
+def _ratio(num, den):
+    return np.where(den > _TINY, num / np.maximum(den, _TINY), 0.0)
+
+
+def pattern_metrics(circuits: Circuits) -> dict:
+    """Pattern metrics of docs/theory.md#emergent-patterns (see the module docstring for definitions).
+
+    Returns
+    -------
+    dict
+        Per-head lists ``kq_offdiag_fraction``, ``kq_response_row_fraction``,
+        ``kq_diag_cv``, ``ov_offresponse_fraction``; their maxima over non-dummy
+        heads (``*_max``); scalars ``omega_cv``, ``zero_sum_ratio``,
+        ``sign_match_fraction``, ``n_dummy``, and ``n_positive``, ``n_negative``
+        (non-dummy heads with ``μ_h > 0``, ``μ_h < 0``).
+
+    Examples
+    --------
+    >>> KQ = np.stack([0.3 * np.eye(3), -0.3 * np.eye(3)]); ov = np.array([[0, 0, 1.0], [0, 0, -1.0]])
+    >>> m = pattern_metrics(circuits_from_arrays(KQ, ov))
+    >>> m["zero_sum_ratio"], m["sign_match_fraction"], m["kq_offdiag_fraction_max"]
+    (0.0, 1.0, 0.0)
+    """
+    c = circuits
+    if not isinstance(c, Circuits):
+        raise ValueError(f"`circuits` must be a Circuits object, got {type(c).__name__}")
+    d = c.d
+    B = c.KQ[:, :d, :d]
+    diag = np.einsum("hii->hi", B)
+    e_block = np.einsum("hij,hij->h", B, B)
+    e_diag = np.einsum("hi,hi->h", diag, diag)
+    kq_off = _ratio(e_block - e_diag, e_block)
+    cols = c.KQ[:, :, :d]
+    e_cols = np.einsum("hij,hij->h", cols, cols)
+    kq_row = _ratio(np.einsum("hj,hj->h", c.KQ[:, d, :d], c.KQ[:, d, :d]), e_cols)
+    kq_cv = _ratio(diag.std(axis=1), np.abs(diag.mean(axis=1)))
+    e_ov = np.einsum("hi,hi->h", c.ov, c.ov)
+    ov_off = _ratio(e_ov - c.ov[:, d] ** 2, e_ov)
+    live = ~c.dummy
+    om, mu = np.abs(c.omega[live]), c.mu[live]
+    omega_cv = float(om.std() / om.mean()) if om.size and om.mean() > _TINY else 0.0
+    abs_mu = float(np.abs(mu).sum())
+    zero_sum = float(abs(mu.sum()) / abs_mu) if abs_mu > _TINY else 0.0
+    sign_match = float(np.mean(np.sign(c.omega[live]) == np.sign(mu))) if mu.size else 0.0
+    out = {
+        "kq_offdiag_fraction": kq_off,
+        "kq_response_row_fraction": kq_row,
+        "kq_diag_cv": kq_cv,
+        "ov_offresponse_fraction": ov_off,
+    }
+    for k in list(out):
+        out[k + "_max"] = float(out[k][live].max()) if live.any() else 0.0
+        out[k] = out[k].tolist()
+    out.update(
+        omega_cv=omega_cv,
+        zero_sum_ratio=zero_sum,
+        sign_match_fraction=sign_match,
+        n_dummy=int(c.dummy.sum()),
+        n_positive=int(np.sum(mu > 0)),
+        n_negative=int(np.sum(mu < 0)),
+    )
+    return out
+
+
+def manifold_gap(circuits: Circuits, *, L, sigma2) -> dict:
+    r"""Compare the extracted (ω, μ) with the solution manifold :math:`S_\gamma` (docs/theory.md#gradient-flow).
+
+    ``γ`` is the mean ``|ω_h|`` over non-dummy heads; ``μ₊`` (``μ₋``) the sum of
+    the positive (negative) ``μ_h`` over non-dummy heads; the prediction is
+    :func:`reduced_dynamics.dynamics.manifold.mu_gamma` at ``γ``.
+
+    Parameters
+    ----------
+    circuits : Circuits
+        With at least one non-dummy head.
+    L : int, >= 1
+    sigma2 : float, >= 0
+
+    Returns
+    -------
+    dict
+        ``gamma, mu_plus, mu_minus, mu_gamma, rel_gap_plus = (μ₊ − μ_γ)/μ_γ,
+        rel_gap_minus = (−μ₋ − μ_γ)/μ_γ, eta_eff = μᵀω`` (all heads).
+    """
+    c = circuits
+    if not isinstance(c, Circuits):
+        raise ValueError(f"`circuits` must be a Circuits object, got {type(c).__name__}")
+    live = ~c.dummy
+    if not live.any():
+        raise ValueError("`circuits` must have at least one non-dummy head for the manifold gap, got none")
+    gamma = float(np.mean(np.abs(c.omega[live])))
+    mu = c.mu[live]
+    mu_p, mu_m = float(mu[mu > 0].sum()), float(mu[mu < 0].sum())
+    with np.errstate(over="ignore"):  # sinh(dγ²) overflows for huge γ: μ_γ underflows to 0
+        mg = mu_gamma(gamma, d=c.d, L=L, sigma2=sigma2)
+
+    def rel(x):
+        if mg > 0:
+            return (x - mg) / mg
+        return math.inf if x > 0 else -1.0  # μ_γ → 0⁺: the limit of (x − μ_γ)/μ_γ for x >= 0
+
+    return {
+        "gamma": gamma,
+        "mu_plus": mu_p,
+        "mu_minus": mu_m,
+        "mu_gamma": mg,
+        "rel_gap_plus": rel(mu_p),
+        "rel_gap_minus": rel(-mu_m),
+        "eta_eff": c.eta_eff,
+    }

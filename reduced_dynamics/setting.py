@@ -1,0 +1,298 @@
+r"""The data model as one frozen, validated object: :class:`Setting`.
+
+Every function of the package whose result depends on the data model takes a
+:class:`Setting` as its ``setting`` argument (the first argument after the
+mathematical state, e.g. ``approx_loss(omega, mu, setting)``), never loose
+``d, L, sigma2`` keywords. The setting validates itself once, when it is
+built, so the functions that receive it do not re-check it.
+
+The fields may be scalars (the usual case) or arrays that broadcast against
+each other: closed forms such as :func:`reduced_dynamics.eta_star` then
+broadcast over them, while simulators (flows, Monte Carlo, training) require a
+scalar setting and say so.
+
+References
+----------
+docs/theory.md#data-model
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Setting", "PAPER_SETTING", "as_setting"]
+
+#: Allowed ranges (inclusive) of the scalar constants. Outside them the closed
+#: forms overflow or lose all precision, or the simulators cannot run.
+D_MAX = 100_000
+L_MAX = 10**9
+SIGMA2_MAX = 1e12
+
+
+def _int_field(name: str, value, hi: int):
+    """Validate an integer field (scalar or array) in ``[1, hi]``."""
+    msg = f"`{name}` must be a positive integer <= {hi}, got {value!r}"
+    if isinstance(value, bool):
+        raise ValueError(msg)
+    if isinstance(value, numbers.Integral):
+        if not 1 <= value <= hi:
+            raise ValueError(msg)
+        return int(value)
+    if isinstance(value, numbers.Real) and not isinstance(value, np.ndarray):
+        if not (math.isfinite(value) and float(value).is_integer()):
+            raise ValueError(msg)
+        return _int_field(name, int(value), hi)
+    try:
+        arr = np.asarray(value)
+    except Exception:
+        raise ValueError(msg) from None
+    if arr.dtype.kind not in "iuf" or arr.size == 0:
+        raise ValueError(msg)
+    if arr.ndim == 0:
+        return _int_field(name, arr.item(), hi)
+    if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)) or np.any(arr < 1) or np.any(arr > hi):
+        raise ValueError(msg)
+    out = arr.astype(np.int64)
+    out.setflags(write=False)
+    return out
+
+
+def _float_field(name: str, value, lo: float, hi: float):
+    """Validate a real field (scalar or array) in ``[lo, hi]``."""
+    msg = f"`{name}` must be a finite number in [{lo:g}, {hi:g}], got {value!r}"
+    if isinstance(value, bool):
+        raise ValueError(msg)
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(msg) from None
+    if arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr < lo) or np.any(arr > hi):
+        raise ValueError(msg)
+    if arr.ndim == 0:
+        return float(arr)
+    arr = arr.copy()
+    arr.setflags(write=False)
+    return arr
+
+
+def _covariance_field(Sigma, d):
+    """Validate a covariance matrix: symmetric positive definite, shape ``(d, d)``."""
+    if Sigma is None:
+        return None
+    if not isinstance(d, int):
+        raise ValueError("`Sigma` needs a scalar `d`, got an array of `d`")
+    try:
+        S = np.array(Sigma, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"`Sigma` must be a real ({d}, {d}) matrix, got {Sigma!r}") from None
+    if S.shape != (d, d) or not np.all(np.isfinite(S)):
+        raise ValueError(f"`Sigma` must be a finite ({d}, {d}) matrix, got shape {S.shape}")
+    if not np.allclose(S, S.T, rtol=1e-12, atol=1e-12 * max(1.0, float(np.abs(S).max()))):
+        raise ValueError("`Sigma` must be symmetric")
+    lo = float(np.linalg.eigvalsh(S).min())
+    if lo <= 0:
+        raise ValueError(f"`Sigma` must be positive definite, smallest eigenvalue {lo:.3g}")
+    S = 0.5 * (S + S.T)
+    S.setflags(write=False)
+    return S
+
+
+def _key(value):
+    if isinstance(value, np.ndarray):
+        return (value.dtype.str, value.shape, value.tobytes())
+    return value
+
+
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
+class Setting:
+    r"""The in-context regression data model, validated once.
+
+    Covariates :math:`x_l, x_q \sim N(0, \Sigma)` (:math:`\Sigma = I_d` by
+    default), task :math:`\beta \sim N(0, I_d/d)`, responses
+    :math:`y_l = \beta^\top x_l + \varepsilon_l`, noise
+    :math:`\varepsilon_l \sim N(0, \sigma^2)`, ``L`` examples per prompt.
+
+    Parameters
+    ----------
+    d : int or ndarray of int, in [1, 100000]
+        Covariate dimension.
+    L : int or ndarray of int, in [1, 1e9]
+        Number of in-context examples per prompt.
+    sigma2 : float or ndarray, in [0, 1e12]
+        Noise variance :math:`\sigma^2`.
+    Sigma : ndarray, shape (d, d), optional
+        Covariance of the covariates (symmetric positive definite). ``None``
+        means :math:`I_d`. Only the prompt sampler and the ridge predictor use
+        it so far; functions that assume isotropy call :meth:`require_isotropic`.
+
+    Raises
+    ------
+    ValueError
+        Naming the field and its allowed range.
+
+    Notes
+    -----
+    Array-valued fields broadcast against each other (numpy rules); closed
+    forms broadcast over them. Functions that simulate call
+    :meth:`require_scalar`. A setting is hashable and compares by value, so
+    it can key caches. New fields of the data model (task supports, the
+    attention activation) are added here, with defaults that keep the
+    current behaviour.
+
+    References
+    ----------
+    docs/theory.md#data-model
+
+    Examples
+    --------
+    >>> from reduced_dynamics import Setting
+    >>> s = Setting(d=5, L=40, sigma2=0.1)
+    >>> round(s.eta_star, 6), round(s.c, 6), s.xi
+    (0.879121, 0.0275, 0.125)
+    >>> Setting(d=5, L=[10, 40, 160], sigma2=0.1).eta_star.round(4)
+    array([0.6452, 0.8791, 0.9668])
+    """
+
+    d: Any = 5
+    L: Any = 40
+    sigma2: Any = 0.1
+    Sigma: Any = None
+
+    def __post_init__(self):
+        d = _int_field("d", self.d, D_MAX)
+        L = _int_field("L", self.L, L_MAX)
+        sigma2 = _float_field("sigma2", self.sigma2, 0.0, SIGMA2_MAX)
+        try:
+            np.broadcast_shapes(np.shape(d), np.shape(L), np.shape(sigma2))
+        except ValueError:
+            raise ValueError(
+                f"`d`, `L` and `sigma2` must broadcast together, got shapes "
+                f"{np.shape(d)}, {np.shape(L)}, {np.shape(sigma2)}"
+            ) from None
+        Sigma = _covariance_field(self.Sigma, d)
+        object.__setattr__(self, "d", d)
+        object.__setattr__(self, "L", L)
+        object.__setattr__(self, "sigma2", sigma2)
+        object.__setattr__(self, "Sigma", Sigma)
+
+    # ------------------------------------------------------------------ identity
+    def _astuple(self):
+        return tuple(_key(getattr(self, f.name)) for f in dataclasses.fields(self))
+
+    def __eq__(self, other):
+        if not isinstance(other, Setting):
+            return NotImplemented
+        return self._astuple() == other._astuple()
+
+    def __hash__(self):
+        return hash(self._astuple())
+
+    def __repr__(self) -> str:
+        def show(v):
+            return np.array2string(v, separator=", ") if isinstance(v, np.ndarray) else repr(v)
+
+        parts = [f"d={show(self.d)}", f"L={show(self.L)}", f"sigma2={show(self.sigma2)}"]
+        if self.Sigma is not None:
+            parts.append(f"Sigma=<{self.Sigma.shape[0]}x{self.Sigma.shape[1]} matrix>")
+        return f"Setting({', '.join(parts)})"
+
+    # ------------------------------------------------------------------ constructors
+    @classmethod
+    def paper(cls) -> Setting:
+        """The paper's setting: ``d = 5, L = 40, sigma2 = 0.1``."""
+        return cls(d=5, L=40, sigma2=0.1)
+
+    def replace(self, **changes) -> Setting:
+        """A copy with some fields changed (validated again).
+
+        Examples
+        --------
+        >>> Setting.paper().replace(L=160)
+        Setting(d=5, L=160, sigma2=0.1)
+        """
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        """JSON-friendly fields (arrays become lists)."""
+        out = {}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            out[f.name] = v.tolist() if isinstance(v, np.ndarray) else v
+        return out
+
+    # ------------------------------------------------------------------ shape
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Broadcast shape of ``(d, L, sigma2)``; ``()`` for a scalar setting."""
+        return np.broadcast_shapes(np.shape(self.d), np.shape(self.L), np.shape(self.sigma2))
+
+    @property
+    def is_scalar(self) -> bool:
+        """True when ``d``, ``L`` and ``sigma2`` are all scalars."""
+        return self.shape == ()
+
+    @property
+    def isotropic(self) -> bool:
+        """True when the covariates are :math:`N(0, I_d)` (``Sigma is None``)."""
+        return self.Sigma is None
+
+    def require_scalar(self, where: str) -> Setting:
+        """Return ``self`` or raise ``ValueError`` if any field is an array."""
+        if not self.is_scalar:
+            raise ValueError(f"`setting` must be scalar (one d, L, sigma2) for {where}, got shape {self.shape}")
+        return self
+
+    def require_isotropic(self, where: str) -> Setting:
+        """Return ``self`` or raise ``ValueError`` if ``Sigma`` is set."""
+        if not self.isotropic:
+            raise ValueError(f"`setting.Sigma` is not supported by {where} yet (isotropic covariates only)")
+        return self
+
+    # ------------------------------------------------------------------ derived constants
+    @property
+    def c(self):
+        r"""Fluctuation constant :math:`c = (1+\sigma^2)/L`."""
+        return (1.0 + np.asarray(self.sigma2)) / self.L if not self.is_scalar else (1.0 + self.sigma2) / self.L
+
+    @property
+    def xi(self):
+        r"""Aspect ratio :math:`\xi = d/L`."""
+        return np.asarray(self.d) / self.L if not self.is_scalar else self.d / self.L
+
+    @property
+    def eta_star(self):
+        r"""Optimal effective step :math:`\eta^* = 1/(1 + (1+\sigma^2)d/L) = 1/(1 + c d)`."""
+        return 1.0 / (1.0 + self.c * self.d)
+
+    @property
+    def inf_loss(self):
+        r"""Infimum of :math:`\tilde L` for :math:`H \ge 2`: :math:`1 + \sigma^2 - \eta^*`."""
+        return 1.0 + self.sigma2 - self.eta_star
+
+
+#: The paper's setting, ``Setting(d=5, L=40, sigma2=0.1)``.
+PAPER_SETTING = Setting.paper()
+
+
+def as_setting(setting, where: str | None = None) -> Setting:
+    """Return ``setting`` if it is a :class:`Setting`, else raise ``ValueError``.
+
+    Parameters
+    ----------
+    setting : Setting
+    where : str, optional
+        If given, also require a scalar setting (for simulators) and name the
+        caller in the error.
+    """
+    if not isinstance(setting, Setting):
+        raise ValueError(
+            f"`setting` must be a reduced_dynamics.Setting (e.g. Setting(d=5, L=40, sigma2=0.1)), got {setting!r}"
+        )
+    if where is not None:
+        setting.require_scalar(where)
+    return setting

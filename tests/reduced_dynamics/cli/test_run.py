@@ -1,0 +1,88 @@
+"""`reduced-dynamics run`: JSON contract, files written, bad input → one line on stderr, exit 2."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from reduced_dynamics.cli import main
+from reduced_dynamics.dynamics.manifold import eta_star
+
+REQUIRED = {
+    "omega",
+    "mu",
+    "loss",
+    "eta_eff",
+    "eta_star",
+    "gamma",
+    "sum_mu",
+    "status",
+    "success",
+    "message",
+    "stage_times",
+}
+
+
+def test_json_contract(capsys, tmp_path):
+    rc = main(["run", "--t-end", "1e3", "--json", "--out", str(tmp_path)])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    assert REQUIRED <= set(out)
+    assert set(out["stage_times"]) == {"sign_matching", "zero_sum", "homogeneous"}
+    assert len(out["omega"]) == len(out["mu"]) == 2
+    assert out["eta_star"] == pytest.approx(eta_star(5, 40, 0.1), rel=1e-15)
+    assert out["eta_eff"] == pytest.approx(np.dot(out["omega"], out["mu"]), rel=1e-12)
+    assert out["success"] is True and out["status"] == 0
+    files = out["files"]
+    traj = np.load(files["trajectory"])
+    assert traj["omega"].shape[1] == 2 and traj["t"][-1] == pytest.approx(1e3)
+    with open(files["portrait"], "rb") as fh:
+        assert fh.read(8) == b"\x89PNG\r\n\x1a\n"
+    assert json.load(open(files["summary"]))["omega"] == out["omega"]
+
+
+def test_text_summary_and_user_init(capsys):
+    rc = main(["run", "--heads", "3", "--omega0", "0.01,-0.02,0.03", "--mu0", "0.02,0.01,-0.01", "--t-end", "100"])
+    text = capsys.readouterr().out
+    assert rc == 0 and "H=3" in text and "stage times" in text and "η*" in text
+
+
+@pytest.mark.parametrize(
+    "args,param",
+    [
+        (["--d", "0"], "`d`"),
+        (["--L", "-3"], "`L`"),
+        (["--heads", "0"], "`n_heads`"),
+        (["--sigma2", "-1"], "`sigma2`"),
+        (["--sigma2", "nan"], "`sigma2`"),
+        (["--t-end", "0"], "`t_end`"),
+        (["--init-scale", "0"], "`scale`"),
+        (["--method", "Euler"], "`method`"),
+        (["--omega0", "0.1,0.2"], "`--omega0` and `--mu0`"),
+        (["--omega0", "0.1,0.2", "--mu0", "0.1"], "`omega` and `mu`"),
+        (["--omega0", "0.1,nan", "--mu0", "0.1,0.2"], "`omega`"),
+    ],
+)
+def test_bad_input_exit_2(capsys, args, param):
+    rc = main(["run", *args])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert param in err and len(err.strip().splitlines()) == 1
+
+
+def test_subprocess_bad_input_no_traceback():
+    proc = subprocess.run([sys.executable, "-m", "reduced_dynamics", "run", "--d", "0"], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert "`d` must be a positive integer" in proc.stderr
+
+
+def test_unwritable_out_exit_2(capsys, tmp_path):
+    """An --out folder that cannot be created (a regular file is in the way) is one line on stderr, exit 2."""
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    rc = main(["run", "--t-end", "10", "--no-plot", "--out", str(blocker / "sub")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "cannot write output" in err and len(err.strip().splitlines()) == 1

@@ -1,0 +1,121 @@
+"""Circuit extraction and pattern metrics on hand-built parameters with known values."""
+
+import math
+
+import numpy as np
+import pytest
+
+from reduced_dynamics.dynamics.manifold import mu_gamma
+from reduced_dynamics.model.attention import make_model
+from reduced_dynamics.model.circuits import circuits_from_arrays, extract_circuits, manifold_gap, pattern_metrics
+
+
+def _ideal(omega, mu, d=3):
+    H = len(omega)
+    KQ = np.zeros((H, d + 1, d + 1))
+    ov = np.zeros((H, d + 1))
+    for h in range(H):
+        KQ[h, :d, :d] = omega[h] * np.eye(d)
+        KQ[h, :, d] = 5.0  # last column multiplies z_q's 0: must be ignored
+        ov[h, d] = mu[h]
+    return KQ, ov
+
+
+def test_ideal_pattern_metrics():
+    KQ, ov = _ideal([0.2, -0.2, 0.2], [1.0, -2.0, 1.0])
+    c = circuits_from_arrays(KQ, ov)
+    p = pattern_metrics(c)
+    np.testing.assert_allclose(c.omega, [0.2, -0.2, 0.2], rtol=1e-14)
+    np.testing.assert_array_equal(c.mu, [1.0, -2.0, 1.0])
+    assert p["kq_offdiag_fraction_max"] == 0.0
+    assert p["kq_response_row_fraction_max"] == 0.0
+    assert p["ov_offresponse_fraction_max"] == 0.0
+    assert p["kq_diag_cv_max"] == pytest.approx(0.0, abs=1e-14)
+    assert p["omega_cv"] == pytest.approx(0.0, abs=1e-14)
+    assert p["zero_sum_ratio"] == 0.0
+    assert p["sign_match_fraction"] == 1.0
+    assert (p["n_positive"], p["n_negative"], p["n_dummy"]) == (2, 1, 0)
+    assert c.eta_eff == pytest.approx(0.2 + 0.4 + 0.2)
+
+
+def test_known_metric_values():
+    """Perturbed circuits with hand-computed metrics."""
+    KQ = np.zeros((2, 3, 3))
+    KQ[0, :2, :2] = [[1.0, 1.0], [0.0, 3.0]]  # block energy 11, off-diagonal 1; diag (1, 3): cv = 1/2
+    KQ[0, 2, :2] = [2.0, 0.0]  # response row energy 4 of first-d-columns energy 15
+    KQ[1, :2, :2] = [[-1.0, 0.0], [0.0, -1.0]]
+    ov = np.array([[3.0, 0.0, 4.0], [0.0, 0.0, -1.0]])  # head 0: off-response energy 9/25
+    c = circuits_from_arrays(KQ, ov)
+    p = pattern_metrics(c)
+    np.testing.assert_allclose(c.omega, [2.0, -1.0])
+    np.testing.assert_allclose(p["kq_offdiag_fraction"], [1 / 11, 0.0])
+    np.testing.assert_allclose(p["kq_response_row_fraction"], [4 / 15, 0.0])
+    np.testing.assert_allclose(p["kq_diag_cv"], [0.5, 0.0])
+    np.testing.assert_allclose(p["ov_offresponse_fraction"], [9 / 25, 0.0])
+    assert p["omega_cv"] == pytest.approx(0.5 / 1.5)  # |ω| = (2, 1): std 0.5, mean 1.5
+    assert p["zero_sum_ratio"] == pytest.approx(3 / 5)
+    assert p["sign_match_fraction"] == 1.0
+
+
+def test_sign_mismatch_and_dummy_head():
+    KQ, ov = _ideal([0.3, -0.3, 1e-4, 0.3], [1.0, -1.0, 1e-3, -0.5])
+    c = circuits_from_arrays(KQ, ov, dummy_tol=0.05)
+    assert c.dummy.tolist() == [False, False, True, False]
+    p = pattern_metrics(c)
+    assert p["n_dummy"] == 1
+    assert p["sign_match_fraction"] == pytest.approx(2 / 3)  # head 3 has ω > 0, μ < 0
+    assert p["zero_sum_ratio"] == pytest.approx(0.5 / 2.5)
+
+
+def test_manifold_gap_on_exact_manifold():
+    d, L, s2, g = 5, 40, 0.1, 0.15
+    mg = mu_gamma(g, d=d, L=L, sigma2=s2)
+    KQ, ov = _ideal([g, -g, g], [0.4 * mg, -mg, 0.6 * mg], d=d)
+    gap = manifold_gap(circuits_from_arrays(KQ, ov), L=L, sigma2=s2)
+    assert gap["gamma"] == pytest.approx(g, rel=1e-14)
+    assert gap["rel_gap_plus"] == pytest.approx(0.0, abs=1e-12)
+    assert gap["rel_gap_minus"] == pytest.approx(0.0, abs=1e-12)
+    assert gap["eta_eff"] == pytest.approx(2 * g * mg, rel=1e-12)
+
+
+def test_extract_from_separate_model_matches_definition():
+    m = make_model("separate", n_heads=2, d=3)
+    p = m.init(0)
+    c = extract_circuits(m, p)
+    h = 1
+    np.testing.assert_allclose(c.KQ[h], p["K"][h].T @ p["Q"][h] / math.sqrt(4), rtol=1e-13)
+    np.testing.assert_allclose(c.ov[h], p["o"][h] @ p["V"][h], rtol=1e-13)
+    assert c.mu[h] == pytest.approx((p["o"][h] @ p["V"][h])[3], rel=1e-13)
+    assert c.omega[h] == pytest.approx(np.trace(c.KQ[h][:3, :3]) / 3, rel=1e-13)
+
+
+@pytest.mark.parametrize(
+    "KQ, ov, name",
+    [
+        (np.zeros((2, 3, 4)), np.zeros((2, 3)), "`KQ`"),
+        (np.zeros((2, 3, 3)), np.zeros((2, 4)), "`KQ`"),
+        (np.full((1, 3, 3), np.nan), np.zeros((1, 3)), "`KQ`"),
+    ],
+)
+def test_bad_circuits(KQ, ov, name):
+    with pytest.raises(ValueError, match=name):
+        circuits_from_arrays(KQ, ov)
+
+
+def test_bad_dummy_tol():
+    KQ, ov = _ideal([0.1], [1.0])
+    with pytest.raises(ValueError, match="`dummy_tol`"):
+        circuits_from_arrays(KQ, ov, dummy_tol=1.5)
+
+
+def test_manifold_gap_needs_a_live_head():
+    c = circuits_from_arrays(*_ideal([0.0, 0.0], [0.0, 0.0]))
+    assert c.dummy.all()
+    with pytest.raises(ValueError, match="`circuits`"):
+        manifold_gap(c, L=40, sigma2=0.1)
+
+
+def test_manifold_gap_at_huge_gamma_does_not_divide_by_zero():
+    """γ = 30, d = 3: sinh(dγ²) overflows, μ_γ underflows to 0; the relative gaps are +inf, not an exception."""
+    gap = manifold_gap(circuits_from_arrays(*_ideal([30.0, -30.0], [1.0, -1.0])), L=40, sigma2=0.1)
+    assert gap["mu_gamma"] == 0.0 and gap["rel_gap_plus"] == math.inf and gap["rel_gap_minus"] == math.inf

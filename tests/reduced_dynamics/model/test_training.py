@@ -1,0 +1,337 @@
+"""Trainer: determinism, exact resume, optimiser formulas, emergent patterns, cross-check helpers."""
+
+import math
+
+import numpy as np
+import pytest
+
+from reduced_dynamics.model.attention import ReducedModel, make_model, sample_tokens
+from reduced_dynamics.model.circuits import extract_circuits, manifold_gap, pattern_metrics
+from reduced_dynamics.model.training import (
+    MESSAGES,
+    TrainConfig,
+    _tokens_to_stats,
+    adam_update,
+    cross_check,
+    length_generalisation,
+    load_checkpoint,
+    mc_risk,
+    sgd_update,
+    snapshot_steps,
+    train,
+)
+
+SMALL = dict(d=3, L=10, batch=16)
+
+
+def _same_params(a, b):
+    return list(a) == list(b) and all(np.array_equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.parametrize("param", ["separate", "merged", "linear", "reduced"])
+@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+def test_same_seed_bit_identical(param, optimizer):
+    cfg = TrainConfig(n_heads=2, steps=40, param=param, optimizer=optimizer, lr=1e-2, **SMALL)
+    a, b = train(cfg), train(cfg)
+    assert a.success and _same_params(a.params, b.params)
+    np.testing.assert_array_equal(a.losses, b.losses)
+    c = train(TrainConfig(n_heads=2, steps=40, param=param, optimizer=optimizer, lr=1e-2, seed=1, **SMALL))
+    assert not _same_params(a.params, c.params)
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+@pytest.mark.parametrize("stop", [1, 37, 60])
+def test_resume_is_exact(tmp_path, optimizer, stop):
+    """Interrupted at `stop` (checkpoint) and resumed == uninterrupted, bit for bit (params, losses, snapshots)."""
+    cfg = TrainConfig(n_heads=3, steps=90, optimizer=optimizer, lr=5e-3, n_snapshots=20, **SMALL)
+    full = train(cfg)
+    part = train(cfg, out=tmp_path, checkpoint_every=1000, stop_after=stop)
+    assert part.status == 1 and not part.success and part.step == stop and part.message == MESSAGES[1]
+    assert load_checkpoint(tmp_path / "checkpoint.npz")["step"] == stop
+    res = train(cfg, out=tmp_path, resume=True)
+    assert res.success and res.step == 90
+    assert _same_params(full.params, res.params)
+    np.testing.assert_array_equal(full.losses, res.losses)
+    np.testing.assert_array_equal(full.snapshot_steps, res.snapshot_steps)
+    np.testing.assert_array_equal(full.snapshot_KQ, res.snapshot_KQ)
+    np.testing.assert_array_equal(full.snapshot_ov, res.snapshot_ov)
+
+
+def _interrupting_sampler(monkeypatch, at_call, how):
+    """Patch the trainer's prompt sampler so that its ``at_call``-th call (1-based) interrupts *after* drawing.
+
+    ``how="signal"`` sends a real SIGINT to this process (what Ctrl-C does);
+    ``how="raise"`` raises KeyboardInterrupt synchronously from inside the step.
+    """
+    import os
+    import signal
+
+    import reduced_dynamics.model.training as tr
+
+    real, calls = tr.sample_tokens, [0]
+
+    def sampler(*args, **kwargs):
+        tok = real(*args, **kwargs)  # the prompt generator has advanced
+        calls[0] += 1
+        if calls[0] == at_call:
+            if how == "signal":
+                os.kill(os.getpid(), signal.SIGINT)
+            else:
+                raise KeyboardInterrupt
+        return tok
+
+    monkeypatch.setattr(tr, "sample_tokens", sampler)
+
+
+@pytest.mark.parametrize("how, ckpt_step", [("signal", 23), ("raise", 22)])
+def test_interrupt_mid_step_checkpoints_a_consistent_state(tmp_path, monkeypatch, how, ckpt_step):
+    """Ctrl-C (or a KeyboardInterrupt) in the middle of step 23 leaves a checkpoint that resumes exactly.
+
+    A SIGINT is deferred until step 23 completes (checkpoint at step 23); a KeyboardInterrupt
+    raised inside step 23 before the update rewinds the prompt stream (checkpoint at step 22).
+    Either way the resumed run equals the uninterrupted one bit for bit.
+    """
+    cfg = TrainConfig(n_heads=2, steps=50, lr=5e-3, n_snapshots=10, **SMALL)
+    full = train(cfg)
+    _interrupting_sampler(monkeypatch, 23, how)
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg, out=tmp_path, checkpoint_every=1000)
+    monkeypatch.undo()
+    assert load_checkpoint(tmp_path / "checkpoint.npz")["step"] == ckpt_step
+    res = train(cfg, out=tmp_path, resume=True)
+    assert res.success and _same_params(full.params, res.params)
+    np.testing.assert_array_equal(full.losses, res.losses)
+
+
+def test_init_params_are_validated():
+    cfg = TrainConfig(n_heads=2, steps=1, param="merged", **SMALL)
+    good = cfg.model().init(0)
+    with pytest.raises(ValueError, match="`params"):
+        train(cfg, init_params={"KQ": good["KQ"][:1], "ov": good["ov"]})
+    with pytest.raises(ValueError, match="`init_params`"):
+        train(cfg, init_params={"KQ": np.full_like(good["KQ"], np.nan), "ov": good["ov"]})
+
+
+def test_corrupt_checkpoint_is_a_value_error(tmp_path):
+    (tmp_path / "checkpoint.npz").write_bytes(b"not a zip file")
+    with pytest.raises(ValueError, match="`resume`"):
+        train(TrainConfig(n_heads=2, steps=5, **SMALL), out=tmp_path, resume=True)
+
+
+def test_resume_extends_a_finished_run(tmp_path):
+    cfg = TrainConfig(n_heads=2, steps=30, **SMALL)
+    train(cfg, out=tmp_path)
+    longer = TrainConfig(n_heads=2, steps=50, **SMALL)
+    assert _same_params(train(longer, out=tmp_path, resume=True).params, train(longer).params)
+
+
+def test_resume_refuses_other_run(tmp_path):
+    train(TrainConfig(n_heads=2, steps=5, **SMALL), out=tmp_path)
+    with pytest.raises(ValueError, match="`resume`"):
+        train(TrainConfig(n_heads=2, steps=5, lr=0.5, **SMALL), out=tmp_path, resume=True)
+    with pytest.raises(ValueError, match="`resume`"):
+        train(TrainConfig(n_heads=2, steps=5, **SMALL), out=tmp_path / "missing", resume=True)
+
+
+def test_adam_update_matches_reference():
+    """In-place vectorised Adam vs a direct transcription of Kingma & Ba with PyTorch's eps placement."""
+    rng = np.random.default_rng(0)
+    theta, m, v = rng.standard_normal(7), np.zeros(7), np.zeros(7)
+    th_ref, m_ref, v_ref = theta.copy(), m.copy(), v.copy()
+    for t in range(1, 6):
+        g = rng.standard_normal(7)
+        adam_update(theta, g, m, v, t, lr=0.01, beta1=0.8, beta2=0.9, eps=1e-3)
+        m_ref = 0.8 * m_ref + 0.2 * g
+        v_ref = 0.9 * v_ref + 0.1 * g * g
+        th_ref = th_ref - 0.01 / (1 - 0.8**t) * m_ref / (np.sqrt(v_ref) / math.sqrt(1 - 0.9**t) + 1e-3)
+    np.testing.assert_allclose(theta, th_ref, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(v, v_ref, rtol=1e-13)
+
+
+def test_sgd_update():
+    th = np.array([1.0, 2.0])
+    sgd_update(th, np.array([0.5, -1.0]), lr=0.1)
+    np.testing.assert_allclose(th, [0.95, 2.1], rtol=0, atol=1e-15)
+
+
+def test_snapshot_steps():
+    s = snapshot_steps(10_000, 20)
+    assert s[0] == 0 and s[-1] == 10_000 and np.all(np.diff(s) > 0)
+    # log-spaced: ratios between consecutive late snapshots are ~ 10^(4/19)
+    np.testing.assert_allclose(s[-1] / s[-2], 10 ** (4 / 19), rtol=0.01)
+    np.testing.assert_array_equal(snapshot_steps(0, 5), [0])
+
+
+def test_divergence_is_reported():
+    r = train(TrainConfig(n_heads=1, steps=200, optimizer="sgd", lr=1e6, param="linear", **SMALL))
+    assert r.status == 2 and not r.success and "smaller `lr`" in r.message
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        (dict(n_heads=0), "`heads`"),
+        (dict(d=0), "`d`"),
+        (dict(L=0), "`L`"),
+        (dict(lr=0.0), "`lr`"),
+        (dict(lr=-1e-3), "`lr`"),
+        (dict(steps=-1), "`steps`"),
+        (dict(batch=0), "`batch`"),
+        (dict(optimizer="rmsprop"), "`optimizer`"),
+        (dict(param="quadratic"), "`param`"),
+        (dict(sigma2=-0.1), "`sigma2`"),
+        (dict(seed=-3), "`seed`"),
+    ],
+)
+def test_bad_config(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        TrainConfig(**kwargs)
+
+
+def test_two_heads_develop_opposite_signs_and_zero_sum():
+    """Reduced-size run (d=3, L=20, 3000 Adam steps): docs/theory.md#emergent-patterns patterns for H = 2.
+
+    Checked locally for seeds 0..7 (all: zero-sum < 0.04, off-diagonal KQ < 0.01,
+    OV off-response < 0.003, |ω| spread < 0.04); tolerances are a few times those.
+    """
+    cfg = TrainConfig(n_heads=2, d=3, L=20, steps=3000, batch=128, lr=3e-3, seed=1)
+    r = train(cfg)
+    c = extract_circuits(cfg.model(), r.params)
+    p = pattern_metrics(c)
+    assert not c.dummy.any()
+    assert np.sign(c.mu[0]) == -np.sign(c.mu[1])  # one positive, one negative head
+    assert p["sign_match_fraction"] == 1.0
+    assert p["zero_sum_ratio"] < 0.1
+    assert p["kq_offdiag_fraction_max"] < 0.03
+    assert p["kq_response_row_fraction_max"] < 0.03
+    assert p["ov_offresponse_fraction_max"] < 0.01
+    assert p["omega_cv"] < 0.1
+    gap = manifold_gap(c, L=cfg.L, sigma2=cfg.sigma2)
+    assert abs(gap["rel_gap_plus"]) < 0.3  # L̃ is a large-L approximation; seeds 0..7 gave 2–17 %
+    # snapshots were recorded and show the patterns forming (zero-sum improves from init)
+    assert r.snapshot_KQ.shape == (r.snapshot_steps.size, 2, 4, 4)
+
+
+def test_cross_check_debiased_gd_column_matches_formula():
+    """cross_check's debiased-GD risk (predictors.debiased_gd on token statistics) vs a direct loop transcription.
+
+    On the same seeded prompts, the loop ``(η/L) Σ_l y_l (x_l − x̄)ᵀ x_q`` gives the
+    per-prompt squared errors; their mean must equal the reported risk to 1e-12.
+    """
+
+    m = ReducedModel(2, 2)
+    p = {"omega": np.array([0.2, -0.2]), "mu": np.array([1.0, -1.0])}
+    out = cross_check(m, p, L=4, sigma2=0.1, n=5, seed=7)
+    tok = sample_tokens(5, d=2, L=4, sigma2=0.1, seed=np.random.default_rng(7))
+    X, y = tok.Z[..., :2], tok.Z[..., 2]
+    eta = out["eta"]
+    ref = np.array([eta / 4 * sum(y[i, l] * (X[i, l] - X[i].mean(0)) @ tok.xq[i] for l in range(4)) for i in range(5)])
+    assert abs(out["debiased_gd"] - np.mean((ref - tok.yq) ** 2)) < 1e-12
+
+
+def test_tokens_to_stats_matches_prompt_stats():
+    """Token adapter vs predictors.prompt_stats on the same prompts (two routes to s, y, |x_q|²)."""
+    from reduced_dynamics.estimation.predictors import prompt_stats
+    from reduced_dynamics.estimation.prompts import sample_prompts
+    from reduced_dynamics.model.attention import as_tokens
+
+    pr = sample_prompts(6, d=3, L=5, sigma2=0.1, seed=2)
+    a, b = _tokens_to_stats(as_tokens(pr), 0.1), prompt_stats(pr)
+    for k in ("s", "y", "yq", "xq_norm2"):
+        np.testing.assert_allclose(getattr(a, k), getattr(b, k), rtol=1e-13, atol=1e-14)
+    assert (a.d, a.sigma2) == (b.d, b.sigma2)
+
+
+def test_mc_risk_of_zero_predictor():
+    """ŷ = 0 has risk E y_q² = 1 + σ²; checked within 4 standard errors."""
+    m = ReducedModel(1, 4)
+    r, se = mc_risk(m, {"omega": np.zeros(1), "mu": np.zeros(1)}, L=10, sigma2=0.2, n=20_000, seed=3)
+    assert abs(r - 1.2) < 4 * se
+
+
+def test_cross_check_on_reduced_model_is_exact():
+    """For a ReducedModel, the extracted (ω, μ) are its own, so model and reduced risks coincide."""
+    m = ReducedModel(2, 3)
+    p = {"omega": np.array([0.2, -0.2]), "mu": np.array([1.5, -1.5])}
+    out = cross_check(m, p, L=20, sigma2=0.1, n=2000, seed=0)
+    assert abs(out["diff_reduced"]) < 1e-12 and out["eta"] == pytest.approx(0.6)
+
+
+def test_cross_check_reduced_minus_debiased_gd_vanishes_as_gamma_squared():
+    """At fixed η = 2γμ, the two-head model → debiased GD(η) as γ → 0 (docs/theory.md#predictors, Theorem 1a).
+
+    The paired risk difference halves twice when γ halves (order 2 in γ: the odd softmax
+    terms cancel between the ± heads). Measured order at γ = 0.1 → 0.05: 2.08; asserted
+    within 4 standard errors of 2 (delta method, ignoring the positive correlation of
+    the two estimates from common prompts, which only makes it conservative).
+    """
+    m = ReducedModel(2, 3)
+    diffs = []
+    for g in (0.1, 0.05):
+        out = cross_check(
+            m, {"omega": np.array([g, -g]), "mu": np.array([0.3 / g, -0.3 / g])}, L=20, sigma2=0.1, n=20_000, seed=0
+        )
+        assert out["eta"] == pytest.approx(0.6)
+        diffs.append((out["diff_debiased_gd"], out["diff_debiased_gd_stderr"]))
+    (d1, s1), (d2, s2) = diffs
+    assert d1 > 4 * s1 and d2 > 4 * s2  # measurably nonzero at both γ
+    order = math.log2(d1 / d2)
+    se = math.hypot(s1 / d1, s2 / d2) / math.log(2)
+    assert abs(order - 2) < 4 * se, (order, se)
+
+
+def test_length_generalisation_uses_one_child_seed_per_length():
+    """Each length's numbers are mc_risk's with the matching child of ``seed`` (shapes and seeding)."""
+    m = make_model("reduced", n_heads=2, d=3)
+    p = m.init(0)
+    out = length_generalisation(m, p, Ls=[5, 10], sigma2=0.1, n=100, seed=0)
+    assert out["L"] == [5, 10] and len(out["risk"]) == len(out["stderr"]) == 2
+    children = np.random.default_rng(0).spawn(2)
+    for k, (Lk, g) in enumerate(zip([5, 10], children)):
+        assert (out["risk"][k], out["stderr"][k]) == mc_risk(m, p, L=Lk, sigma2=0.1, n=100, seed=g)
+
+
+@pytest.mark.parametrize(
+    "call, name",
+    [
+        (lambda m, p: mc_risk(m, p, L=5, sigma2=0.1, n=10, chunk=0), "`chunk`"),
+        (lambda m, p: mc_risk(m, p, L=5, sigma2=0.1, n=1), "`n`"),
+        (lambda m, p: cross_check(m, p, L=5, sigma2=0.1, n=1), "`n`"),
+        (lambda m, p: cross_check(m, p, L=5, sigma2=0.1, n=10, chunk=-1), "`chunk`"),
+    ],
+)
+def test_evaluation_helpers_validate(call, name):
+    m = ReducedModel(2, 3)
+    with pytest.raises(ValueError, match=name):
+        call(m, m.init(0))
+
+
+def test_agrees_with_predictors_module():
+    """Our reduced model vs the independent implementation in reduced_dynamics.estimation.predictors."""
+    from reduced_dynamics.estimation import predictors
+    from reduced_dynamics.estimation.prompts import sample_prompts
+    from reduced_dynamics.model.attention import as_tokens
+
+    pr = sample_prompts(50, d=4, L=12, sigma2=0.1, seed=5)
+    tok = as_tokens(pr)
+    om, mu = np.array([0.3, -0.2]), np.array([1.0, -0.7])
+    np.testing.assert_allclose(
+        ReducedModel(2, 4).predict({"omega": om, "mu": mu}, tok),
+        predictors.multi_head(pr, om, mu),
+        rtol=1e-10,
+        atol=1e-12,
+    )
+
+
+def test_checkpoint_writes_are_atomic(tmp_path):
+    """A failed write keeps the previous checkpoint intact and leaves no temporary file (reduced_dynamics.io)."""
+    from reduced_dynamics.io import atomic_write_bytes
+
+    cfg = TrainConfig(n_heads=2, steps=5, **SMALL)
+    train(cfg, out=tmp_path)
+    ck = tmp_path / "checkpoint.npz"
+    before = ck.read_bytes()
+    with pytest.raises(TypeError):
+        atomic_write_bytes(ck, "not bytes")  # fails mid-write
+    assert ck.read_bytes() == before and load_checkpoint(ck)["step"] == 5
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.npz"]
