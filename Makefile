@@ -1,12 +1,15 @@
-# Two commands: `make run` (set up + main job) and `make test` (set up + full suite).
+# Two commands: `make run` (set up + main job) and `make test` (set up + docs build + full suite).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP_VENV := $(VENV)/.created
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_TEST := $(VENV)/.installed-test
+# The Sphinx site: fresh environment (-E, docstrings are re-read), nitpicky (-n: a broken cross-reference is an
+# error), warnings as errors (-W), all of them reported (--keep-going).
+SPHINX := $(PY) -m sphinx -E -n -W --keep-going -q -b html docs docs/_build/html
 
-.PHONY: run test lint check figures figures-quick bench clean
+.PHONY: run test lint check figures figures-quick bench clean docs
 
 # The venv counts as made only once its stamp exists, so a half-created .venv (e.g. ensurepip missing)
 # is rebuilt on the next run instead of being trusted; an existing venv with a working pip is reused.
@@ -31,7 +34,7 @@ $(STAMP_RUN): pyproject.toml | $(STAMP_VENV)
 	touch $@
 
 $(STAMP_TEST): pyproject.toml | $(STAMP_VENV)
-	$(PY) -m pip install --quiet -e ".[test]"
+	$(PY) -m pip install --quiet -e ".[test,docs]"
 	touch $@ $(STAMP_RUN)
 
 run: $(STAMP_RUN)
@@ -40,7 +43,12 @@ run: $(STAMP_RUN)
 test: $(STAMP_TEST)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(SPHINX)
 	$(PY) -m pytest -q -p no:cacheprovider
+
+docs: $(STAMP_TEST)
+	$(SPHINX)
+	@echo "docs: open docs/_build/html/index.html"
 
 lint: $(STAMP_TEST)
 	$(VENV)/bin/ruff check --fix .
