@@ -27,6 +27,9 @@ is documented nowhere is still reported (nitpicky mode).
 
 ``docs/theory.md#anchor`` in a docstring becomes a link to that section of
 the theory page; an anchor that does not exist is reported.
+
+Every top-level public function must document all its parameters and have a
+Returns section (numpydoc checks PR01, RT01); otherwise the build warns.
 """
 
 from __future__ import annotations
@@ -405,6 +408,32 @@ def theory_role(name, rawtext, text, lineno, inliner, options=None, content=None
     return [node], []
 
 
+# ------------------------------------------------------------------ docstring completeness
+#: numpydoc checks applied to the top-level public functions (``package.__all__``): every parameter
+#: documented, a Returns section. (PR02, a documented parameter that does not exist, is checked for
+#: every documented object by numpydoc itself, see conf.py.)
+PUBLIC_FUNCTION_CHECKS = ("PR01", "RT01")
+
+
+def _check_public_function(app, what, name, obj, options, lines):
+    package, _, short = name.partition(".")
+    if what != "function" or package not in PACKAGES or "." in short:
+        return
+    if short not in getattr(importlib.import_module(package), "__all__", ()):
+        return
+    checked = app.env.__dict__.setdefault("_rd_checked_functions", set())
+    if name in checked:  # autosummary and autodoc both process each docstring
+        return
+    checked.add(name)
+    from numpydoc.validate import validate
+
+    report = validate(f"{obj.__module__}.{obj.__qualname__}")
+    errors = [f"{code}: {msg}" for code, msg in report["errors"] if code in PUBLIC_FUNCTION_CHECKS]
+    if errors:
+        where = f"{inspect.getsourcefile(obj)}:{inspect.getsourcelines(obj)[1]}"
+        logger.warning(f"docstring of public function {name}: " + "; ".join(errors), location=where)
+
+
 def setup(app):
     app.add_directive("public-api", PublicApi)
     app.add_directive("module-api", ModuleApi)
@@ -414,4 +443,5 @@ def setup(app):
     app.connect("env-purge-doc", _purge)
     app.connect("missing-reference", _resolve)
     app.connect("autodoc-process-docstring", _theory_links)
+    app.connect("autodoc-process-docstring", _check_public_function)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
