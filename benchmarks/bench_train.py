@@ -4,7 +4,7 @@ Model: full separate-parameter softmax attention (docs/theory.md#full-model), H=
 batch 256, Adam lr 1e-3, fresh prompts every step. Two measurements per framework:
 
 * ``end-to-end``: each framework samples its own prompts every step (numpy:
-  :func:`reduced_dynamics.model.attention.sample_tokens`; torch: ``torch.randn``), then
+  :func:`reduced_dynamics.estimation.prompts.sample_tokens`; torch: ``torch.randn``), then
   forward, backward, Adam -- what a training run costs;
 * ``step only``: forward + backward + Adam on a fixed, pre-drawn batch (same data for both).
 
@@ -25,10 +25,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
-from reduced_dynamics.model.attention import make_model, sample_tokens, unflatten_params
+from reduced_dynamics.estimation.prompts import sample_tokens
+from reduced_dynamics.model.attention import make_model, unflatten_params
 from reduced_dynamics.model.training import TrainConfig, adam_update, train
+from reduced_dynamics.setting import Setting
 
 H, d, L, BATCH, SIGMA2, LR = 2, 5, 40, 256, 0.1, 1e-3
+SETTING = Setting(d=d, L=L, sigma2=SIGMA2)
 
 
 def _rate(step_fn, seconds):
@@ -42,7 +45,7 @@ def _rate(step_fn, seconds):
 
 def bench_numpy(seconds):
     steps = max(200, int(seconds * 500))
-    r = train(TrainConfig(n_heads=H, d=d, L=L, sigma2=SIGMA2, batch=BATCH, lr=LR, steps=steps))
+    r = train(TrainConfig(setting=SETTING, seed=0, n_heads=H, batch=BATCH, lr=LR, steps=steps))
     end_to_end = r.steps_per_second
     model = make_model("separate", n_heads=H, d=d)
     shapes = model.param_shapes()
@@ -50,7 +53,7 @@ def bench_numpy(seconds):
     theta = np.concatenate([init[k].ravel() for k in shapes])
     p = unflatten_params(theta, shapes)  # views: Adam's in-place update of theta moves the model, as in train()
     m, v = np.zeros_like(theta), np.zeros_like(theta)
-    tok = sample_tokens(BATCH, d=d, L=L, sigma2=SIGMA2, seed=1)
+    tok = sample_tokens(BATCH, SETTING, seed=1)
     t = [0]
 
     def step():
@@ -58,7 +61,7 @@ def bench_numpy(seconds):
         t[0] += 1
         adam_update(theta, np.concatenate([g[k].ravel() for k in shapes]), m, v, t[0], lr=LR)
 
-    sample = _rate(lambda: sample_tokens(BATCH, d=d, L=L, sigma2=SIGMA2, seed=np.random.default_rng(0)), seconds / 3)
+    sample = _rate(lambda: sample_tokens(BATCH, SETTING, seed=np.random.default_rng(0)), seconds / 3)
     return {"end-to-end": end_to_end, "step only": _rate(step, seconds), "sampling only": sample}
 
 
@@ -98,11 +101,11 @@ def bench_torch(seconds, dtype_name, threads=1):
         loss.backward()
         opt.step()
 
-    tok = sample_tokens(BATCH, d=d, L=L, sigma2=SIGMA2, seed=1)
+    tok = sample_tokens(BATCH, SETTING, seed=1)
     fixed = (
-        torch.tensor(tok.Z, dtype=dtype),
-        torch.cat([torch.tensor(tok.xq, dtype=dtype), torch.zeros(BATCH, 1, dtype=dtype)], dim=-1),
-        torch.tensor(tok.yq, dtype=dtype),
+        torch.tensor(tok.tokens, dtype=dtype),
+        torch.cat([torch.tensor(tok.x_q, dtype=dtype), torch.zeros(BATCH, 1, dtype=dtype)], dim=-1),
+        torch.tensor(tok.y_q, dtype=dtype),
     )
     return {"end-to-end": _rate(step, seconds), "step only": _rate(lambda: step(fixed), seconds)}
 

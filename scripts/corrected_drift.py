@@ -33,6 +33,7 @@ from reduced_dynamics.dynamics.corrected_loss import (
     mc_risk_cv,
 )
 from reduced_dynamics.dynamics.loss import approx_loss
+from reduced_dynamics.setting import Setting
 
 STATES = {
     "H1 generic": ([0.25], [1.5]),
@@ -44,13 +45,15 @@ STATES = {
 NS = {40: 1_000_000, 160: 1_000_000, 640: 400_000, 2560: 400_000}
 
 
-def table(d, sigma2, seed):
+def table(d, sigma2, seed, n_override=None):
     out = {}
     for L, n in NS.items():
+        n = n if n_override is None else n_override
         t0 = time.perf_counter()
-        mc = mc_risk_cv(list(STATES.values()), d=d, L=L, sigma2=sigma2, n=n, seed=seed)
-        for (name, (w, m)), (r, se) in zip(STATES.items(), mc):
-            c, a = corrected_loss(w, m, d=d, L=L, sigma2=sigma2), approx_loss(w, m, d=d, L=L, sigma2=sigma2)
+        setting = Setting(d=d, L=L, sigma2=sigma2)
+        mc = mc_risk_cv(list(STATES.values()), setting, n=n, seed=seed)
+        for (name, (w, m)), r, se in zip(STATES.items(), mc.mean.tolist(), mc.stderr.tolist()):
+            c, a = corrected_loss(w, m, setting), approx_loss(w, m, setting)
             out.setdefault(name, []).append(
                 dict(L=L, n=n, mc=r, se=se, corrected_minus_mc=c - r, approx_minus_mc=a - r)
             )
@@ -71,7 +74,8 @@ def table(d, sigma2, seed):
 
 
 def phigamma(d, L, sigma2, n, seed, gammas=(0.1, 0.15, 0.2), h=0.01):
-    eta = corrected_eta_star(d, L, sigma2)
+    setting = Setting(d=d, L=L, sigma2=sigma2)
+    eta = corrected_eta_star(setting)
     st = [
         ([g + sg * h, -(g + sg * h)], [eta / (2 * (g + sg * h)), -eta / (2 * (g + sg * h))])
         for g in gammas
@@ -92,7 +96,7 @@ def phigamma(d, L, sigma2, n, seed, gammas=(0.1, 0.15, 0.2), h=0.01):
         y = np.concatenate(acc[i])
 
         def fd(fn, i=i):
-            return (fn(*st[2 * i + 1], d=d, L=L, sigma2=sigma2) - fn(*st[2 * i], d=d, L=L, sigma2=sigma2)) / (2 * h)
+            return (fn(*st[2 * i + 1], setting) - fn(*st[2 * i], setting)) / (2 * h)
 
         row = dict(
             gamma=g,
@@ -114,18 +118,17 @@ def flow(d, sigma2):
     out = []
     for L, p, n in [(40, 1, 1), (200, 1, 1), (200, 2, 1), (800, 1, 1)]:
         g0 = 0.2
-        eta = corrected_eta_star(d, L, sigma2)
+        setting = Setting(d=d, L=L, sigma2=sigma2)
+        eta = corrected_eta_star(setting)
         w0 = np.r_[[g0] * p, [-g0] * n]
         m0 = np.r_[[eta / (2 * g0 * p)] * p, [-eta / (2 * g0 * n)] * n]
         ts = np.r_[0.0, np.logspace(0, 6, 13)]
-        W, _ = integrate_corrected_flow(w0, m0, ts, d=d, L=L, sigma2=sigma2)
+        W = integrate_corrected_flow(w0, m0, ts, setting).omega
         g = np.abs(W).mean(axis=1)
         i0 = int(np.searchsorted(ts, 10.0))
-        law = corrected_drift_gamma(
-            ts[i0:], d=d, L=L, sigma2=sigma2, n_positive=p, n_negative=n, gamma0=g[i0], t0=ts[i0]
-        )
-        law4 = corrected_drift_gamma(ts[i0:], d=d, L=L, sigma2=sigma2, n_positive=p, n_negative=n, include_gamma2=False)
-        K = corrected_drift_constant(d=d, L=L, sigma2=sigma2)
+        law = corrected_drift_gamma(ts[i0:], setting, n_positive=p, n_negative=n, gamma0=g[i0], t0=ts[i0])
+        law4 = corrected_drift_gamma(ts[i0:], setting, n_positive=p, n_negative=n, include_gamma2=False)
+        K = corrected_drift_constant(setting)
         row = dict(
             L=L,
             p=p,
@@ -154,9 +157,10 @@ def main(argv=None) -> int:
     p.add_argument("--n", type=int, default=2_000_000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None)
+    p.add_argument("--table-n", type=int, default=None, help="prompts per L in `table` (default: the NS table)")
     a = p.parse_args(argv)
     if a.what == "table":
-        res = table(a.d, a.sigma2, a.seed)
+        res = table(a.d, a.sigma2, a.seed, a.table_n)
     elif a.what == "phigamma":
         res = phigamma(a.d, a.L, a.sigma2, a.n, a.seed)
     else:

@@ -25,6 +25,10 @@ from reduced_dynamics.model.training import (
     train,
     write_outputs,
 )
+from reduced_dynamics.setting import Setting
+
+EVAL_SEED = 12345  # evaluation prompts (independent of the training stream)
+LENGTH_SEED = 777  # length-generalisation prompts
 
 
 def main(argv=None) -> int:
@@ -36,25 +40,27 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=500_000)
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--param", default="separate")
+    p.add_argument("--param", default="separate", help="parameterisation: separate, merged, linear or reduced")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="results/paper_H2")
     p.add_argument("--checkpoint-every", type=int, default=10_000)
     p.add_argument("--n-snapshots", type=int, default=60)
     p.add_argument("--n-eval", type=int, default=100_000)
     args = p.parse_args(argv)
-    cfg = TrainConfig(
-        n_heads=args.heads,
-        d=args.d,
-        L=args.L,
-        sigma2=args.sigma2,
-        steps=args.steps,
-        batch=args.batch,
-        lr=args.lr,
-        param=args.param,
-        seed=args.seed,
-        n_snapshots=args.n_snapshots,
-    )
+    try:
+        cfg = TrainConfig(
+            setting=Setting(d=args.d, L=args.L, sigma2=args.sigma2),
+            n_heads=args.heads,
+            steps=args.steps,
+            batch=args.batch,
+            lr=args.lr,
+            parameterisation=args.param,
+            seed=args.seed,
+            n_snapshots=args.n_snapshots,
+        )
+    except ValueError as exc:
+        sys.stderr.write(f"train_paper: error: {exc}\n")
+        return 2
     resume = (Path(args.out) / CHECKPOINT_NAME).exists()
     print(f"config {cfg}\nresume={resume}", flush=True)
     try:
@@ -63,16 +69,16 @@ def main(argv=None) -> int:
         sys.stderr.write(f"train_paper: error: {exc}\n")
         return 2
     print(f"{res.message} step={res.step} {res.steps_per_second:.0f} steps/s", flush=True)
-    summary = summarize_run(res, n_eval=args.n_eval)
-    summary["length_generalisation"] = length_generalisation(
-        cfg.model(), res.params, Ls=list(range(10, 101, 10)), sigma2=cfg.sigma2, n=20_000, seed=777
+    summary = summarize_run(res, n_eval=args.n_eval, seed=EVAL_SEED)
+    lengths = length_generalisation(
+        cfg.model(), res.params, cfg.setting, Ls=list(range(10, 101, 10)), n=20_000, seed=LENGTH_SEED
     )
-    write_outputs(args.out, res, summary)
-    print("omega", np.round(summary["omega"], 4), "mu", np.round(summary["mu"], 4), flush=True)
-    print("manifold", summary["manifold"], flush=True)
+    write_outputs(args.out, res, summary, extra={"length_generalisation": lengths.to_dict()})
+    print("omega", np.round(summary.omega, 4), "mu", np.round(summary.mu, 4), flush=True)
+    print("manifold", summary.manifold, flush=True)
     print(
-        f"risk {summary['risk']:.5f} ± {summary['risk_stderr']:.5f}  reduced {summary['risk_reduced']:.5f}  "
-        f"debiased GD {summary['risk_debiased_gd']:.5f}",
+        f"risk {summary.risk:.5f} ± {summary.risk_stderr:.5f}  reduced {summary.risk_reduced:.5f}  "
+        f"debiased GD {summary.risk_debiased_gd:.5f}",
         flush=True,
     )
     return 0 if res.success else 1

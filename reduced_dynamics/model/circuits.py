@@ -11,7 +11,7 @@ response ``y_l`` to the output). A head is **dummy** when its contribution to th
 effective step ``η_eff = μᵀω`` is negligible:
 ``|ω_h μ_h| < dummy_tol · max_k |ω_k μ_k|``.
 
-:func:`pattern_metrics` turns the circuits into documented numbers, each 0 for the
+:func:`pattern_metrics` turns the circuits into documented numbers (a :class:`PatternMetrics`), each 0 for the
 exact pattern of docs/theory.md#emergent-patterns (except ``sign_match_fraction``, which is 1):
 
 ``kq_offdiag_fraction``
@@ -32,12 +32,14 @@ exact pattern of docs/theory.md#emergent-patterns (except ``sign_match_fraction`
 ``sign_match_fraction``
     fraction of non-dummy heads with ``sign ω_h = sign μ_h``.
 
-Per-head arrays are reported as lists; the ``*_max`` summaries take the maximum
-over non-dummy heads.
+Per-head values are arrays of shape ``(H,)``; the ``*_max`` summaries take the
+maximum over non-dummy heads. :meth:`Circuits.manifold_gap` compares the
+extracted (ω, μ) with the solution manifold :math:`S_\gamma`.
 
 References
 ----------
-docs/theory.md#full-model (circuits), #emergent-patterns (patterns), #gradient-flow (solution manifold ``S_γ``).
+docs/theory.md#full-model (circuits), docs/theory.md#emergent-patterns (patterns),
+docs/theory.md#solution-manifold (the solution manifold ``S_γ``).
 """
 
 from __future__ import annotations
@@ -47,27 +49,72 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from reduced_dynamics._results import FrozenResult
 from reduced_dynamics._validation import check_finite_array, check_probability
 from reduced_dynamics.dynamics.manifold import mu_gamma
+from reduced_dynamics.setting import Setting, as_setting
 
-__all__ = ["Circuits", "extract_circuits", "circuits_from_arrays", "pattern_metrics", "manifold_gap"]
+__all__ = [
+    "Circuits",
+    "CircuitManifoldGap",
+    "PatternMetrics",
+    "extract_circuits",
+    "circuits_from_arrays",
+    "pattern_metrics",
+]
 
 _TINY = 1e-300
 
 
 @dataclass(frozen=True)
-class Circuits:
+class CircuitManifoldGap(FrozenResult):
+    r"""Extracted (ω, μ) vs the solution manifold :math:`S_\gamma` (:meth:`Circuits.manifold_gap`).
+
+    Attributes
+    ----------
+    gamma : float
+        Mean ``|ω_h|`` over non-dummy heads.
+    mu_plus, mu_minus : float
+        Sum of the positive (negative) ``μ_h`` over non-dummy heads.
+    mu_gamma : float
+        The manifold's prediction :func:`reduced_dynamics.mu_gamma` at ``gamma``.
+    rel_gap_plus : float
+        ``(μ₊ − μ_γ)/μ_γ`` (``inf`` when μ_γ underflows to 0 and ``μ₊ > 0``).
+    rel_gap_minus : float
+        ``(−μ₋ − μ_γ)/μ_γ`` (same limit).
+    eta_eff : float
+        ``μᵀω`` over all heads.
+    """
+
+    gamma: float
+    mu_plus: float
+    mu_minus: float
+    mu_gamma: float
+    rel_gap_plus: float
+    rel_gap_minus: float
+    eta_eff: float
+
+
+@dataclass(frozen=True)
+class Circuits(FrozenResult):
     """Circuits of a trained model and their reduction to (ω, μ).
 
     Attributes
     ----------
     KQ : ndarray, shape (H, D, D)
+        ``KQ_h = K_hᵀQ_h/√D`` with ``D = d + 1``.
     ov : ndarray, shape (H, D)
+        ``ov_h = V_hᵀo_h``.
     omega : ndarray, shape (H,)
         Mean of the diagonal of ``KQ_h[:d, :d]``.
     mu : ndarray, shape (H,)
         ``ov_h[d]``.
     dummy : ndarray of bool, shape (H,)
+        Heads whose ``|ω_h μ_h|`` is below ``dummy_tol`` times the largest.
+    d, n_heads : int
+        Properties: covariate dimension and number of heads.
+    eta_eff : float
+        Property: the effective step ``μᵀω``.
     """
 
     KQ: np.ndarray
@@ -89,9 +136,81 @@ class Circuits:
         """Effective step ``μᵀω``."""
         return float(self.mu @ self.omega)
 
+    def manifold_gap(self, setting: Setting) -> CircuitManifoldGap:
+        r"""Compare the extracted (ω, μ) with the solution manifold :math:`S_\gamma`.
+
+        ``γ`` is the mean ``|ω_h|`` over non-dummy heads; ``μ₊`` (``μ₋``) the sum of
+        the positive (negative) ``μ_h`` over non-dummy heads; the prediction is
+        :func:`reduced_dynamics.mu_gamma` at ``γ``. (For a state of the
+        reduced flow, with the flow's own dummy-head rule, see
+        :func:`reduced_dynamics.manifold_gap`.)
+
+        Parameters
+        ----------
+        setting : Setting
+            Scalar data model with ``setting.d`` equal to the circuits' ``d``.
+
+        Returns
+        -------
+        CircuitManifoldGap
+
+        Raises
+        ------
+        ValueError
+            No non-dummy head, or ``setting.d`` differs from the circuits' ``d``.
+
+        References
+        ----------
+        docs/theory.md#solution-manifold
+
+        Examples
+        --------
+        >>> KQ = np.stack([0.3 * np.eye(3), -0.3 * np.eye(3)]); ov = np.array([[0, 0, 1.0], [0, 0, -1.0]])
+        >>> gap = circuits_from_arrays(KQ, ov).manifold_gap(Setting(d=2, L=40, sigma2=0.1))
+        >>> round(gap.gamma, 6), gap.eta_eff
+        (0.3, 0.6)
+        """
+        setting = as_setting(setting, "Circuits.manifold_gap")
+        if setting.d != self.d:
+            raise ValueError(f"`setting.d` must equal the circuits' d = {self.d}, got {setting.d}")
+        live = ~self.dummy
+        if not live.any():
+            raise ValueError("`circuits` must have at least one non-dummy head for the manifold gap, got none")
+        gamma = float(np.mean(np.abs(self.omega[live])))
+        mu = self.mu[live]
+        mu_p, mu_m = float(mu[mu > 0].sum()), float(mu[mu < 0].sum())
+        with np.errstate(over="ignore"):  # sinh(dγ²) overflows for huge γ: μ_γ underflows to 0
+            mg = float(mu_gamma(gamma, setting))
+
+        def rel(x):
+            if mg > 0:
+                return (x - mg) / mg
+            return math.inf if x > 0 else -1.0  # μ_γ → 0⁺: the limit of (x − μ_γ)/μ_γ for x >= 0
+
+        return CircuitManifoldGap(
+            gamma=gamma,
+            mu_plus=mu_p,
+            mu_minus=mu_m,
+            mu_gamma=mg,
+            rel_gap_plus=rel(mu_p),
+            rel_gap_minus=rel(-mu_m),
+            eta_eff=self.eta_eff,
+        )
+
 
 def circuits_from_arrays(KQ, ov, *, dummy_tol: float = 0.05) -> Circuits:
     """Reduce circuit arrays ``KQ (H, D, D)``, ``ov (H, D)`` to :class:`Circuits`.
+
+    Parameters
+    ----------
+    KQ : array_like, shape (H, D, D)
+    ov : array_like, shape (H, D)
+    dummy_tol : float in (0, 1)
+        Relative threshold on ``|ω_h μ_h|`` below which a head is dummy.
+
+    Returns
+    -------
+    Circuits
 
     Examples
     --------
@@ -125,6 +244,10 @@ def extract_circuits(model, params, *, dummy_tol: float = 0.05) -> Circuits:
     params : dict
     dummy_tol : float in (0, 1)
         Relative threshold on ``|ω_h μ_h|`` below which a head is dummy.
+
+    Returns
+    -------
+    Circuits
     """
     KQ, ov = model.circuits(params)
     return circuits_from_arrays(KQ, ov, dummy_tol=dummy_tol)
@@ -134,23 +257,68 @@ def _ratio(num, den):
     return np.where(den > _TINY, num / np.maximum(den, _TINY), 0.0)
 
 
-def pattern_metrics(circuits: Circuits) -> dict:
+@dataclass(frozen=True)
+class PatternMetrics(FrozenResult):
+    """Pattern metrics of docs/theory.md#emergent-patterns (:func:`pattern_metrics`; definitions in the module docstring).
+
+    Each is 0 for the exact pattern, except ``sign_match_fraction`` (1).
+
+    Attributes
+    ----------
+    kq_offdiag_fraction : ndarray, shape (H,)
+        Off-diagonal energy fraction of ``KQ_h[:d, :d]``.
+    kq_response_row_fraction : ndarray, shape (H,)
+        Energy of ``KQ_h[d, :d]`` relative to ``KQ_h[:, :d]``.
+    kq_diag_cv : ndarray, shape (H,)
+        Coefficient of variation of the diagonal of ``KQ_h[:d, :d]``.
+    ov_offresponse_fraction : ndarray, shape (H,)
+        ``‖ov_h[:d]‖² / ‖ov_h‖²``.
+    kq_offdiag_fraction_max, kq_response_row_fraction_max, kq_diag_cv_max, ov_offresponse_fraction_max : float
+        Maxima of the per-head values over non-dummy heads (0 if there is none).
+    omega_cv : float
+        ``std_h |ω_h| / mean_h |ω_h|`` over non-dummy heads.
+    zero_sum_ratio : float
+        ``|Σ_h μ_h| / Σ_h |μ_h|`` over non-dummy heads.
+    sign_match_fraction : float
+        Fraction of non-dummy heads with ``sign ω_h = sign μ_h``.
+    n_dummy : int
+        Number of dummy heads.
+    n_positive, n_negative : int
+        Non-dummy heads with ``μ_h > 0``, ``μ_h < 0``.
+    """
+
+    kq_offdiag_fraction: np.ndarray
+    kq_response_row_fraction: np.ndarray
+    kq_diag_cv: np.ndarray
+    ov_offresponse_fraction: np.ndarray
+    kq_offdiag_fraction_max: float
+    kq_response_row_fraction_max: float
+    kq_diag_cv_max: float
+    ov_offresponse_fraction_max: float
+    omega_cv: float
+    zero_sum_ratio: float
+    sign_match_fraction: float
+    n_dummy: int
+    n_positive: int
+    n_negative: int
+
+
+def pattern_metrics(circuits: Circuits) -> PatternMetrics:
     """Pattern metrics of docs/theory.md#emergent-patterns (see the module docstring for definitions).
+
+    Parameters
+    ----------
+    circuits : Circuits
 
     Returns
     -------
-    dict
-        Per-head lists ``kq_offdiag_fraction``, ``kq_response_row_fraction``,
-        ``kq_diag_cv``, ``ov_offresponse_fraction``; their maxima over non-dummy
-        heads (``*_max``); scalars ``omega_cv``, ``zero_sum_ratio``,
-        ``sign_match_fraction``, ``n_dummy``, and ``n_positive``, ``n_negative``
-        (non-dummy heads with ``μ_h > 0``, ``μ_h < 0``).
+    PatternMetrics
 
     Examples
     --------
     >>> KQ = np.stack([0.3 * np.eye(3), -0.3 * np.eye(3)]); ov = np.array([[0, 0, 1.0], [0, 0, -1.0]])
     >>> m = pattern_metrics(circuits_from_arrays(KQ, ov))
-    >>> m["zero_sum_ratio"], m["sign_match_fraction"], m["kq_offdiag_fraction_max"]
+    >>> m.zero_sum_ratio, m.sign_match_fraction, m.kq_offdiag_fraction_max
     (0.0, 1.0, 0.0)
     """
     c = circuits
@@ -170,73 +338,24 @@ def pattern_metrics(circuits: Circuits) -> dict:
     ov_off = _ratio(e_ov - c.ov[:, d] ** 2, e_ov)
     live = ~c.dummy
     om, mu = np.abs(c.omega[live]), c.mu[live]
-    omega_cv = float(om.std() / om.mean()) if om.size and om.mean() > _TINY else 0.0
+
+    def live_max(a):
+        return float(a[live].max()) if live.any() else 0.0
+
     abs_mu = float(np.abs(mu).sum())
-    zero_sum = float(abs(mu.sum()) / abs_mu) if abs_mu > _TINY else 0.0
-    sign_match = float(np.mean(np.sign(c.omega[live]) == np.sign(mu))) if mu.size else 0.0
-    out = {
-        "kq_offdiag_fraction": kq_off,
-        "kq_response_row_fraction": kq_row,
-        "kq_diag_cv": kq_cv,
-        "ov_offresponse_fraction": ov_off,
-    }
-    for k in list(out):
-        out[k + "_max"] = float(out[k][live].max()) if live.any() else 0.0
-        out[k] = out[k].tolist()
-    out.update(
-        omega_cv=omega_cv,
-        zero_sum_ratio=zero_sum,
-        sign_match_fraction=sign_match,
+    return PatternMetrics(
+        kq_offdiag_fraction=kq_off,
+        kq_response_row_fraction=kq_row,
+        kq_diag_cv=kq_cv,
+        ov_offresponse_fraction=ov_off,
+        kq_offdiag_fraction_max=live_max(kq_off),
+        kq_response_row_fraction_max=live_max(kq_row),
+        kq_diag_cv_max=live_max(kq_cv),
+        ov_offresponse_fraction_max=live_max(ov_off),
+        omega_cv=float(om.std() / om.mean()) if om.size and om.mean() > _TINY else 0.0,
+        zero_sum_ratio=float(abs(mu.sum()) / abs_mu) if abs_mu > _TINY else 0.0,
+        sign_match_fraction=float(np.mean(np.sign(c.omega[live]) == np.sign(mu))) if mu.size else 0.0,
         n_dummy=int(c.dummy.sum()),
         n_positive=int(np.sum(mu > 0)),
         n_negative=int(np.sum(mu < 0)),
     )
-    return out
-
-
-def manifold_gap(circuits: Circuits, *, L, sigma2) -> dict:
-    r"""Compare the extracted (ω, μ) with the solution manifold :math:`S_\gamma` (docs/theory.md#gradient-flow).
-
-    ``γ`` is the mean ``|ω_h|`` over non-dummy heads; ``μ₊`` (``μ₋``) the sum of
-    the positive (negative) ``μ_h`` over non-dummy heads; the prediction is
-    :func:`reduced_dynamics.dynamics.manifold.mu_gamma` at ``γ``.
-
-    Parameters
-    ----------
-    circuits : Circuits
-        With at least one non-dummy head.
-    L : int, >= 1
-    sigma2 : float, >= 0
-
-    Returns
-    -------
-    dict
-        ``gamma, mu_plus, mu_minus, mu_gamma, rel_gap_plus = (μ₊ − μ_γ)/μ_γ,
-        rel_gap_minus = (−μ₋ − μ_γ)/μ_γ, eta_eff = μᵀω`` (all heads).
-    """
-    c = circuits
-    if not isinstance(c, Circuits):
-        raise ValueError(f"`circuits` must be a Circuits object, got {type(c).__name__}")
-    live = ~c.dummy
-    if not live.any():
-        raise ValueError("`circuits` must have at least one non-dummy head for the manifold gap, got none")
-    gamma = float(np.mean(np.abs(c.omega[live])))
-    mu = c.mu[live]
-    mu_p, mu_m = float(mu[mu > 0].sum()), float(mu[mu < 0].sum())
-    with np.errstate(over="ignore"):  # sinh(dγ²) overflows for huge γ: μ_γ underflows to 0
-        mg = mu_gamma(gamma, d=c.d, L=L, sigma2=sigma2)
-
-    def rel(x):
-        if mg > 0:
-            return (x - mg) / mg
-        return math.inf if x > 0 else -1.0  # μ_γ → 0⁺: the limit of (x − μ_γ)/μ_γ for x >= 0
-
-    return {
-        "gamma": gamma,
-        "mu_plus": mu_p,
-        "mu_minus": mu_m,
-        "mu_gamma": mg,
-        "rel_gap_plus": rel(mu_p),
-        "rel_gap_minus": rel(-mu_m),
-        "eta_eff": c.eta_eff,
-    }

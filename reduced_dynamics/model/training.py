@@ -1,7 +1,7 @@
 r"""Seeded, resumable training of the attention models (docs/theory.md#full-model, docs/theory.md#emergent-patterns) and cross-checks.
 
 The trainer follows the paper's protocol: fresh prompts every step (drawn with
-:func:`reduced_dynamics.model.attention.sample_tokens` from one seeded
+:func:`reduced_dynamics.estimation.prompts.sample_tokens` from one seeded
 ``numpy.random.Generator``), Adam (PyTorch's update rule, lr 1e-3, batch 256) or
 plain SGD, on the mean squared error. It is deterministic: the same
 :class:`TrainConfig` gives bit-identical parameters, and a run interrupted at a
@@ -9,13 +9,13 @@ checkpoint and resumed ends with exactly the parameters of an uninterrupted run
 (the checkpoint stores parameters, optimizer moments, step counter and the
 generator's ``bit_generator.state``).
 
-Cross-checks against the reduced theory (docs/theory.md#reduced-model, docs/theory.md#gradient-flow, docs/theory.md#predictors, docs/theory.md#theorem-1) are here too:
-:func:`mc_risk` (Monte Carlo risk with standard error), :func:`cross_check` (trained
-model vs the reduced model at the extracted (ω, μ) vs debiased GD at ``η = μᵀω``, on
-common prompts; debiased GD is :func:`reduced_dynamics.estimation.predictors.debiased_gd`, the
-package's one implementation, fed the prompts' sufficient statistics) and
-:func:`length_generalisation`. The SGD-vs-flow and single-head checks live in
-:mod:`reduced_dynamics.crosscheck.core`.
+Cross-checks against the reduced theory (docs/theory.md#reduced-model, docs/theory.md#gradient-flow,
+docs/theory.md#predictors, docs/theory.md#theorem-1) are here too: :func:`mc_risk` (Monte Carlo
+risk with standard error), :func:`cross_check` (trained model vs the reduced model at the
+extracted (ω, μ) vs debiased GD at ``η = μᵀω``, on common prompts; debiased GD is
+:func:`reduced_dynamics.estimation.predictors.debiased_gd`, the package's one implementation,
+on the same :class:`~reduced_dynamics.Prompts`) and :func:`length_generalisation`. The SGD-vs-flow
+and single-head checks live in :mod:`reduced_dynamics.crosscheck`.
 """
 
 from __future__ import annotations
@@ -27,11 +27,12 @@ import sys
 import threading
 import time
 import zipfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
 
+from reduced_dynamics._results import FrozenResult
 from reduced_dynamics._validation import (
     check_nonnegative_float,
     check_nonnegative_int,
@@ -39,24 +40,22 @@ from reduced_dynamics._validation import (
     check_positive_int,
     check_probability,
 )
-from reduced_dynamics.estimation.predictors import PromptStats, debiased_gd
-from reduced_dynamics.estimation.prompts import as_generator
+from reduced_dynamics.estimation.predictors import debiased_gd
+from reduced_dynamics.estimation.prompts import Prompts, as_generator, sample_tokens
+from reduced_dynamics.estimation.risk import RiskDifference, RiskEstimate
 from reduced_dynamics.io import atomic_savez, atomic_write_json
-from reduced_dynamics.model.attention import (
-    MODEL_KINDS,
-    TokenBatch,
-    _check_params,
-    flatten_params,
-    make_model,
-    sample_tokens,
-    unflatten_params,
-)
-from reduced_dynamics.model.circuits import extract_circuits
+from reduced_dynamics.model.attention import MODEL_KINDS, _check_params, flatten_params, make_model, unflatten_params
+from reduced_dynamics.model.circuits import CircuitManifoldGap, PatternMetrics, extract_circuits, pattern_metrics
+from reduced_dynamics.setting import Setting, as_setting
 
 __all__ = [
     "OPTIMIZERS",
     "TrainConfig",
     "TrainResult",
+    "Checkpoint",
+    "CrossCheck",
+    "LengthGeneralisation",
+    "RunSummary",
     "adam_update",
     "sgd_update",
     "snapshot_steps",
@@ -80,39 +79,45 @@ MESSAGES = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrainConfig:
-    """Configuration of one training run (validated when built).
+    """Configuration of one training run (keyword-only; validated when built).
 
     Parameters
     ----------
-    n_heads, d, L : int, >= 1
-    sigma2 : float, >= 0
+    setting : Setting
+        Scalar, isotropic data model of the training prompts.
+    seed : int, >= 0
+        Seeds the initialisation and (through an independent child stream) the prompts.
+    n_heads : int, >= 1
     steps : int, >= 0
     batch : int, >= 1
     lr : float, > 0
     optimizer : {"adam", "sgd"}
-    param : {"separate", "merged", "linear", "reduced"}
-    seed : int, >= 0
-        Seeds the initialisation and (through an independent child stream) the prompts.
+    parameterisation : {"separate", "merged", "linear", "reduced"}
+        The model (:data:`reduced_dynamics.MODEL_KINDS`; CLI ``--param``).
     beta1, beta2 : float in (0, 1); eps : float > 0
         Adam constants (PyTorch defaults).
     n_snapshots : int, >= 1
         Circuit snapshots at about this many log-spaced steps (plus step 0).
     init_scale : float, >= 0
         Init scale of the reduced model only.
+
+    Examples
+    --------
+    >>> cfg = TrainConfig(setting=Setting(d=3, L=10), seed=0, steps=5)
+    >>> cfg.model().kind, TrainConfig.from_dict(cfg.to_dict()) == cfg
+    ('separate', True)
     """
 
+    setting: Setting
+    seed: int
     n_heads: int = 2
-    d: int = 5
-    L: int = 40
-    sigma2: float = 0.1
     steps: int = 10_000
     batch: int = 256
     lr: float = 1e-3
     optimizer: str = "adam"
-    param: str = "separate"
-    seed: int = 0
+    parameterisation: str = "separate"
     beta1: float = 0.9
     beta2: float = 0.999
     eps: float = 1e-8
@@ -121,14 +126,12 @@ class TrainConfig:
 
     def __post_init__(self):
         s = object.__setattr__
-        s(self, "n_heads", check_positive_int("heads", self.n_heads))
-        s(self, "d", check_positive_int("d", self.d))
-        s(self, "L", check_positive_int("L", self.L))
-        s(self, "sigma2", check_nonnegative_float("sigma2", self.sigma2))
+        as_setting(self.setting, "training").require_isotropic("training")
+        s(self, "seed", check_nonnegative_int("seed", self.seed))
+        s(self, "n_heads", check_positive_int("n_heads", self.n_heads))
         s(self, "steps", check_nonnegative_int("steps", self.steps))
         s(self, "batch", check_positive_int("batch", self.batch))
         s(self, "lr", check_positive_float("lr", self.lr))
-        s(self, "seed", check_nonnegative_int("seed", self.seed))
         s(self, "beta1", check_probability("beta1", self.beta1))
         s(self, "beta2", check_probability("beta2", self.beta2))
         s(self, "eps", check_positive_float("eps", self.eps))
@@ -136,34 +139,65 @@ class TrainConfig:
         s(self, "init_scale", check_nonnegative_float("init_scale", self.init_scale))
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"`optimizer` must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
-        if self.param not in MODEL_KINDS:
-            raise ValueError(f"`param` must be one of {', '.join(MODEL_KINDS)}, got {self.param!r}")
+        if self.parameterisation not in MODEL_KINDS:
+            raise ValueError(
+                f"`parameterisation` must be one of {', '.join(MODEL_KINDS)}, got {self.parameterisation!r}"
+            )
 
     def model(self):
         """The model this configuration trains (linear attention: ``1/L`` hard-coded to the training ``L``)."""
-        norm_L = self.L if self.param == "linear" else None
-        return make_model(self.param, n_heads=self.n_heads, d=self.d, init_scale=self.init_scale, norm_L=norm_L)
+        norm_L = self.setting.L if self.parameterisation == "linear" else None
+        return make_model(
+            self.parameterisation,
+            n_heads=self.n_heads,
+            d=self.setting.d,
+            init_scale=self.init_scale,
+            norm_L=norm_L,
+        )
+
+    def to_dict(self) -> dict:
+        """JSON-friendly fields (``setting`` as :meth:`Setting.to_dict`)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["setting"] = self.setting.to_dict()
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> TrainConfig:
+        """Inverse of :meth:`to_dict`.
+
+        Also reads the configuration format of checkpoints written before the
+        :class:`Setting` existed (flat ``d``, ``L``, ``sigma2`` and ``param``),
+        so those runs resume unchanged.
+        """
+        data = dict(data)
+        if "setting" in data:
+            data["setting"] = Setting(**data["setting"])
+        else:  # checkpoint format of package versions <= 0.1.0
+            data["setting"] = Setting(d=data.pop("d"), L=data.pop("L"), sigma2=data.pop("sigma2"))
+            data["parameterisation"] = data.pop("param")
+        return cls(**data)
 
     def same_run(self, other: TrainConfig) -> bool:
         """True if ``other`` describes the same run up to ``steps`` / ``n_snapshots``."""
-        a, b = asdict(self), asdict(other)
+        a, b = self.to_dict(), other.to_dict()
         for k in ("steps", "n_snapshots"):
             a.pop(k), b.pop(k)
         return a == b
 
 
 @dataclass(frozen=True)
-class TrainResult:
-    """Outcome of :func:`train` (fields in the spirit of scipy's ``OdeResult``).
+class TrainResult(FrozenResult):
+    """Outcome of :func:`train` (fields in the spirit of scipy's ``OdeResult``; arrays read-only).
 
     Attributes
     ----------
     success : bool
     status : int
-        Key of :data:`MESSAGES`.
+        Key of :data:`MESSAGES`: 0 done, 1 stopped at ``stop_after``, 2 diverged.
     message : str
     config : TrainConfig
     params : dict of ndarray
+        Final parameters, keyed and shaped as ``config.model().param_shapes()``.
     step : int
         Steps completed.
     losses : ndarray, shape (step,)
@@ -245,12 +279,46 @@ def _rng_from_json(text: str) -> np.random.Generator:
     return np.random.Generator(bitgen)
 
 
+@dataclass(frozen=True)
+class Checkpoint(FrozenResult):
+    """A resumable training state read by :func:`load_checkpoint` (arrays read-only).
+
+    Attributes
+    ----------
+    config : TrainConfig
+    theta, m, v : ndarray, shape (P,)
+        Flat float64 parameters and Adam moments.
+    step : int
+        Steps completed.
+    rng : numpy.random.Generator
+        The prompt generator in its saved state.
+    losses : ndarray, shape (step,)
+    snapshot_steps : ndarray of int, shape (S,)
+    snapshot_KQ : ndarray, shape (S, H, D, D)
+    snapshot_ov : ndarray, shape (S, H, D)
+    """
+
+    config: TrainConfig
+    theta: np.ndarray
+    m: np.ndarray
+    v: np.ndarray
+    step: int
+    rng: np.random.Generator
+    losses: np.ndarray
+    snapshot_steps: np.ndarray
+    snapshot_KQ: np.ndarray
+    snapshot_ov: np.ndarray
+
+
 def save_checkpoint(path, *, config: TrainConfig, theta, m, v, step, rng, losses, snaps) -> Path:
-    """Write a resumable checkpoint (atomic npz): params, Adam moments, step, RNG state, history."""
+    """Write a resumable checkpoint (atomic npz): params, Adam moments, step, RNG state, history.
+
+    ``snaps`` is ``(snapshot_steps, snapshot_KQ, snapshot_ov)``. Returns the path written.
+    """
     s_steps, s_KQ, s_ov = snaps
     return atomic_savez(
         path,
-        config=np.array(json.dumps(asdict(config))),
+        config=np.array(json.dumps(config.to_dict())),
         theta=theta,
         m=m,
         v=v,
@@ -263,12 +331,21 @@ def save_checkpoint(path, *, config: TrainConfig, theta, m, v, step, rng, losses
     )
 
 
-def load_checkpoint(path) -> dict:
+def load_checkpoint(path) -> Checkpoint:
     """Read a checkpoint written by :func:`save_checkpoint`.
 
-    Returns a dict with ``config`` (a :class:`TrainConfig`), ``theta, m, v`` (flat
-    float64), ``step`` (int), ``rng`` (a Generator in the saved state), ``losses``,
-    ``snapshot_steps``, ``snapshot_KQ``, ``snapshot_ov``.
+    Checkpoints written before the :class:`Setting` existed (flat ``d``, ``L``,
+    ``sigma2``, ``param`` in the configuration) load too
+    (:meth:`TrainConfig.from_dict`).
+
+    Returns
+    -------
+    Checkpoint
+
+    Raises
+    ------
+    ValueError
+        ``path`` is missing or not a readable checkpoint (named as `resume`).
     """
     path = Path(path)
     if not path.is_file():
@@ -276,18 +353,18 @@ def load_checkpoint(path) -> dict:
     try:
         with np.load(path) as z:
             out = {k: z[k] for k in z.files}
-        return {
-            "config": TrainConfig(**json.loads(str(out["config"]))),
-            "theta": out["theta"].astype(np.float64),
-            "m": out["m"].astype(np.float64),
-            "v": out["v"].astype(np.float64),
-            "step": int(out["step"]),
-            "rng": _rng_from_json(str(out["rng_state"])),
-            "losses": out["losses"],
-            "snapshot_steps": list(out["snapshot_steps"]),
-            "snapshot_KQ": list(out["snapshot_KQ"]),
-            "snapshot_ov": list(out["snapshot_ov"]),
-        }
+        return Checkpoint(
+            config=TrainConfig.from_dict(json.loads(str(out["config"]))),
+            theta=out["theta"].astype(np.float64),
+            m=out["m"].astype(np.float64),
+            v=out["v"].astype(np.float64),
+            step=int(out["step"]),
+            rng=_rng_from_json(str(out["rng_state"])),
+            losses=out["losses"],
+            snapshot_steps=out["snapshot_steps"],
+            snapshot_KQ=out["snapshot_KQ"],
+            snapshot_ov=out["snapshot_ov"],
+        )
     except (OSError, EOFError, KeyError, TypeError, AttributeError, ValueError, zipfile.BadZipFile) as exc:
         raise ValueError(
             f"`resume`: {str(path)!r} is not a readable checkpoint ({type(exc).__name__}: {exc})"
@@ -344,7 +421,7 @@ def train(
 
     Examples
     --------
-    >>> r = train(TrainConfig(n_heads=2, d=3, L=10, steps=5, batch=8))
+    >>> r = train(TrainConfig(setting=Setting(d=3, L=10), seed=0, n_heads=2, steps=5, batch=8))
     >>> r.success, r.step, r.losses.shape
     (True, 5, (5,))
     """
@@ -366,17 +443,17 @@ def train(
         if init_params is not None:
             raise ValueError("`init_params` cannot be combined with `resume`")
         ck = load_checkpoint(ckpt_path)
-        if not config.same_run(ck["config"]):
+        if not config.same_run(ck.config):
             raise ValueError(
-                f"`resume`: checkpoint {str(ckpt_path)!r} is from a different run ({ck['config']}); "
+                f"`resume`: checkpoint {str(ckpt_path)!r} is from a different run ({ck.config}); "
                 "use the same options or another --out"
             )
-        if ck["step"] > config.steps:
-            raise ValueError(f"`steps` must be >= the checkpoint's step {ck['step']}, got {config.steps}")
-        theta, m, v, step, rng = ck["theta"], ck["m"], ck["v"], ck["step"], ck["rng"]
+        if ck.step > config.steps:
+            raise ValueError(f"`steps` must be >= the checkpoint's step {ck.step}, got {config.steps}")
+        theta, m, v, step, rng = ck.theta.copy(), ck.m.copy(), ck.v.copy(), ck.step, ck.rng
         losses = np.full(config.steps, np.nan)
-        losses[:step] = ck["losses"][:step]
-        s_steps, s_KQ, s_ov = ck["snapshot_steps"], ck["snapshot_KQ"], ck["snapshot_ov"]
+        losses[:step] = ck.losses[:step]
+        s_steps, s_KQ, s_ov = list(ck.snapshot_steps), list(ck.snapshot_KQ), list(ck.snapshot_ov)
     else:
         root = np.random.SeedSequence(config.seed)
         init_seq, data_seq = root.spawn(2)
@@ -426,7 +503,7 @@ def train(
     t0 = time.perf_counter()
     t_report = t0
     step0 = step
-    n, d, L, s2, lr = config.batch, config.d, config.L, config.sigma2, config.lr
+    n, lr, setting = config.batch, config.lr, config.setting
     adam = config.optimizer == "adam"
     b1, b2, eps = config.beta1, config.beta2, config.eps
     # Ctrl-C is deferred to the next step boundary so that the checkpoint written on
@@ -450,7 +527,7 @@ def train(
                 raise KeyboardInterrupt
             rng_state = rng.bit_generator.state
             phase = 1
-            tok = sample_tokens(n, d=d, L=L, sigma2=s2, seed=rng)
+            tok = _sample(n, setting, rng)
             loss, grads = model.loss_and_grad(P, tok)
             if not math.isfinite(loss):
                 rng.bit_generator.state = rng_state  # the checkpoint resumes at this step
@@ -515,6 +592,11 @@ def train(
 
 
 # --------------------------------------------------------------- evaluation
+def _sample(n: int, setting: Setting, rng) -> Prompts:
+    """``n`` fresh prompts of ``setting`` drawn in embedded form (the trainer's and the evaluators' sampler)."""
+    return sample_tokens(n, setting, seed=rng)
+
+
 def _mean_se(sq: np.ndarray) -> tuple[float, float]:
     return float(sq.mean()), float(sq.std(ddof=1) / math.sqrt(sq.size))
 
@@ -526,18 +608,29 @@ def _chunks(n, chunk):
         n -= k
 
 
-def mc_risk(model, params, *, L, sigma2, n: int = 100_000, seed=0, chunk: int = 8192) -> tuple[float, float]:
+def _check_eval(model, setting, n, chunk, where) -> tuple[Setting, int, int]:
+    setting = as_setting(setting, where).require_isotropic(where)
+    if setting.d != model.d:
+        raise ValueError(f"`setting.d` must equal the model's d = {model.d}, got {setting.d}")
+    n = check_positive_int("n", n)
+    if n < 2:
+        raise ValueError(f"`n` must be an integer >= 2, got {n}")
+    return setting, n, check_positive_int("chunk", chunk)
+
+
+def mc_risk(model, params, setting: Setting, *, n: int = 100_000, seed, chunk: int = 8192) -> RiskEstimate:
     """Monte Carlo risk ``E[(y_q − ŷ)²]`` on fresh prompts, with its standard error.
 
     Parameters
     ----------
     model, params : a model of :mod:`reduced_dynamics.model.attention` and its parameters
-    L : int, >= 1
-        Context length of the evaluation prompts (may differ from training).
-    sigma2 : float, >= 0
+    setting : Setting
+        Scalar, isotropic data model of the evaluation prompts (its ``L`` may
+        differ from the training one); ``setting.d`` must be the model's ``d``.
     n : int, >= 2
         Number of prompts.
     seed : int or Generator
+        Required.
     chunk : int, >= 1
         Prompts drawn per batch (memory). The prompts are drawn chunk by chunk
         from one generator, so the numbers depend on ``chunk`` as well as on
@@ -545,41 +638,61 @@ def mc_risk(model, params, *, L, sigma2, n: int = 100_000, seed=0, chunk: int = 
 
     Returns
     -------
-    risk, stderr : float
-        Sample mean of the squared errors and its standard error
-        (``ddof = 1``).
+    RiskEstimate
+        ``risk`` (sample mean of the squared errors), ``stderr`` (``ddof = 1``), ``n``.
+
+    Examples
+    --------
+    >>> from reduced_dynamics.model.attention import ReducedModel
+    >>> m = ReducedModel(1, 3)
+    >>> r = mc_risk(m, {"omega": [0.0], "mu": [0.0]}, Setting(d=3, L=10, sigma2=0.1), n=1000, seed=0)
+    >>> abs(r.risk - 1.1) < 4 * r.stderr
+    True
     """
-    n = check_positive_int("n", n)
-    if n < 2:
-        raise ValueError(f"`n` must be an integer >= 2, got {n}")
-    chunk = check_positive_int("chunk", chunk)
+    setting, n, chunk = _check_eval(model, setting, n, chunk, "mc_risk")
     rng = as_generator(seed)
     sq = np.concatenate(
-        [
-            (model.predict(params, tok) - tok.yq) ** 2
-            for tok in (sample_tokens(k, d=model.d, L=L, sigma2=sigma2, seed=rng) for k in _chunks(n, chunk))
-        ]
+        [(model.predict(params, tok) - tok.y_q) ** 2 for tok in (_sample(k, setting, rng) for k in _chunks(n, chunk))]
     )
-    return _mean_se(sq)
+    risk, se = _mean_se(sq)
+    return RiskEstimate(risk=risk, stderr=se, n=n, name="model")
 
 
-def _tokens_to_stats(tok: TokenBatch, sigma2: float) -> PromptStats:
-    """Sufficient statistics (``s = X x_q``, ``y``, ``y_q``, ``|x_q|²``) of a :class:`TokenBatch`."""
-    Z, xq = tok.Z, tok.xq
-    d = Z.shape[-1] - 1
-    return PromptStats(
-        s=np.matmul(Z[..., :d], xq[:, :, None])[..., 0],
-        y=Z[..., d],
-        yq=tok.yq,
-        xq_norm2=np.einsum("nd,nd->n", xq, xq),
-        d=d,
-        sigma2=float(sigma2),
-    )
+@dataclass(frozen=True)
+class CrossCheck(FrozenResult):
+    """Trained model vs the reduced model vs debiased GD on common prompts (:func:`cross_check`).
+
+    Attributes
+    ----------
+    omega, mu : ndarray, shape (H,)
+        The extracted (ω, μ).
+    eta : float
+        The effective step ``μᵀω`` (debiased GD's step).
+    setting : Setting
+        The data model of the evaluation prompts.
+    n : int
+        Prompts.
+    model, reduced, debiased_gd : RiskEstimate
+        Risk of the trained model, of the reduced model at (ω, μ), of debiased GD at ``η``.
+    diff_reduced, diff_debiased_gd : RiskDifference
+        Paired differences ``model − reduced`` and ``model − debiased_gd``.
+    """
+
+    omega: np.ndarray
+    mu: np.ndarray
+    eta: float
+    setting: Setting
+    n: int
+    model: RiskEstimate
+    reduced: RiskEstimate
+    debiased_gd: RiskEstimate
+    diff_reduced: RiskDifference
+    diff_debiased_gd: RiskDifference
 
 
 def cross_check(
-    model, params, *, L, sigma2, n: int = 100_000, seed=0, chunk: int = 8192, dummy_tol: float = 0.05
-) -> dict:
+    model, params, setting: Setting, *, n: int = 100_000, seed, chunk: int = 8192, dummy_tol: float = 0.05
+) -> CrossCheck:
     """Risk of the trained model vs the reduced model at its extracted (ω, μ) vs debiased GD at ``η = μᵀω``.
 
     All three predictors are evaluated on the same ``n`` fresh prompts (common
@@ -589,26 +702,26 @@ def cross_check(
     Parameters
     ----------
     model, params : a model of :mod:`reduced_dynamics.model.attention` and its parameters
-    L : int, >= 1
-    sigma2 : float, >= 0
+    setting : Setting
+        Scalar, isotropic data model of the evaluation prompts; ``setting.d`` must be the model's ``d``.
     n : int, >= 2
     seed : int or Generator
+        Required.
     chunk : int, >= 1
     dummy_tol : float in (0, 1)
+        Dummy-head threshold of the circuit extraction.
 
     Returns
     -------
-    dict
-        ``omega, mu`` (shape ``(H,)``), ``eta``, ``n``, ``L``; for ``model``,
-        ``reduced``, ``debiased_gd``: risk and ``*_stderr``; plus
-        ``diff_reduced`` / ``diff_debiased_gd`` (model − other) with ``*_stderr``.
+    CrossCheck
+
+    References
+    ----------
+    docs/theory.md#predictors, docs/theory.md#theorem-1
     """
     from reduced_dynamics.model.attention import ReducedModel
 
-    n = check_positive_int("n", n)
-    if n < 2:
-        raise ValueError(f"`n` must be an integer >= 2, got {n}")
-    chunk = check_positive_int("chunk", chunk)
+    setting, n, chunk = _check_eval(model, setting, n, chunk, "cross_check")
     c = extract_circuits(model, params, dummy_tol=dummy_tol)
     red = ReducedModel(c.n_heads, c.d)
     rp = {"omega": c.omega, "mu": c.mu}
@@ -616,85 +729,232 @@ def cross_check(
     rng = as_generator(seed)
     cols = {"model": [], "reduced": [], "debiased_gd": []}
     for k in _chunks(n, chunk):
-        tok = sample_tokens(k, d=model.d, L=L, sigma2=sigma2, seed=rng)
-        cols["model"].append((model.predict(params, tok) - tok.yq) ** 2)
-        cols["reduced"].append((red.predict(rp, tok) - tok.yq) ** 2)
-        cols["debiased_gd"].append((debiased_gd(_tokens_to_stats(tok, sigma2), eta) - tok.yq) ** 2)
+        tok = _sample(k, setting, rng)
+        cols["model"].append((model.predict(params, tok) - tok.y_q) ** 2)
+        cols["reduced"].append((red.predict(rp, tok) - tok.y_q) ** 2)
+        cols["debiased_gd"].append((debiased_gd(tok, eta) - tok.y_q) ** 2)
     sq = {k: np.concatenate(v) for k, v in cols.items()}
-    out = {"omega": c.omega, "mu": c.mu, "eta": eta, "n": n, "L": L}
-    for k, a in sq.items():
-        out[k], out[k + "_stderr"] = _mean_se(a)
-    for k in ("reduced", "debiased_gd"):
-        out[f"diff_{k}"], out[f"diff_{k}_stderr"] = _mean_se(sq["model"] - sq[k])
-    return out
+    est = {k: RiskEstimate(*_mean_se(a), n=n, name=k) for k, a in sq.items()}
+    diff = {
+        k: RiskDifference(*_mean_se(sq["model"] - sq[k]), n=n, first="model", second=k)
+        for k in ("reduced", "debiased_gd")
+    }
+    return CrossCheck(
+        omega=c.omega,
+        mu=c.mu,
+        eta=eta,
+        setting=setting,
+        n=n,
+        model=est["model"],
+        reduced=est["reduced"],
+        debiased_gd=est["debiased_gd"],
+        diff_reduced=diff["reduced"],
+        diff_debiased_gd=diff["debiased_gd"],
+    )
 
 
-def length_generalisation(model, params, *, Ls, sigma2, n: int = 20_000, seed=0) -> dict:
+@dataclass(frozen=True)
+class LengthGeneralisation(FrozenResult):
+    """Monte Carlo risk of one model at several context lengths (:func:`length_generalisation`).
+
+    Attributes
+    ----------
+    L : ndarray of int, shape (K,)
+        Context lengths.
+    risk, stderr : ndarray, shape (K,)
+        Risk and its standard error at each length.
+    n : int
+        Prompts per length.
+    setting : Setting
+        The data model (its ``L`` replaced by each entry of ``L``).
+    """
+
+    L: np.ndarray
+    risk: np.ndarray
+    stderr: np.ndarray
+    n: int
+    setting: Setting
+
+
+def length_generalisation(model, params, setting: Setting, *, Ls, n: int = 20_000, seed) -> LengthGeneralisation:
     """Monte Carlo risk (with stderr) of ``model`` at each context length in ``Ls``.
 
-    Returns ``{"L": [...], "risk": [...], "stderr": [...]}``; each length uses its
-    own child seed of ``seed``.
+    Length ``k`` is :func:`mc_risk` with ``setting.replace(L=Ls[k])`` and the
+    ``k``-th child generator of ``seed`` (``Generator.spawn``).
+
+    Parameters
+    ----------
+    model, params : a model of :mod:`reduced_dynamics.model.attention` and its parameters
+    setting : Setting
+        Scalar, isotropic data model; ``setting.L`` is replaced by each length.
+    Ls : sequence of int, each >= 1
+    n : int, >= 2
+        Prompts per length.
+    seed : int or Generator
+        Required.
+
+    Returns
+    -------
+    LengthGeneralisation
+
+    References
+    ----------
+    docs/theory.md#predictors (linear attention does not generalise in length)
     """
-    Ls = [check_positive_int("L", x) for x in Ls]
+    setting = as_setting(setting, "length_generalisation")
+    Ls = [check_positive_int("Ls", x) for x in Ls]
     rng = as_generator(seed)
     seeds = rng.spawn(len(Ls)) if hasattr(rng, "spawn") else [np.random.default_rng(rng.integers(2**63)) for _ in Ls]
-    risk, se = [], []
-    for Lk, g in zip(Ls, seeds):
-        r, s = mc_risk(model, params, L=Lk, sigma2=sigma2, n=n, seed=g)
-        risk.append(r)
-        se.append(s)
-    return {"L": Ls, "risk": risk, "stderr": se}
+    est = [mc_risk(model, params, setting.replace(L=Lk), n=n, seed=g) for Lk, g in zip(Ls, seeds)]
+    return LengthGeneralisation(
+        L=np.array(Ls, dtype=np.int64),
+        risk=np.array([e.risk for e in est]),
+        stderr=np.array([e.stderr for e in est]),
+        n=int(n),
+        setting=setting,
+    )
 
 
-def summarize_run(
-    result: TrainResult, *, n_eval: int = 20_000, eval_seed: int = 12345, dummy_tol: float = 0.05
-) -> dict:
-    """JSON-ready summary of a run: extracted (ω, μ), pattern metrics, manifold gap, risks.
+@dataclass(frozen=True)
+class RunSummary(FrozenResult):
+    """Summary of a training run (:func:`summarize_run`); ``to_dict()`` is the CLI's ``final.json``.
 
-    The risks come from :func:`cross_check` on ``n_eval`` fresh prompts at the
-    training ``L`` (seeded by ``eval_seed``, independent of the training stream).
+    Attributes
+    ----------
+    success : bool
+    status : int
+    message : str
+        As in :class:`TrainResult`.
+    config : TrainConfig
+    steps : int
+        Steps completed.
+    seconds, steps_per_second : float
+        Training wall time and speed.
+    train_loss_last1000 : float
+        Mean training loss over the last (up to) 1000 steps.
+    omega, mu : ndarray, shape (H,)
+        Extracted (ω, μ).
+    dummy : ndarray of bool, shape (H,)
+    eta_eff : float
+        ``μᵀω``.
+    patterns : PatternMetrics
+    manifold : CircuitManifoldGap or None
+        ``None`` when every head is dummy.
+    risk, risk_stderr : float
+        Monte Carlo risk of the trained model.
+    risk_reduced, risk_reduced_stderr : float
+        Of the reduced model at the extracted (ω, μ).
+    risk_debiased_gd, risk_debiased_gd_stderr : float
+        Of debiased GD at ``eta_eff``.
+    diff_reduced, diff_reduced_stderr, diff_debiased_gd, diff_debiased_gd_stderr : float
+        Paired differences ``model − other``.
+    n_eval : int
+        Evaluation prompts.
     """
-    from reduced_dynamics.model.circuits import manifold_gap, pattern_metrics
 
+    success: bool
+    status: int
+    message: str
+    config: TrainConfig
+    steps: int
+    seconds: float
+    steps_per_second: float
+    train_loss_last1000: float
+    omega: np.ndarray
+    mu: np.ndarray
+    dummy: np.ndarray
+    eta_eff: float
+    patterns: PatternMetrics
+    manifold: CircuitManifoldGap | None
+    risk: float
+    risk_stderr: float
+    risk_reduced: float
+    risk_reduced_stderr: float
+    risk_debiased_gd: float
+    risk_debiased_gd_stderr: float
+    diff_reduced: float
+    diff_reduced_stderr: float
+    diff_debiased_gd: float
+    diff_debiased_gd_stderr: float
+    n_eval: int
+
+
+def summarize_run(result: TrainResult, *, n_eval: int = 20_000, seed, dummy_tol: float = 0.05) -> RunSummary:
+    """Summary of a run: extracted (ω, μ), pattern metrics, manifold gap, risks.
+
+    The risks come from :func:`cross_check` on ``n_eval`` fresh prompts of the
+    training setting, seeded by ``seed`` (choose it independent of the
+    training seed; the CLI uses 12345).
+
+    Parameters
+    ----------
+    result : TrainResult
+    n_eval : int, >= 2
+    seed : int or Generator
+        Required; seeds the evaluation prompts.
+    dummy_tol : float in (0, 1)
+
+    Returns
+    -------
+    RunSummary
+    """
+    if not isinstance(result, TrainResult):
+        raise ValueError(f"`result` must be a TrainResult, got {type(result).__name__}")
     cfg = result.config
     model = cfg.model()
     c = extract_circuits(model, result.params, dummy_tol=dummy_tol)
-    cc = cross_check(model, result.params, L=cfg.L, sigma2=cfg.sigma2, n=n_eval, seed=eval_seed, dummy_tol=dummy_tol)
-    gap = manifold_gap(c, L=cfg.L, sigma2=cfg.sigma2) if (~c.dummy).any() else None
+    cc = cross_check(model, result.params, cfg.setting, n=n_eval, seed=seed, dummy_tol=dummy_tol)
+    gap = c.manifold_gap(cfg.setting) if (~c.dummy).any() else None
     tail = result.losses[-min(1000, result.losses.size) :] if result.losses.size else np.array([np.nan])
-    return {
-        "success": result.success,
-        "status": result.status,
-        "message": result.message,
-        "config": asdict(cfg),
-        "steps": result.step,
-        "seconds": result.seconds,
-        "steps_per_second": result.steps_per_second,
-        "train_loss_last1000": float(np.mean(tail)),
-        "omega": c.omega,
-        "mu": c.mu,
-        "dummy": c.dummy,
-        "eta_eff": c.eta_eff,
-        "patterns": pattern_metrics(c),
-        "manifold": gap,
-        "risk": cc["model"],
-        "risk_stderr": cc["model_stderr"],
-        "risk_reduced": cc["reduced"],
-        "risk_reduced_stderr": cc["reduced_stderr"],
-        "risk_debiased_gd": cc["debiased_gd"],
-        "risk_debiased_gd_stderr": cc["debiased_gd_stderr"],
-        "diff_reduced": cc["diff_reduced"],
-        "diff_reduced_stderr": cc["diff_reduced_stderr"],
-        "diff_debiased_gd": cc["diff_debiased_gd"],
-        "diff_debiased_gd_stderr": cc["diff_debiased_gd_stderr"],
-        "n_eval": n_eval,
-    }
+    return RunSummary(
+        success=result.success,
+        status=result.status,
+        message=result.message,
+        config=cfg,
+        steps=result.step,
+        seconds=result.seconds,
+        steps_per_second=result.steps_per_second,
+        train_loss_last1000=float(np.mean(tail)),
+        omega=c.omega,
+        mu=c.mu,
+        dummy=c.dummy,
+        eta_eff=c.eta_eff,
+        patterns=pattern_metrics(c),
+        manifold=gap,
+        risk=cc.model.risk,
+        risk_stderr=cc.model.stderr,
+        risk_reduced=cc.reduced.risk,
+        risk_reduced_stderr=cc.reduced.stderr,
+        risk_debiased_gd=cc.debiased_gd.risk,
+        risk_debiased_gd_stderr=cc.debiased_gd.stderr,
+        diff_reduced=cc.diff_reduced.risk,
+        diff_reduced_stderr=cc.diff_reduced.stderr,
+        diff_debiased_gd=cc.diff_debiased_gd.risk,
+        diff_debiased_gd_stderr=cc.diff_debiased_gd.stderr,
+        n_eval=cc.n,
+    )
 
 
-def write_outputs(out, result: TrainResult, summary: dict) -> tuple[Path, Path]:
-    """Write ``final.npz`` (params, losses, snapshots) and ``final.json`` (summary) under ``out`` atomically."""
+def write_outputs(out, result: TrainResult, summary: RunSummary, *, extra: dict | None = None) -> Path:
+    """Write ``final.npz`` (params, losses, snapshots) and ``final.json`` under ``out`` atomically.
+
+    Parameters
+    ----------
+    out : path-like
+        Folder (created if needed).
+    result : TrainResult
+    summary : RunSummary
+        ``final.json`` is ``summary.to_dict()``...
+    extra : dict, optional
+        ...updated with these JSON-ready entries (e.g. a length-generalisation table).
+
+    Returns
+    -------
+    Path
+        The folder ``out``.
+    """
     out = Path(out)
-    npz = atomic_savez(
+    atomic_savez(
         out / "final.npz",
         **{f"param_{k}": v for k, v in result.params.items()},
         losses=result.losses,
@@ -702,5 +962,5 @@ def write_outputs(out, result: TrainResult, summary: dict) -> tuple[Path, Path]:
         snapshot_KQ=result.snapshot_KQ,
         snapshot_ov=result.snapshot_ov,
     )
-    js = atomic_write_json(out / "final.json", summary)
-    return npz, js
+    atomic_write_json(out / "final.json", {**summary.to_dict(), **(extra or {})})
+    return out

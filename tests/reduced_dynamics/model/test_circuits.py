@@ -7,7 +7,14 @@ import pytest
 
 from reduced_dynamics.dynamics.manifold import mu_gamma
 from reduced_dynamics.model.attention import make_model
-from reduced_dynamics.model.circuits import circuits_from_arrays, extract_circuits, manifold_gap, pattern_metrics
+from reduced_dynamics.model.circuits import (
+    Circuits,
+    PatternMetrics,
+    circuits_from_arrays,
+    extract_circuits,
+    pattern_metrics,
+)
+from reduced_dynamics.setting import Setting
 
 
 def _ideal(omega, mu, d=3):
@@ -25,16 +32,17 @@ def test_ideal_pattern_metrics():
     KQ, ov = _ideal([0.2, -0.2, 0.2], [1.0, -2.0, 1.0])
     c = circuits_from_arrays(KQ, ov)
     p = pattern_metrics(c)
+    assert isinstance(p, PatternMetrics)
     np.testing.assert_allclose(c.omega, [0.2, -0.2, 0.2], rtol=1e-14)
     np.testing.assert_array_equal(c.mu, [1.0, -2.0, 1.0])
-    assert p["kq_offdiag_fraction_max"] == 0.0
-    assert p["kq_response_row_fraction_max"] == 0.0
-    assert p["ov_offresponse_fraction_max"] == 0.0
-    assert p["kq_diag_cv_max"] == pytest.approx(0.0, abs=1e-14)
-    assert p["omega_cv"] == pytest.approx(0.0, abs=1e-14)
-    assert p["zero_sum_ratio"] == 0.0
-    assert p["sign_match_fraction"] == 1.0
-    assert (p["n_positive"], p["n_negative"], p["n_dummy"]) == (2, 1, 0)
+    assert p.kq_offdiag_fraction_max == 0.0
+    assert p.kq_response_row_fraction_max == 0.0
+    assert p.ov_offresponse_fraction_max == 0.0
+    assert p.kq_diag_cv_max == pytest.approx(0.0, abs=1e-14)
+    assert p.omega_cv == pytest.approx(0.0, abs=1e-14)
+    assert p.zero_sum_ratio == 0.0
+    assert p.sign_match_fraction == 1.0
+    assert (p.n_positive, p.n_negative, p.n_dummy) == (2, 1, 0)
     assert c.eta_eff == pytest.approx(0.2 + 0.4 + 0.2)
 
 
@@ -48,13 +56,16 @@ def test_known_metric_values():
     c = circuits_from_arrays(KQ, ov)
     p = pattern_metrics(c)
     np.testing.assert_allclose(c.omega, [2.0, -1.0])
-    np.testing.assert_allclose(p["kq_offdiag_fraction"], [1 / 11, 0.0])
-    np.testing.assert_allclose(p["kq_response_row_fraction"], [4 / 15, 0.0])
-    np.testing.assert_allclose(p["kq_diag_cv"], [0.5, 0.0])
-    np.testing.assert_allclose(p["ov_offresponse_fraction"], [9 / 25, 0.0])
-    assert p["omega_cv"] == pytest.approx(0.5 / 1.5)  # |ω| = (2, 1): std 0.5, mean 1.5
-    assert p["zero_sum_ratio"] == pytest.approx(3 / 5)
-    assert p["sign_match_fraction"] == 1.0
+    np.testing.assert_allclose(p.kq_offdiag_fraction, [1 / 11, 0.0])
+    np.testing.assert_allclose(p.kq_response_row_fraction, [4 / 15, 0.0])
+    np.testing.assert_allclose(p.kq_diag_cv, [0.5, 0.0])
+    np.testing.assert_allclose(p.ov_offresponse_fraction, [9 / 25, 0.0])
+    assert p.omega_cv == pytest.approx(0.5 / 1.5)  # |ω| = (2, 1): std 0.5, mean 1.5
+    assert p.zero_sum_ratio == pytest.approx(3 / 5)
+    assert p.sign_match_fraction == 1.0
+    assert p.kq_offdiag_fraction_max == pytest.approx(1 / 11)
+    assert not p.kq_diag_cv.flags.writeable
+    assert p.to_dict()["kq_diag_cv"] == pytest.approx([0.5, 0.0])
 
 
 def test_sign_mismatch_and_dummy_head():
@@ -62,20 +73,30 @@ def test_sign_mismatch_and_dummy_head():
     c = circuits_from_arrays(KQ, ov, dummy_tol=0.05)
     assert c.dummy.tolist() == [False, False, True, False]
     p = pattern_metrics(c)
-    assert p["n_dummy"] == 1
-    assert p["sign_match_fraction"] == pytest.approx(2 / 3)  # head 3 has ω > 0, μ < 0
-    assert p["zero_sum_ratio"] == pytest.approx(0.5 / 2.5)
+    assert p.n_dummy == 1
+    assert p.sign_match_fraction == pytest.approx(2 / 3)  # head 3 has ω > 0, μ < 0
+    assert p.zero_sum_ratio == pytest.approx(0.5 / 2.5)
 
 
 def test_manifold_gap_on_exact_manifold():
-    d, L, s2, g = 5, 40, 0.1, 0.15
-    mg = mu_gamma(g, d=d, L=L, sigma2=s2)
-    KQ, ov = _ideal([g, -g, g], [0.4 * mg, -mg, 0.6 * mg], d=d)
-    gap = manifold_gap(circuits_from_arrays(KQ, ov), L=L, sigma2=s2)
-    assert gap["gamma"] == pytest.approx(g, rel=1e-14)
-    assert gap["rel_gap_plus"] == pytest.approx(0.0, abs=1e-12)
-    assert gap["rel_gap_minus"] == pytest.approx(0.0, abs=1e-12)
-    assert gap["eta_eff"] == pytest.approx(2 * g * mg, rel=1e-12)
+    s, g = Setting(d=5, L=40, sigma2=0.1), 0.15
+    mg = mu_gamma(g, s)
+    KQ, ov = _ideal([g, -g, g], [0.4 * mg, -mg, 0.6 * mg], d=5)
+    gap = circuits_from_arrays(KQ, ov).manifold_gap(s)
+    assert gap.gamma == pytest.approx(g, rel=1e-14)
+    assert gap.rel_gap_plus == pytest.approx(0.0, abs=1e-12)
+    assert gap.rel_gap_minus == pytest.approx(0.0, abs=1e-12)
+    assert gap.eta_eff == pytest.approx(2 * g * mg, rel=1e-12)
+
+
+def test_manifold_gap_off_the_manifold():
+    """μ₊ = 1.5 μ_γ, μ₋ = −0.5 μ_γ: relative gaps +0.5 and −0.5 (hand-computed)."""
+    s, g = Setting(d=3, L=20, sigma2=0.2), 0.2
+    mg = mu_gamma(g, s)
+    gap = circuits_from_arrays(*_ideal([g, -g], [1.5 * mg, -0.5 * mg])).manifold_gap(s)
+    assert gap.rel_gap_plus == pytest.approx(0.5, rel=1e-12)
+    assert gap.rel_gap_minus == pytest.approx(-0.5, rel=1e-12)
+    assert (gap.mu_plus, gap.mu_minus) == pytest.approx((1.5 * mg, -0.5 * mg), rel=1e-14)
 
 
 def test_extract_from_separate_model_matches_definition():
@@ -112,10 +133,28 @@ def test_manifold_gap_needs_a_live_head():
     c = circuits_from_arrays(*_ideal([0.0, 0.0], [0.0, 0.0]))
     assert c.dummy.all()
     with pytest.raises(ValueError, match="`circuits`"):
-        manifold_gap(c, L=40, sigma2=0.1)
+        c.manifold_gap(Setting(d=3, L=40, sigma2=0.1))
+
+
+@pytest.mark.parametrize(
+    "setting, name", [(Setting(d=4), "`setting.d`"), ("paper", "`setting`"), (Setting(d=3, L=[10, 20]), "`setting`")]
+)
+def test_manifold_gap_validates_setting(setting, name):
+    with pytest.raises(ValueError, match=name):
+        circuits_from_arrays(*_ideal([0.1], [1.0])).manifold_gap(setting)
+
+
+def test_circuits_arrays_are_read_only_copies():
+    KQ, ov = _ideal([0.2, -0.2], [1.0, -1.0])
+    c = circuits_from_arrays(KQ, ov)
+    assert isinstance(c, Circuits)
+    for a in (c.KQ, c.ov, c.omega, c.mu, c.dummy):
+        assert not a.flags.writeable
+    KQ[0, 0, 0] = 9.0  # the caller's array stays the caller's
+    assert c.KQ[0, 0, 0] == 0.2
 
 
 def test_manifold_gap_at_huge_gamma_does_not_divide_by_zero():
     """γ = 30, d = 3: sinh(dγ²) overflows, μ_γ underflows to 0; the relative gaps are +inf, not an exception."""
-    gap = manifold_gap(circuits_from_arrays(*_ideal([30.0, -30.0], [1.0, -1.0])), L=40, sigma2=0.1)
-    assert gap["mu_gamma"] == 0.0 and gap["rel_gap_plus"] == math.inf and gap["rel_gap_minus"] == math.inf
+    gap = circuits_from_arrays(*_ideal([30.0, -30.0], [1.0, -1.0])).manifold_gap(Setting(d=3, L=40, sigma2=0.1))
+    assert gap.mu_gamma == 0.0 and gap.rel_gap_plus == math.inf and gap.rel_gap_minus == math.inf

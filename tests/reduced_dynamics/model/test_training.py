@@ -5,12 +5,14 @@ import math
 import numpy as np
 import pytest
 
-from reduced_dynamics.model.attention import ReducedModel, make_model, sample_tokens
-from reduced_dynamics.model.circuits import extract_circuits, manifold_gap, pattern_metrics
+from reduced_dynamics.estimation.prompts import sample_tokens
+from reduced_dynamics.model.attention import ReducedModel, make_model
+from reduced_dynamics.model.circuits import extract_circuits, pattern_metrics
 from reduced_dynamics.model.training import (
     MESSAGES,
+    CrossCheck,
+    RunSummary,
     TrainConfig,
-    _tokens_to_stats,
     adam_update,
     cross_check,
     length_generalisation,
@@ -18,10 +20,13 @@ from reduced_dynamics.model.training import (
     mc_risk,
     sgd_update,
     snapshot_steps,
+    summarize_run,
     train,
+    write_outputs,
 )
+from reduced_dynamics.setting import Setting
 
-SMALL = dict(d=3, L=10, batch=16)
+SMALL = dict(setting=Setting(d=3, L=10, sigma2=0.1), batch=16)
 
 
 def _same_params(a, b):
@@ -31,11 +36,12 @@ def _same_params(a, b):
 @pytest.mark.parametrize("param", ["separate", "merged", "linear", "reduced"])
 @pytest.mark.parametrize("optimizer", ["adam", "sgd"])
 def test_same_seed_bit_identical(param, optimizer):
-    cfg = TrainConfig(n_heads=2, steps=40, param=param, optimizer=optimizer, lr=1e-2, **SMALL)
+    cfg = TrainConfig(n_heads=2, steps=40, parameterisation=param, optimizer=optimizer, lr=1e-2, seed=0, **SMALL)
     a, b = train(cfg), train(cfg)
     assert a.success and _same_params(a.params, b.params)
     np.testing.assert_array_equal(a.losses, b.losses)
-    c = train(TrainConfig(n_heads=2, steps=40, param=param, optimizer=optimizer, lr=1e-2, seed=1, **SMALL))
+    assert not a.losses.flags.writeable and not any(v.flags.writeable for v in a.params.values())
+    c = train(TrainConfig(n_heads=2, steps=40, parameterisation=param, optimizer=optimizer, lr=1e-2, seed=1, **SMALL))
     assert not _same_params(a.params, c.params)
 
 
@@ -43,11 +49,11 @@ def test_same_seed_bit_identical(param, optimizer):
 @pytest.mark.parametrize("stop", [1, 37, 60])
 def test_resume_is_exact(tmp_path, optimizer, stop):
     """Interrupted at `stop` (checkpoint) and resumed == uninterrupted, bit for bit (params, losses, snapshots)."""
-    cfg = TrainConfig(n_heads=3, steps=90, optimizer=optimizer, lr=5e-3, n_snapshots=20, **SMALL)
+    cfg = TrainConfig(n_heads=3, steps=90, optimizer=optimizer, lr=5e-3, n_snapshots=20, seed=0, **SMALL)
     full = train(cfg)
     part = train(cfg, out=tmp_path, checkpoint_every=1000, stop_after=stop)
     assert part.status == 1 and not part.success and part.step == stop and part.message == MESSAGES[1]
-    assert load_checkpoint(tmp_path / "checkpoint.npz")["step"] == stop
+    assert load_checkpoint(tmp_path / "checkpoint.npz").step == stop
     res = train(cfg, out=tmp_path, resume=True)
     assert res.success and res.step == 90
     assert _same_params(full.params, res.params)
@@ -91,20 +97,20 @@ def test_interrupt_mid_step_checkpoints_a_consistent_state(tmp_path, monkeypatch
     raised inside step 23 before the update rewinds the prompt stream (checkpoint at step 22).
     Either way the resumed run equals the uninterrupted one bit for bit.
     """
-    cfg = TrainConfig(n_heads=2, steps=50, lr=5e-3, n_snapshots=10, **SMALL)
+    cfg = TrainConfig(n_heads=2, steps=50, lr=5e-3, n_snapshots=10, seed=0, **SMALL)
     full = train(cfg)
     _interrupting_sampler(monkeypatch, 23, how)
     with pytest.raises(KeyboardInterrupt):
         train(cfg, out=tmp_path, checkpoint_every=1000)
     monkeypatch.undo()
-    assert load_checkpoint(tmp_path / "checkpoint.npz")["step"] == ckpt_step
+    assert load_checkpoint(tmp_path / "checkpoint.npz").step == ckpt_step
     res = train(cfg, out=tmp_path, resume=True)
     assert res.success and _same_params(full.params, res.params)
     np.testing.assert_array_equal(full.losses, res.losses)
 
 
 def test_init_params_are_validated():
-    cfg = TrainConfig(n_heads=2, steps=1, param="merged", **SMALL)
+    cfg = TrainConfig(n_heads=2, steps=1, parameterisation="merged", seed=0, **SMALL)
     good = cfg.model().init(0)
     with pytest.raises(ValueError, match="`params"):
         train(cfg, init_params={"KQ": good["KQ"][:1], "ov": good["ov"]})
@@ -115,22 +121,57 @@ def test_init_params_are_validated():
 def test_corrupt_checkpoint_is_a_value_error(tmp_path):
     (tmp_path / "checkpoint.npz").write_bytes(b"not a zip file")
     with pytest.raises(ValueError, match="`resume`"):
-        train(TrainConfig(n_heads=2, steps=5, **SMALL), out=tmp_path, resume=True)
+        train(TrainConfig(n_heads=2, steps=5, seed=0, **SMALL), out=tmp_path, resume=True)
 
 
 def test_resume_extends_a_finished_run(tmp_path):
-    cfg = TrainConfig(n_heads=2, steps=30, **SMALL)
+    cfg = TrainConfig(n_heads=2, steps=30, seed=0, **SMALL)
     train(cfg, out=tmp_path)
-    longer = TrainConfig(n_heads=2, steps=50, **SMALL)
+    longer = TrainConfig(n_heads=2, steps=50, seed=0, **SMALL)
     assert _same_params(train(longer, out=tmp_path, resume=True).params, train(longer).params)
 
 
 def test_resume_refuses_other_run(tmp_path):
-    train(TrainConfig(n_heads=2, steps=5, **SMALL), out=tmp_path)
+    train(TrainConfig(n_heads=2, steps=5, seed=0, **SMALL), out=tmp_path)
     with pytest.raises(ValueError, match="`resume`"):
-        train(TrainConfig(n_heads=2, steps=5, lr=0.5, **SMALL), out=tmp_path, resume=True)
+        train(TrainConfig(n_heads=2, steps=5, lr=0.5, seed=0, **SMALL), out=tmp_path, resume=True)
     with pytest.raises(ValueError, match="`resume`"):
-        train(TrainConfig(n_heads=2, steps=5, **SMALL), out=tmp_path / "missing", resume=True)
+        train(
+            TrainConfig(n_heads=2, steps=5, seed=0, batch=16, setting=Setting(d=3, L=10, sigma2=0.2)),
+            out=tmp_path,
+            resume=True,
+        )
+    with pytest.raises(ValueError, match="`resume`"):
+        train(TrainConfig(n_heads=2, steps=5, seed=0, **SMALL), out=tmp_path / "missing", resume=True)
+
+
+def test_checkpoint_of_the_old_format_resumes_exactly(tmp_path):
+    """A checkpoint whose config has the pre-Setting format (flat d, L, sigma2 and `param`) still resumes bit for bit."""
+    import json
+
+    cfg = TrainConfig(n_heads=2, steps=40, parameterisation="merged", lr=5e-3, seed=3, **SMALL)
+    full = train(cfg)
+    train(cfg, out=tmp_path, stop_after=17)
+    ck = tmp_path / "checkpoint.npz"
+    with np.load(ck) as z:
+        arrays = {k: z[k] for k in z.files}
+    new = json.loads(str(arrays["config"]))
+    old = {k: v for k, v in new.items() if k not in ("setting", "parameterisation")}
+    old.update(d=3, L=10, sigma2=0.1, param="merged")  # what version 0.1.0 wrote
+    arrays["config"] = np.array(json.dumps(old))
+    np.savez(ck, **arrays)
+    assert load_checkpoint(ck).config == cfg
+    res = train(cfg, out=tmp_path, resume=True)
+    assert res.success and _same_params(full.params, res.params)
+    np.testing.assert_array_equal(full.losses, res.losses)
+
+
+def test_config_round_trip_and_same_run():
+    cfg = TrainConfig(n_heads=3, steps=7, parameterisation="linear", seed=4, **SMALL)
+    assert TrainConfig.from_dict(cfg.to_dict()) == cfg
+    assert cfg.same_run(TrainConfig(n_heads=3, steps=99, n_snapshots=3, parameterisation="linear", seed=4, **SMALL))
+    assert not cfg.same_run(TrainConfig(n_heads=3, steps=7, parameterisation="linear", seed=5, **SMALL))
+    assert cfg.model().norm_L == 10  # linear attention: 1/L hard-coded to the training L
 
 
 def test_adam_update_matches_reference():
@@ -163,29 +204,37 @@ def test_snapshot_steps():
 
 
 def test_divergence_is_reported():
-    r = train(TrainConfig(n_heads=1, steps=200, optimizer="sgd", lr=1e6, param="linear", **SMALL))
+    r = train(TrainConfig(n_heads=1, steps=200, optimizer="sgd", lr=1e6, parameterisation="linear", seed=0, **SMALL))
     assert r.status == 2 and not r.success and "smaller `lr`" in r.message
 
 
 @pytest.mark.parametrize(
     "kwargs, name",
     [
-        (dict(n_heads=0), "`heads`"),
-        (dict(d=0), "`d`"),
-        (dict(L=0), "`L`"),
+        (dict(n_heads=0), "`n_heads`"),
+        (dict(setting="paper"), "`setting`"),
+        (dict(setting=Setting(L=[10, 20])), "`setting`"),
+        (dict(setting=Setting(d=2, Sigma=np.diag([1.0, 2.0]))), "`setting.Sigma`"),
         (dict(lr=0.0), "`lr`"),
         (dict(lr=-1e-3), "`lr`"),
         (dict(steps=-1), "`steps`"),
         (dict(batch=0), "`batch`"),
         (dict(optimizer="rmsprop"), "`optimizer`"),
-        (dict(param="quadratic"), "`param`"),
-        (dict(sigma2=-0.1), "`sigma2`"),
+        (dict(parameterisation="quadratic"), "`parameterisation`"),
         (dict(seed=-3), "`seed`"),
     ],
 )
 def test_bad_config(kwargs, name):
     with pytest.raises(ValueError, match=name):
-        TrainConfig(**kwargs)
+        TrainConfig(**(dict(setting=Setting(), seed=0) | kwargs))
+
+
+@pytest.mark.parametrize("missing", ["setting", "seed"])
+def test_config_requires_setting_and_seed(missing):
+    kw = dict(setting=Setting(), seed=0)
+    kw.pop(missing)
+    with pytest.raises(TypeError, match=missing):
+        TrainConfig(**kw)
 
 
 def test_two_heads_develop_opposite_signs_and_zero_sum():
@@ -194,20 +243,20 @@ def test_two_heads_develop_opposite_signs_and_zero_sum():
     Checked locally for seeds 0..7 (all: zero-sum < 0.04, off-diagonal KQ < 0.01,
     OV off-response < 0.003, |ω| spread < 0.04); tolerances are a few times those.
     """
-    cfg = TrainConfig(n_heads=2, d=3, L=20, steps=3000, batch=128, lr=3e-3, seed=1)
+    cfg = TrainConfig(setting=Setting(d=3, L=20, sigma2=0.1), n_heads=2, steps=3000, batch=128, lr=3e-3, seed=1)
     r = train(cfg)
     c = extract_circuits(cfg.model(), r.params)
     p = pattern_metrics(c)
     assert not c.dummy.any()
     assert np.sign(c.mu[0]) == -np.sign(c.mu[1])  # one positive, one negative head
-    assert p["sign_match_fraction"] == 1.0
-    assert p["zero_sum_ratio"] < 0.1
-    assert p["kq_offdiag_fraction_max"] < 0.03
-    assert p["kq_response_row_fraction_max"] < 0.03
-    assert p["ov_offresponse_fraction_max"] < 0.01
-    assert p["omega_cv"] < 0.1
-    gap = manifold_gap(c, L=cfg.L, sigma2=cfg.sigma2)
-    assert abs(gap["rel_gap_plus"]) < 0.3  # L̃ is a large-L approximation; seeds 0..7 gave 2–17 %
+    assert p.sign_match_fraction == 1.0
+    assert p.zero_sum_ratio < 0.1
+    assert p.kq_offdiag_fraction_max < 0.03
+    assert p.kq_response_row_fraction_max < 0.03
+    assert p.ov_offresponse_fraction_max < 0.01
+    assert p.omega_cv < 0.1
+    gap = c.manifold_gap(cfg.setting)
+    assert abs(gap.rel_gap_plus) < 0.3  # L̃ is a large-L approximation; seeds 0..7 gave 2–17 %
     # snapshots were recorded and show the patterns forming (zero-sum improves from init)
     assert r.snapshot_KQ.shape == (r.snapshot_steps.size, 2, 4, 4)
 
@@ -221,40 +270,30 @@ def test_cross_check_debiased_gd_column_matches_formula():
 
     m = ReducedModel(2, 2)
     p = {"omega": np.array([0.2, -0.2]), "mu": np.array([1.0, -1.0])}
-    out = cross_check(m, p, L=4, sigma2=0.1, n=5, seed=7)
-    tok = sample_tokens(5, d=2, L=4, sigma2=0.1, seed=np.random.default_rng(7))
-    X, y = tok.Z[..., :2], tok.Z[..., 2]
-    eta = out["eta"]
-    ref = np.array([eta / 4 * sum(y[i, l] * (X[i, l] - X[i].mean(0)) @ tok.xq[i] for l in range(4)) for i in range(5)])
-    assert abs(out["debiased_gd"] - np.mean((ref - tok.yq) ** 2)) < 1e-12
-
-
-def test_tokens_to_stats_matches_prompt_stats():
-    """Token adapter vs predictors.prompt_stats on the same prompts (two routes to s, y, |x_q|²)."""
-    from reduced_dynamics.estimation.predictors import prompt_stats
-    from reduced_dynamics.estimation.prompts import sample_prompts
-    from reduced_dynamics.model.attention import as_tokens
-
-    pr = sample_prompts(6, d=3, L=5, sigma2=0.1, seed=2)
-    a, b = _tokens_to_stats(as_tokens(pr), 0.1), prompt_stats(pr)
-    for k in ("s", "y", "yq", "xq_norm2"):
-        np.testing.assert_allclose(getattr(a, k), getattr(b, k), rtol=1e-13, atol=1e-14)
-    assert (a.d, a.sigma2) == (b.d, b.sigma2)
+    s = Setting(d=2, L=4, sigma2=0.1)
+    out = cross_check(m, p, s, n=5, seed=7)
+    assert isinstance(out, CrossCheck) and out.setting == s and out.n == 5
+    tok = sample_tokens(5, s, seed=np.random.default_rng(7))
+    Z = tok.tokens
+    X, y = Z[..., :2], Z[..., 2]
+    eta = out.eta
+    ref = np.array([eta / 4 * sum(y[i, l] * (X[i, l] - X[i].mean(0)) @ tok.x_q[i] for l in range(4)) for i in range(5)])
+    assert abs(out.debiased_gd.risk - np.mean((ref - tok.y_q) ** 2)) < 1e-12
 
 
 def test_mc_risk_of_zero_predictor():
     """ŷ = 0 has risk E y_q² = 1 + σ²; checked within 4 standard errors."""
     m = ReducedModel(1, 4)
-    r, se = mc_risk(m, {"omega": np.zeros(1), "mu": np.zeros(1)}, L=10, sigma2=0.2, n=20_000, seed=3)
-    assert abs(r - 1.2) < 4 * se
+    r = mc_risk(m, {"omega": np.zeros(1), "mu": np.zeros(1)}, Setting(d=4, L=10, sigma2=0.2), n=20_000, seed=3)
+    assert r.n == 20_000 and abs(r.risk - 1.2) < 4 * r.stderr
 
 
 def test_cross_check_on_reduced_model_is_exact():
     """For a ReducedModel, the extracted (ω, μ) are its own, so model and reduced risks coincide."""
     m = ReducedModel(2, 3)
     p = {"omega": np.array([0.2, -0.2]), "mu": np.array([1.5, -1.5])}
-    out = cross_check(m, p, L=20, sigma2=0.1, n=2000, seed=0)
-    assert abs(out["diff_reduced"]) < 1e-12 and out["eta"] == pytest.approx(0.6)
+    out = cross_check(m, p, Setting(d=3, L=20, sigma2=0.1), n=2000, seed=0)
+    assert abs(out.diff_reduced.risk) < 1e-12 and out.eta == pytest.approx(0.6)
 
 
 def test_cross_check_reduced_minus_debiased_gd_vanishes_as_gamma_squared():
@@ -269,10 +308,14 @@ def test_cross_check_reduced_minus_debiased_gd_vanishes_as_gamma_squared():
     diffs = []
     for g in (0.1, 0.05):
         out = cross_check(
-            m, {"omega": np.array([g, -g]), "mu": np.array([0.3 / g, -0.3 / g])}, L=20, sigma2=0.1, n=20_000, seed=0
+            m,
+            {"omega": np.array([g, -g]), "mu": np.array([0.3 / g, -0.3 / g])},
+            Setting(d=3, L=20, sigma2=0.1),
+            n=20_000,
+            seed=0,
         )
-        assert out["eta"] == pytest.approx(0.6)
-        diffs.append((out["diff_debiased_gd"], out["diff_debiased_gd_stderr"]))
+        assert out.eta == pytest.approx(0.6)
+        diffs.append((out.diff_debiased_gd.risk, out.diff_debiased_gd.stderr))
     (d1, s1), (d2, s2) = diffs
     assert d1 > 4 * s1 and d2 > 4 * s2  # measurably nonzero at both γ
     order = math.log2(d1 / d2)
@@ -284,20 +327,27 @@ def test_length_generalisation_uses_one_child_seed_per_length():
     """Each length's numbers are mc_risk's with the matching child of ``seed`` (shapes and seeding)."""
     m = make_model("reduced", n_heads=2, d=3)
     p = m.init(0)
-    out = length_generalisation(m, p, Ls=[5, 10], sigma2=0.1, n=100, seed=0)
-    assert out["L"] == [5, 10] and len(out["risk"]) == len(out["stderr"]) == 2
+    s = Setting(d=3, L=40, sigma2=0.1)
+    out = length_generalisation(m, p, s, Ls=[5, 10], n=100, seed=0)
+    assert out.L.tolist() == [5, 10] and out.risk.shape == out.stderr.shape == (2,)
     children = np.random.default_rng(0).spawn(2)
     for k, (Lk, g) in enumerate(zip([5, 10], children)):
-        assert (out["risk"][k], out["stderr"][k]) == mc_risk(m, p, L=Lk, sigma2=0.1, n=100, seed=g)
+        r = mc_risk(m, p, s.replace(L=Lk), n=100, seed=g)
+        assert (out.risk[k], out.stderr[k]) == (r.risk, r.stderr)
 
 
 @pytest.mark.parametrize(
     "call, name",
     [
-        (lambda m, p: mc_risk(m, p, L=5, sigma2=0.1, n=10, chunk=0), "`chunk`"),
-        (lambda m, p: mc_risk(m, p, L=5, sigma2=0.1, n=1), "`n`"),
-        (lambda m, p: cross_check(m, p, L=5, sigma2=0.1, n=1), "`n`"),
-        (lambda m, p: cross_check(m, p, L=5, sigma2=0.1, n=10, chunk=-1), "`chunk`"),
+        (lambda m, p: mc_risk(m, p, Setting(d=3, L=5), n=10, chunk=0, seed=0), "`chunk`"),
+        (lambda m, p: mc_risk(m, p, Setting(d=3, L=5), n=1, seed=0), "`n`"),
+        (lambda m, p: mc_risk(m, p, Setting(d=4, L=5), n=10, seed=0), "`setting.d`"),
+        (lambda m, p: mc_risk(m, p, "paper", n=10, seed=0), "`setting`"),
+        (lambda m, p: mc_risk(m, p, Setting(d=3, L=5), n=10, seed=-1), "`seed`"),
+        (lambda m, p: cross_check(m, p, Setting(d=3, L=5), n=1, seed=0), "`n`"),
+        (lambda m, p: cross_check(m, p, Setting(d=3, L=5), n=10, chunk=-1, seed=0), "`chunk`"),
+        (lambda m, p: cross_check(m, p, Setting(d=2, L=5), n=10, seed=0), "`setting.d`"),
+        (lambda m, p: length_generalisation(m, p, Setting(d=3), Ls=[5, 0], seed=0), "`Ls`"),
     ],
 )
 def test_evaluation_helpers_validate(call, name):
@@ -310,13 +360,11 @@ def test_agrees_with_predictors_module():
     """Our reduced model vs the independent implementation in reduced_dynamics.estimation.predictors."""
     from reduced_dynamics.estimation import predictors
     from reduced_dynamics.estimation.prompts import sample_prompts
-    from reduced_dynamics.model.attention import as_tokens
 
-    pr = sample_prompts(50, d=4, L=12, sigma2=0.1, seed=5)
-    tok = as_tokens(pr)
+    pr = sample_prompts(50, Setting(d=4, L=12, sigma2=0.1), seed=5)
     om, mu = np.array([0.3, -0.2]), np.array([1.0, -0.7])
     np.testing.assert_allclose(
-        ReducedModel(2, 4).predict({"omega": om, "mu": mu}, tok),
+        ReducedModel(2, 4).predict({"omega": om, "mu": mu}, pr),
         predictors.multi_head(pr, om, mu),
         rtol=1e-10,
         atol=1e-12,
@@ -327,11 +375,34 @@ def test_checkpoint_writes_are_atomic(tmp_path):
     """A failed write keeps the previous checkpoint intact and leaves no temporary file (reduced_dynamics.io)."""
     from reduced_dynamics.io import atomic_write_bytes
 
-    cfg = TrainConfig(n_heads=2, steps=5, **SMALL)
+    cfg = TrainConfig(n_heads=2, steps=5, seed=0, **SMALL)
     train(cfg, out=tmp_path)
     ck = tmp_path / "checkpoint.npz"
     before = ck.read_bytes()
     with pytest.raises(TypeError):
         atomic_write_bytes(ck, "not bytes")  # fails mid-write
-    assert ck.read_bytes() == before and load_checkpoint(ck)["step"] == 5
+    assert ck.read_bytes() == before and load_checkpoint(ck).step == 5
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.npz"]
+
+
+def test_summary_and_outputs(tmp_path):
+    """summarize_run numbers are cross_check's on the same seed; final.json is the summary's to_dict()."""
+    import json
+
+    cfg = TrainConfig(n_heads=2, steps=30, lr=1e-2, seed=0, **SMALL)
+    res = train(cfg)
+    summ = summarize_run(res, n_eval=500, seed=11)
+    assert isinstance(summ, RunSummary) and summ.config == cfg and summ.steps == 30
+    cc = cross_check(cfg.model(), res.params, cfg.setting, n=500, seed=11)
+    assert (summ.risk, summ.diff_debiased_gd_stderr) == (cc.model.risk, cc.diff_debiased_gd.stderr)
+    np.testing.assert_array_equal(summ.omega, extract_circuits(cfg.model(), res.params).omega)
+    np.testing.assert_array_equal(
+        summ.patterns.kq_diag_cv, pattern_metrics(extract_circuits(cfg.model(), res.params)).kq_diag_cv
+    )
+    write_outputs(tmp_path, res, summ)
+    js = json.loads((tmp_path / "final.json").read_text())
+    assert js["config"]["setting"] == cfg.setting.to_dict() and js["risk"] == summ.risk
+    with np.load(tmp_path / "final.npz") as z:
+        np.testing.assert_array_equal(z["losses"], res.losses)
+    with pytest.raises(TypeError, match="seed"):
+        summarize_run(res, n_eval=500)
