@@ -5,7 +5,7 @@ multi-head softmax attention learning in-context linear regression
 The public API is declared here; see README.md for the science and examples.
 """
 
-from reduced_dynamics.crosscheck.core import SgdFlowComparison, sgd_vs_flow, single_head_mc_optimum
+from reduced_dynamics.crosscheck import SgdFlowComparison, SingleHeadMcOptimum, sgd_vs_flow, single_head_mc_optimum
 from reduced_dynamics.derive.symbolic import derive_approx_loss, generated_loss_functions, sympy2numpy
 from reduced_dynamics.dynamics.corrected_loss import corrected_loss, corrected_loss_grad
 from reduced_dynamics.dynamics.diagnostics import StageTolerances, manifold_gap, stage_times, trajectory_diagnostics
@@ -64,8 +64,17 @@ from reduced_dynamics.model.attention import (
     make_model,
     sample_tokens,
 )
-from reduced_dynamics.model.circuits import Circuits, extract_circuits, pattern_metrics
-from reduced_dynamics.model.training import TrainConfig, TrainResult, cross_check, length_generalisation, mc_risk, train
+from reduced_dynamics.model.circuits import Circuits, PatternMetrics, extract_circuits, pattern_metrics
+from reduced_dynamics.model.training import (
+    CrossCheck,
+    LengthGeneralisation,
+    TrainConfig,
+    TrainResult,
+    cross_check,
+    length_generalisation,
+    mc_risk,
+    train,
+)
 
 __version__ = "0.1.0"
 
@@ -144,10 +153,14 @@ __all__ = [
     "mc_risk",
     "cross_check",
     "length_generalisation",
+    "CrossCheck",
+    "LengthGeneralisation",
     "Circuits",
+    "PatternMetrics",
     "extract_circuits",
     "pattern_metrics",
     "sgd_vs_flow",
     "SgdFlowComparison",
     "single_head_mc_optimum",
+    "SingleHeadMcOptimum",
 ]
