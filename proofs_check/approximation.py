@@ -18,21 +18,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from reduced_dynamics import approx_loss
 from reduced_dynamics.dynamics.flow import initial_state, integrate_flow
-from reduced_dynamics.dynamics.manifold import eta_star, mu_gamma, single_head_optimum
-from reduced_dynamics.estimation.predictors import (
-    DebiasedGD,
-    MultiHead,
-    SingleHead,
-    debiased_gd,
-    multi_head,
-    sample_prompt_stats,
-)
+from reduced_dynamics.dynamics.loss import approx_loss
+from reduced_dynamics.dynamics.manifold import mu_gamma, single_head_optimum
+from reduced_dynamics.estimation.predictors import DebiasedGD, MultiHead, SingleHead, debiased_gd, multi_head
+from reduced_dynamics.estimation.prompts import sample_prompts
 from reduced_dynamics.estimation.risk import estimate_risks
+from reduced_dynamics.setting import as_setting, legacy_setting
 
 from .dynamics import check_single_head_flow
-from .result import CheckResult
+from .result import CheckResult, reports_errors
 
 __all__ = [
     "approximation_error",
@@ -43,26 +38,78 @@ __all__ = [
 ]
 
 
-def approximation_error(gamma, eta, *, d, L, sigma2, n, seed, quantile=0.99, n_positive=1, n_negative=1):
+def _heads_count(name, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"`{name}` must be an integer >= 1, got {value!r}")
+    return int(value)
+
+
+@legacy_setting
+def approximation_error(gamma, eta, setting, *, n, seed, quantile=0.99, n_positive=1, n_negative=1) -> float:
     r"""Quantile of ``|ŷ(θ) − ŷ_dgd(η)|`` over ``n`` prompts, θ on S̄ with ``μ₊ = −μ₋ = η/(2γ)``.
 
     The positive mass is split equally over ``n_positive`` heads at ``+γ``, the
     negative over ``n_negative`` heads at ``−γ``.
 
+    Parameters
+    ----------
+    gamma : float, > 0
+        Common KQ scale of the heads.
+    eta : float
+        Step of debiased GD, and total effective step ``μᵀω`` of the heads.
+    setting : Setting
+        Scalar data model.
+    n : int
+        Number of sampled prompts.
+    seed : int or numpy.random.Generator
+        Required.
+    quantile : float in [0, 1]
+    n_positive, n_negative : int, >= 1
+        Numbers of heads at ``+γ`` and ``−γ``.
+
     Returns
     -------
     float
         The ``quantile`` of the absolute prediction difference.
+
+    References
+    ----------
+    docs/theory.md#approximation
     """
+    setting = as_setting(setting, "approximation_error")
+    n_positive = _heads_count("n_positive", n_positive)
+    n_negative = _heads_count("n_negative", n_negative)
     omega = np.array([gamma] * n_positive + [-gamma] * n_negative)
     mu = np.array([eta / (2 * gamma) / n_positive] * n_positive + [-eta / (2 * gamma) / n_negative] * n_negative)
-    st = sample_prompt_stats(n, d=d, L=L, sigma2=sigma2, seed=seed)
+    st = sample_prompts(n, setting, seed=seed, stats_only=True)
     diff = multi_head(st, omega, mu) - debiased_gd(st, eta)
     return float(np.quantile(np.abs(diff), quantile))
 
 
-def check_approximation(*, quick=False, d=5, L=40, sigma2=0.1) -> CheckResult:
-    """(c) Theorem 1(a): measured constant in |ŷ − ŷ_dgd| ≤ C sqrt(1+σ²) γ d, and the order in γ."""
+@reports_errors("approximation")
+def check_approximation(setting, *, quick=False) -> CheckResult:
+    """(c) Theorem 1(a): measured constant in |ŷ − ŷ_dgd| ≤ C sqrt(1+σ²) γ d, and the order in γ.
+
+    Runs at ``setting.L`` over a grid of ``d`` (including ``setting.d``) and
+    ``σ²`` (including ``setting.sigma2``), plus a 2+1-head split at ``setting``.
+
+    Parameters
+    ----------
+    setting : Setting
+        Scalar, isotropic data model.
+    quick : bool
+        Smaller grid and fewer prompts.
+
+    Returns
+    -------
+    CheckResult
+        ``data["rows"]``: one entry per (d, σ²) with the constant ``C`` and the order in γ.
+
+    References
+    ----------
+    docs/theory.md#approximation
+    """
+    d, L, sigma2 = setting.d, setting.L, setting.sigma2
     n = 5000 if quick else 40000
     gammas = np.array([0.003, 0.01, 0.03, 0.1])
     ds = [2, d, 20] if quick else [2, 3, d, 10, 20, 40]
@@ -70,8 +117,9 @@ def check_approximation(*, quick=False, d=5, L=40, sigma2=0.1) -> CheckResult:
     rows, ok = [], True
     for dd in ds:
         for s2 in s2s:
-            eta = eta_star(dd, L, s2)
-            q = np.array([approximation_error(g, eta, d=dd, L=L, sigma2=s2, n=n, seed=11) for g in gammas])
+            s_dd = setting.replace(d=dd, sigma2=s2)
+            eta = s_dd.eta_star
+            q = np.array([approximation_error(g, eta, s_dd, n=n, seed=11) for g in gammas])
             C = q / (np.sqrt(1 + s2) * gammas * dd)
             order = float(np.polyfit(np.log(gammas), np.log(q), 1)[0])
             row_ok = bool(np.all(C < 1.0)) and order > 1.0
@@ -80,8 +128,8 @@ def check_approximation(*, quick=False, d=5, L=40, sigma2=0.1) -> CheckResult:
                 dict(d=dd, sigma2=s2, C_max=float(C.max()), C_at_smallest_gamma=float(C[0]), order=order, passed=row_ok)
             )
     # an unequal split of heads (2 positive, 1 negative) at the paper's setting
-    eta = eta_star(d, L, sigma2)
-    q3 = np.array([approximation_error(g, eta, d=d, L=L, sigma2=sigma2, n=n, seed=12, n_positive=2) for g in gammas])
+    eta = setting.eta_star
+    q3 = np.array([approximation_error(g, eta, setting, n=n, seed=12, n_positive=2) for g in gammas])
     order3 = float(np.polyfit(np.log(gammas), np.log(q3), 1)[0])
     ok &= order3 > 1.0
     cmax = max(r["C_max"] for r in rows)
@@ -103,45 +151,86 @@ def check_approximation(*, quick=False, d=5, L=40, sigma2=0.1) -> CheckResult:
     )
 
 
-def check_predictor_limit(*, quick=False, d=5, L=40, sigma2=0.1) -> dict:
-    """Theorem 1(b), predictor part: RMS of ŷ(θ_γ) − ŷ_dgd(η*) on S_γ → 0 as γ → 0 (order measured)."""
+@reports_errors("predictor_limit")
+def check_predictor_limit(setting, *, quick=False) -> CheckResult:
+    """Theorem 1(b), predictor part: RMS of ŷ(θ_γ) − ŷ_dgd(η*) on S_γ → 0 as γ → 0 (order measured).
+
+    Parameters
+    ----------
+    setting : Setting
+        Scalar, isotropic data model.
+    quick : bool
+        5000 prompts instead of 40000.
+
+    Returns
+    -------
+    CheckResult
+        ``data``: ``gammas``, ``rms`` (one per γ) and the fitted ``order``.
+
+    References
+    ----------
+    docs/theory.md#optimality
+    """
     n = 5000 if quick else 40000
     gammas = np.array([0.01, 0.03, 0.1, 0.3])
-    es = eta_star(d, L, sigma2)
-    st = sample_prompt_stats(n, d=d, L=L, sigma2=sigma2, seed=5)
+    es = setting.eta_star
+    st = sample_prompts(n, setting, seed=5, stats_only=True)
     rms = []
     for g in gammas:
-        m = mu_gamma(g, d=d, L=L, sigma2=sigma2)
+        m = mu_gamma(g, setting)
         diff = multi_head(st, [g, -g], [m, -m]) - debiased_gd(st, es)
         rms.append(float(np.sqrt(np.mean(diff**2))))
     rms = np.array(rms)
     order = float(np.polyfit(np.log(gammas[:3]), np.log(rms[:3]), 1)[0])
-    return {
-        "gammas": gammas.tolist(),
-        "rms": rms.tolist(),
-        "order": order,
-        "passed": bool(np.all(np.diff(rms) > 0) and order > 1.5),
-    }
+    return CheckResult(
+        name="predictor_limit",
+        passed=bool(np.all(np.diff(rms) > 0) and order > 1.5),
+        predicted="ŷ(θ_γ) → ŷ_dgd(η*) as γ → 0",
+        measured=f"RMS |ŷ(θ_γ) − ŷ_dgd(η*)| = {rms[0]:.2e} … {rms[-1]:.2e} for γ = {gammas[0]:g} … {gammas[-1]:g}; order {order:.2f}",
+        tolerance="RMS decreasing with order > 1.5",
+        explanation=f"{n} common prompts; μ = μ_γ(γ) on S_γ with one head at ±γ.",
+        data={"gammas": gammas, "rms": rms, "order": order},
+    )
 
 
-def check_approx_vs_exact(*, quick=False, d=5, L=40, sigma2=0.1) -> CheckResult:
-    """(f) Relative error of L̃ against the Monte Carlo risk of the reduced predictor, as a function of L."""
+@reports_errors("approx_vs_exact")
+def check_approx_vs_exact(setting, *, quick=False) -> CheckResult:
+    """(f) Relative error of L̃ against the Monte Carlo risk of the reduced predictor, as a function of L.
+
+    Uses ``setting.d`` and ``setting.sigma2`` over a fixed list of ``L``
+    (``setting.L`` itself does not enter).
+
+    Parameters
+    ----------
+    setting : Setting
+        Scalar, isotropic data model.
+    quick : bool
+        4 values of L and 40000 prompts (instead of 8 and 200000).
+
+    Returns
+    -------
+    CheckResult
+        ``data["rows"]``: one entry per (L, state); ``data["rates"]``: log–log rate per state.
+
+    References
+    ----------
+    docs/theory.md#approximate-loss
+    """
     Ls = [10, 40, 160, 640] if quick else [10, 20, 40, 80, 160, 320, 640, 1280]
     n = 40000 if quick else 200000
     rows = []
     for LL in Ls:
+        s_L = setting.replace(L=LL)
         pts = {}
         for g in (0.1, 0.3):
-            m = mu_gamma(g, d=d, L=LL, sigma2=sigma2)
+            m = mu_gamma(g, s_L)
             pts[f"manifold_gamma{g}"] = (np.array([g, -g]), np.array([m, -m]))
-        res = integrate_flow(*initial_state(2, seed=0), d=d, L=LL, sigma2=sigma2, t_end=1e3)
+        res = integrate_flow(*initial_state(2, seed=0), s_L, t_end=1e3)
         pts["flow_t1e3"] = (res.omega[-1], res.mu[-1])
         pts["generic_3head"] = (np.array([0.4, -0.2, 0.1]), np.array([0.8, -0.5, 0.3]))
-        est = estimate_risks(
-            {k: MultiHead(*v) for k, v in pts.items()}, n=n, d=d, L=LL, sigma2=sigma2, seed=0, conditional=True
-        )
+        est = estimate_risks({k: MultiHead(*v) for k, v in pts.items()}, s_L, n_prompts=n, seed=0, conditional=True)
         for k, (w, m) in pts.items():
-            lt = approx_loss(w, m, d=d, L=LL, sigma2=sigma2)
+            lt = approx_loss(w, m, s_L)
             e = est[k]
             rows.append(
                 dict(
@@ -189,18 +278,34 @@ def check_approx_vs_exact(*, quick=False, d=5, L=40, sigma2=0.1) -> CheckResult:
     )
 
 
-def check_single_head(*, quick=False, d=5, L=40, sigma2=0.1) -> CheckResult:
-    """(g) H = 1 optimum matches docs/theory.md#gradient-flow, and its MC risk exceeds the two-head (debiased GD) risk."""
-    flow = check_single_head_flow(quick=quick, d=d, L=L, sigma2=sigma2)
-    w, m, _ = single_head_optimum(d, L, sigma2)
-    es = eta_star(d, L, sigma2)
-    n = 40000 if quick else 400000
+@reports_errors("single_head")
+def check_single_head(setting, *, quick=False) -> CheckResult:
+    """(g) H = 1 optimum matches docs/theory.md#single-head, and its MC risk exceeds the two-head (debiased GD) risk.
+
+    Parameters
+    ----------
+    setting : Setting
+        Scalar, isotropic data model.
+    quick : bool
+        Fewer flow seeds and 40000 prompts (instead of 400000).
+
+    Returns
+    -------
+    CheckResult
+        ``data``: the flow part's data plus the two MC risks and their paired difference.
+
+    References
+    ----------
+    docs/theory.md#single-head
+    """
+    flow = check_single_head_flow(setting, quick=quick)
+    if flow.error is not None:
+        return CheckResult.could_not_run("single_head", flow.error, setting)
+    opt = single_head_optimum(setting)
     est = estimate_risks(
-        {"single_head": SingleHead(w, m), "debiased_gd": DebiasedGD(es)},
-        n=n,
-        d=d,
-        L=L,
-        sigma2=sigma2,
+        {"single_head": SingleHead(opt.omega, opt.mu), "debiased_gd": DebiasedGD(setting.eta_star)},
+        setting,
+        n_prompts=40000 if quick else 400000,
         seed=3,
         conditional=True,
     )

@@ -31,7 +31,9 @@ Because ``ξη* < 1`` and ``G, B > 0``, ``0 < ρ < 1``, i.e.
 .. math:: 1 - \rho = \frac{\xi\,(GB + \sigma^2\eta^*)}{\sigma^2 + \xi G B} > 0,
 
 and the absolute slack ``U − r = (U − 1)(1 − ρ)`` is a product of positive
-terms (a cancellation-free float64 formula, :func:`bound_slack`).
+terms (a cancellation-free float64 formula,
+:func:`proofs_check.closed_forms.bound_slack`; identity 1 gives
+:func:`proofs_check.closed_forms.risk_ratio_excess`).
 
 **(ii) Where it is tight.** ``1 − ρ = (1+σ²)ξ + O(ξ²)`` as ``ξ → 0`` at fixed
 σ² (sympy series), so the bound captures the leading excess risk
@@ -50,18 +52,20 @@ docs/theory.md#theorem-1; He, Pan, Chen, Yang (ICML 2025), Theorem 1(c).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from functools import lru_cache
 
 import mpmath
 import numpy as np
 
+from reduced_dynamics._results import FrozenResult
 from reduced_dynamics.estimation.prompts import as_generator
+from reduced_dynamics.setting import Setting
 
 from .closed_forms import (
-    _as_param_array,
-    _out,
-    bayes_risk_limit,
-    gd_risk_limit,
+    _mp_broadcast,
+    bound_relative_slack,
+    bound_slack,
     risk_ratio_bound,
     risk_ratio_bound_mp,
     risk_ratio_finite,
@@ -71,50 +75,12 @@ from .closed_forms import (
 from .result import CheckResult
 
 __all__ = [
-    "risk_ratio_excess",
-    "bound_relative_slack",
-    "bound_slack",
     "bound_relative_slack_mp",
     "bound_rho_mp",
+    "BoundCertificate",
     "bound_certificate",
     "check_bayes_ratio",
 ]
-
-
-def _params(sigma2, xi):
-    s = _as_param_array("sigma2", sigma2, allow_zero=False)
-    x = _as_param_array("xi", xi, allow_zero=False)
-    s, x = np.broadcast_arrays(s, x)
-    k = (1.0 + s) * x
-    eta = 1.0 / (1.0 + k)
-    G = np.asarray(gd_risk_limit(s, x), dtype=np.float64)
-    B = np.asarray(bayes_risk_limit(s, x), dtype=np.float64)
-    return s, x, eta, G, B
-
-
-def risk_ratio_excess(sigma2, xi):
-    r"""``r − 1 = η*²/(GB + σ²/ξ)``, cancellation-free (identity 1 of the module docstring)."""
-    s, x, eta, G, B = _params(sigma2, xi)
-    return _out(eta * eta / (G * B + s / x))
-
-
-def bound_relative_slack(sigma2, xi):
-    r"""``1 − ρ = (U − r)/(U − 1) = ξ(GB + σ²η*)/(σ² + ξGB)`` in ``(0, 1)``.
-
-    Examples
-    --------
-    >>> round(bound_relative_slack(1.0, 1e-6) / 2e-6, 4)  # → (1+σ²)ξ as ξ → 0
-    1.0
-    """
-    s, x, eta, G, B = _params(sigma2, xi)
-    return _out(x * (G * B + s * eta) / (s + x * G * B))
-
-
-def bound_slack(sigma2, xi):
-    r"""``U − r = ξη*/(σ²(1+ξσ²)) · (1 − ρ) > 0``, cancellation-free."""
-    s, x, eta, G, B = _params(sigma2, xi)
-    u1 = x * eta / (s * (1.0 + x * s))
-    return _out(u1 * x * (G * B + s * eta) / (s + x * G * B))
 
 
 def _rho_parts_mp(sigma2, xi, dps):
@@ -122,8 +88,8 @@ def _rho_parts_mp(sigma2, xi, dps):
     # differences need about dps + |log10(U − 1)| + |log10 ρ| working digits.
     work = dps + 40
     while True:
-        r = risk_ratio_limit_mp(sigma2, xi, dps=work)
-        U = risk_ratio_bound_mp(sigma2, xi, dps=work)
+        r = risk_ratio_limit_mp(sigma2=sigma2, xi=xi, dps=work)
+        U = risk_ratio_bound_mp(sigma2=sigma2, xi=xi, dps=work)
         with mpmath.workdps(work):
             um1, rm1 = U - 1, r - 1
             if rm1 <= 0 or um1 <= 0:  # lost every digit: double and retry
@@ -135,8 +101,7 @@ def _rho_parts_mp(sigma2, xi, dps):
         work = int(lost) + dps + 20
 
 
-def bound_relative_slack_mp(sigma2, xi, *, dps=50):
-    """``1 − ρ`` computed naively, ``(U − r)/(U − 1)``, in mpmath with ``dps`` correct digits (cross-check)."""
+def _relative_slack_mp(sigma2: float, xi: float, dps: int):
     r, U, work = _rho_parts_mp(sigma2, xi, dps)
     with mpmath.workdps(work):
         val = (U - r) / (U - 1)
@@ -144,8 +109,7 @@ def bound_relative_slack_mp(sigma2, xi, *, dps=50):
         return +val
 
 
-def bound_rho_mp(sigma2, xi, *, dps=50):
-    """``ρ = (r − 1)/(U − 1)`` computed naively in mpmath with ``dps`` correct digits (cross-check)."""
+def _rho_mp(sigma2: float, xi: float, dps: int):
     r, U, work = _rho_parts_mp(sigma2, xi, dps)
     with mpmath.workdps(work):
         val = (r - 1) / (U - 1)
@@ -153,8 +117,57 @@ def bound_rho_mp(sigma2, xi, *, dps=50):
         return +val
 
 
+def bound_relative_slack_mp(*, sigma2, xi, dps=50):
+    """``1 − ρ`` computed naively, ``(U − r)/(U − 1)``, in mpmath with ``dps`` correct digits (cross-check).
+
+    The working precision grows until the differences keep ``dps`` digits.
+    Returns an ``mpmath.mpf`` for scalar ``sigma2`` (> 0) and ``xi`` (> 0), else an
+    object ndarray of ``mpf`` of their broadcast shape.
+    """
+    return _mp_broadcast(_relative_slack_mp, sigma2, xi, allow_zero_sigma2=False, dps=dps)
+
+
+def bound_rho_mp(*, sigma2, xi, dps=50):
+    """``ρ = (r − 1)/(U − 1)`` computed naively in mpmath with ``dps`` correct digits (cross-check).
+
+    Returns an ``mpmath.mpf`` for scalar ``sigma2`` (> 0) and ``xi`` (> 0), else an
+    object ndarray of ``mpf`` of their broadcast shape.
+    """
+    return _mp_broadcast(_rho_mp, sigma2, xi, allow_zero_sigma2=False, dps=dps)
+
+
+@dataclass(frozen=True)
+class BoundCertificate(FrozenResult):
+    """Outcome of the symbolic proof :func:`bound_certificate`.
+
+    Attributes
+    ----------
+    identities : tuple of (str, bool)
+        Each verified identity (human-readable) and whether sympy reduced
+        ``lhs − rhs`` to 0.
+    polynomial : str
+        The factored form of ``U²·(x² − ax − σ²/ξ)`` at ``x = G/U``.
+    polynomial_coefficients_positive : bool
+        All coefficients of its negated numerator and of its denominator's
+        factors are positive (so ``G/U`` lies below the positive root ``B``).
+    all_hold : bool
+        Every identity holds and the coefficients are positive.
+    """
+
+    identities: tuple
+    polynomial: str
+    polynomial_coefficients_positive: bool
+    all_hold: bool
+
+    def to_dict(self) -> dict:
+        """JSON-friendly dict; ``identities`` becomes ``{name: bool}``."""
+        out = super().to_dict()
+        out["identities"] = dict(self.identities)
+        return out
+
+
 @lru_cache(maxsize=1)
-def bound_certificate() -> dict:
+def bound_certificate() -> BoundCertificate:
     r"""Symbolic proof that ``r < U`` for all ``σ² > 0, ξ > 0`` (sympy).
 
     Verifies, by ``simplify(lhs − rhs) == 0``:
@@ -170,9 +183,8 @@ def bound_certificate() -> dict:
 
     Returns
     -------
-    dict
-        ``{"identities": {name: bool}, "polynomial": str,
-        "polynomial_coefficients_positive": bool, "all_hold": bool}``
+    BoundCertificate
+        Computed once per process (cached).
     """
     import sympy as sp
 
@@ -202,19 +214,19 @@ def bound_certificate() -> dict:
     den_pos = all(
         sp.Poly(f, s, x).coeffs() and all(c > 0 for c in sp.Poly(f, s, x).coeffs()) for f, _ in sp.factor_list(denF)[1]
     )
-    return {
-        "identities": {k: bool(v) for k, v in ids.items()},
-        "polynomial": str(F),
-        "polynomial_coefficients_positive": bool(coeffs_pos and den_pos),
-        "all_hold": bool(all(ids.values()) and coeffs_pos and den_pos),
-    }
+    return BoundCertificate(
+        identities=tuple((k, bool(v)) for k, v in ids.items()),
+        polynomial=str(F),
+        polynomial_coefficients_positive=bool(coeffs_pos and den_pos),
+        all_hold=bool(all(ids.values()) and coeffs_pos and den_pos),
+    )
 
 
 def _fmt(v) -> str:
     return f"{float(v):.4g}"
 
 
-def check_bayes_ratio(*, quick=False, seed=0) -> CheckResult:
+def check_bayes_ratio(*, quick=False) -> CheckResult:
     """Check Theorem 1(c): ``gd_risk_limit / bayes_risk_limit <= bound``.
 
     Parts (all must pass):
@@ -234,8 +246,12 @@ def check_bayes_ratio(*, quick=False, seed=0) -> CheckResult:
     ----------
     quick : bool
         Coarser grid and smaller Monte Carlo (a few seconds).
-    seed : int
-        Seed of the Monte Carlo part.
+
+    Notes
+    -----
+    The check is over the whole ``(σ², ξ)`` plane, so it takes no setting.
+    Its random parts (the grid subsample and the finite-L Monte Carlo) use
+    the fixed seed 0, like every checker: the result is reproducible.
 
     Returns
     -------
@@ -244,15 +260,15 @@ def check_bayes_ratio(*, quick=False, seed=0) -> CheckResult:
         ``ratio``, ``bound``, ``slack``, ``relative_slack`` indexed
         ``[i_sigma2, i_xi]``) and the numbers behind every part.
     """
-    rng = as_generator(seed)
+    rng = as_generator(0)
     t0 = time.perf_counter()
     data: dict = {}
     fails: list[str] = []
 
     # --- A. symbolic certificate -------------------------------------------
     cert = bound_certificate()
-    data["certificate"] = cert
-    if not cert["all_hold"]:
+    data["certificate"] = cert.to_dict()
+    if not cert.all_hold:
         fails.append("symbolic certificate")
 
     # --- B. float64 grid ------------------------------------------------------
@@ -260,10 +276,10 @@ def check_bayes_ratio(*, quick=False, seed=0) -> CheckResult:
     s_grid = np.logspace(-3, 3, n_grid)
     x_grid = np.logspace(-3, 3, n_grid)
     S, X = np.meshgrid(s_grid, x_grid, indexing="ij")
-    ratio = np.asarray(risk_ratio_limit(S, X))
-    bound = np.asarray(risk_ratio_bound(S, X))
-    slack = np.asarray(bound_slack(S, X))
-    rel = np.asarray(bound_relative_slack(S, X))
+    ratio = np.asarray(risk_ratio_limit(sigma2=S, xi=X))
+    bound = np.asarray(risk_ratio_bound(sigma2=S, xi=X))
+    slack = np.asarray(bound_slack(sigma2=S, xi=X))
+    rel = np.asarray(bound_relative_slack(sigma2=S, xi=X))
     naive_viol = int(np.sum(ratio > bound))
     stable_viol = int(np.sum(slack <= 0))
     cond = S + 1.0 / X > 1.0
@@ -301,9 +317,12 @@ def check_bayes_ratio(*, quick=False, seed=0) -> CheckResult:
     worst = 0.0
     for k in idx:
         sv, xv = float(S.flat[k]), float(X.flat[k])
-        ref = bound_relative_slack_mp(sv, xv)
+        ref = bound_relative_slack_mp(sigma2=sv, xi=xv)
         worst = max(worst, abs(float(rel.flat[k]) / float(ref) - 1.0))
-        for f64, fmp in ((ratio.flat[k], risk_ratio_limit_mp(sv, xv)), (bound.flat[k], risk_ratio_bound_mp(sv, xv))):
+        for f64, fmp in (
+            (ratio.flat[k], risk_ratio_limit_mp(sigma2=sv, xi=xv)),
+            (bound.flat[k], risk_ratio_bound_mp(sigma2=sv, xi=xv)),
+        ):
             worst = max(worst, abs(float(f64) / float(fmp) - 1.0))
     data["float64_vs_mpmath_max_rel_err"] = worst
     if worst > 1e-10:
@@ -320,7 +339,7 @@ def check_bayes_ratio(*, quick=False, seed=0) -> CheckResult:
             with mpmath.workdps(work):
                 rm1, um1 = r - 1, U - 1
                 relmp = (U - r) / um1
-            f64 = float(bound_relative_slack(sv, xv))
+            f64 = float(bound_relative_slack(sigma2=sv, xi=xv))
             ext_f64_err = max(ext_f64_err, abs(f64 / float(relmp) - 1.0))
             ok = bool(rm1 > 0 and r < U and 0 < relmp < 1)
             ext_ok &= ok
@@ -348,17 +367,19 @@ def check_bayes_ratio(*, quick=False, seed=0) -> CheckResult:
     tol_asym = 1e-4
     for sv in (1e-3, 1.0, 1e3):
         xv = 1e-12
-        asym.append(("xi->0: (1-rho)/((1+s2) xi)", sv, xv, float(bound_relative_slack_mp(sv, xv)) / ((1 + sv) * xv)))
+        asym.append(
+            ("xi->0: (1-rho)/((1+s2) xi)", sv, xv, float(bound_relative_slack_mp(sigma2=sv, xi=xv)) / ((1 + sv) * xv))
+        )
         xv = 1e12
-        rho_v = float(bound_rho_mp(sv, xv))
+        rho_v = float(bound_rho_mp(sigma2=sv, xi=xv))
         asym.append(("xi->inf: rho xi (1+s2)^3/s2^2", sv, xv, rho_v * xv * (1 + sv) ** 3 / sv**2))
     for xv in (1e-2, 1.0, 1e2):
         sv = 1e12
-        rho_v = float(bound_rho_mp(sv, xv))
+        rho_v = float(bound_rho_mp(sigma2=sv, xi=xv))
         asym.append(("s2->inf: rho s2 xi", sv, xv, rho_v * sv * xv))
     for xv in (0.25, 0.5):
         sv = 1e-12
-        rho_v = float(bound_rho_mp(sv, xv))
+        rho_v = float(bound_rho_mp(sigma2=sv, xi=xv))
         asym.append(("s2->0 (xi<1): rho/(1-xi)", sv, xv, rho_v / (1 - xv)))
     data["asymptotics"] = [{"limit": n, "sigma2": s_, "xi": x_, "value_expected_1": v} for n, s_, x_, v in asym]
     asym_err = max(abs(v - 1) for *_, v in asym)
@@ -378,11 +399,12 @@ def check_bayes_ratio(*, quick=False, seed=0) -> CheckResult:
     mc_ok = True
     mc_lines = []
     for xv, Ls in cases.items():
-        r_inf = float(risk_ratio_limit(sigma2_mc, xv))
+        r_inf = float(risk_ratio_limit(sigma2=sigma2_mc, xi=xv))
         rows = []
         for L in Ls:
             d = int(round(xv * L))
-            r_L, se = risk_ratio_finite(d=d, L=L, sigma2=sigma2_mc, n=n_mc, seed=rng)
+            est = risk_ratio_finite(Setting(d=d, L=L, sigma2=sigma2_mc), n=n_mc, seed=rng)
+            r_L, se = est.ratio, est.stderr
             rows.append(
                 {
                     "L": L,
@@ -391,7 +413,7 @@ def check_bayes_ratio(*, quick=False, seed=0) -> CheckResult:
                     "stderr": se,
                     "gap": r_L - r_inf,
                     "L_times_gap": L * (r_L - r_inf),
-                    "exceeds_limiting_bound": bool(r_L > float(risk_ratio_bound(sigma2_mc, xv))),
+                    "exceeds_limiting_bound": bool(r_L > float(risk_ratio_bound(sigma2=sigma2_mc, xi=xv))),
                 }
             )
         Lv = np.array([row["L"] for row in rows], dtype=float)
@@ -408,7 +430,7 @@ def check_bayes_ratio(*, quick=False, seed=0) -> CheckResult:
         mc_ok &= ok
         mc[str(xv)] = {
             "ratio_limit": r_inf,
-            "bound": float(risk_ratio_bound(sigma2_mc, xv)),
+            "bound": float(risk_ratio_bound(sigma2=sigma2_mc, xi=xv)),
             "rows": rows,
             "loglog_slope": slope,
             "shrinks": shrinks,
@@ -434,7 +456,7 @@ def check_bayes_ratio(*, quick=False, seed=0) -> CheckResult:
         f"({n_out} points outside the condition, max ρ there {_fmt(data['max_rho_outside_condition'] or 0)}); "
         f"max ρ={_fmt(data['max_rho'])} at σ²={_fmt(S[i_rho])}, ξ={_fmt(X[i_rho])}; "
         f"min slack U-r={_fmt(data['min_slack'])} at σ²={_fmt(S[i_slack])}, ξ={_fmt(X[i_slack])}; "
-        f"certificate {'holds' if cert['all_hold'] else 'FAILS'}; "
+        f"certificate {'holds' if cert.all_hold else 'FAILS'}; "
         f"asymptotic ratios within {asym_err:.1e} of 1; float64 vs mpmath {worst:.1e}; " + "; ".join(mc_lines)
     )
     tolerance = (

@@ -1,45 +1,75 @@
 """Registry of every check of the theory, run by ``reduced-dynamics check``.
 
-Each entry maps a stable name to a function ``f(*, quick, d, L, sigma2) -> CheckResult``.
+Each entry of :data:`CHECKS` maps a stable name to a checker
+``f(setting, *, quick=False) -> CheckResult``. A checker that cannot run at a
+setting (for example a solver that does not converge) returns a failed
+:class:`~proofs_check.result.CheckResult` whose ``error`` names the reason; it
+never raises for that.
 """
 
 from __future__ import annotations
 
 import time
 
+from reduced_dynamics.setting import as_setting, legacy_setting
+
 from .approximation import check_approx_vs_exact, check_approximation, check_predictor_limit, check_single_head
 from .bayes import check_bayes_ratio
 from .dynamics import check_drift_law, check_manifold, check_optimality_loss
-from .result import CheckResult
+from .result import CheckResult, reports_errors
 
 __all__ = ["CHECKS", "check_optimality", "run_checks"]
 
 
-def check_optimality(*, quick=False, d=5, L=40, sigma2=0.1) -> CheckResult:
-    """(d) Theorem 1(b): min L̃ over S̄ → 1+σ²−η* as γ → 0⁺, and the predictor → debiased GD at η*."""
-    loss = check_optimality_loss(quick=quick, d=d, L=L, sigma2=sigma2)
-    pred = check_predictor_limit(quick=quick, d=d, L=L, sigma2=sigma2)
-    rms = pred["rms"]
+@reports_errors("optimality")
+def check_optimality(setting, *, quick=False) -> CheckResult:
+    """(d) Theorem 1(b): min L̃ over S̄ → 1+σ²−η* as γ → 0⁺, and the predictor → debiased GD at η*.
+
+    Combines :func:`proofs_check.dynamics.check_optimality_loss` and
+    :func:`proofs_check.approximation.check_predictor_limit`; passes when both do.
+
+    Parameters
+    ----------
+    setting : Setting
+        Scalar, isotropic data model.
+    quick : bool
+        Fewer γ values, head splits and prompts.
+
+    Returns
+    -------
+    CheckResult
+        ``data`` holds the loss part's ``rows`` and ``gammas`` and the
+        predictor part under ``predictor_limit``. A setting where the
+        minimisation cannot run gives a failed result with ``error`` set.
+    """
+    loss = check_optimality_loss(setting, quick=quick)
+    if loss.error is not None:
+        return CheckResult.could_not_run("optimality", loss.error, setting)
+    pred = check_predictor_limit(setting, quick=quick)
+    if pred.error is not None:
+        return CheckResult.could_not_run("optimality", pred.error, setting)
+    rms, gammas = pred.data["rms"], pred.data["gammas"]
     return CheckResult(
         name="optimality",
-        passed=bool(loss.passed and pred["passed"]),
-        predicted=loss.predicted + "; ŷ(θ_γ) → ŷ_dgd(η*) as γ → 0",
+        passed=loss.passed and pred.passed,
+        predicted=loss.predicted + "; " + pred.predicted,
         measured=(
-            loss.measured + f"; RMS |ŷ(θ_γ) − ŷ_dgd(η*)| = {rms[-1]:.2e} (γ={pred['gammas'][-1]}) … {rms[0]:.2e} "
-            f"(γ={pred['gammas'][0]}), order {pred['order']:.2f}"
+            loss.measured + f"; RMS |ŷ(θ_γ) − ŷ_dgd(η*)| = {rms[-1]:.2e} (γ={gammas[-1]}) … {rms[0]:.2e} "
+            f"(γ={gammas[0]}), order {pred.data['order']:.2f}"
         ),
-        tolerance=loss.tolerance + "; RMS decreasing with order > 1.5",
+        tolerance=loss.tolerance + "; " + pred.tolerance,
         explanation=loss.explanation + " Predictor gap on common prompts at μ = μ_γ(γ).",
-        data={**loss.data, "predictor_limit": pred},
+        data={**loss.data, "predictor_limit": pred.data},
     )
 
 
-def _bayes(*, quick=False, d=5, L=40, sigma2=0.1) -> CheckResult:
-    # the limit check is over the whole (ξ, σ²) plane; the problem constants do not enter
-    return check_bayes_ratio(quick=quick, seed=0)
+def _bayes(setting, *, quick=False) -> CheckResult:
+    # the limit check is over the whole (ξ, σ²) plane; the setting does not enter
+    return check_bayes_ratio(quick=quick)
 
 
-#: name -> checker, in the order of docs/theory.md#gradient-flow, docs/theory.md#predictors, docs/theory.md#theorem-1
+#: name -> checker ``f(setting, *, quick)``, in the order of docs/theory.md#gradient-flow,
+#: docs/theory.md#predictors, docs/theory.md#theorem-1
 CHECKS = {
     "manifold": check_manifold,
     "drift_law": check_drift_law,
@@ -51,22 +81,35 @@ CHECKS = {
 }
 
 
-def run_checks(*, quick=False, d=5, L=40, sigma2=0.1, only=None, progress=None) -> list[CheckResult]:
+@legacy_setting
+def run_checks(setting, *, quick=False, only=None, progress=None) -> list[CheckResult]:
     """Run the registered checks (all, or the names in ``only``) and return their results.
 
     Parameters
     ----------
+    setting : Setting
+        Scalar, isotropic data model (``Setting.paper()`` reproduces the paper).
     quick : bool
         Smaller grids and shorter runs (under a minute for all).
-    d, L, sigma2 : problem constants (default: the paper's setting).
     only : sequence of str, optional
-        Subset of :data:`CHECKS` names.
+        Subset of :data:`CHECKS` names, run in the given order.
     progress : callable, optional
         Called as ``progress(name, seconds, result)`` after each check.
-    """
-    from reduced_dynamics._validation import check_problem
 
-    d, L, sigma2 = check_problem(d, L, sigma2)
+    Returns
+    -------
+    list of CheckResult
+        One per check. A check that raises is reported as a failed result
+        with ``error`` set (:meth:`CheckResult.could_not_run`); the other
+        checks still run.
+
+    Raises
+    ------
+    ValueError
+        If ``setting`` is not a scalar isotropic :class:`Setting` or ``only``
+        names an unknown check.
+    """
+    setting = as_setting(setting, "run_checks").require_isotropic("run_checks")
     names = list(CHECKS) if not only else list(only)
     unknown = [n for n in names if n not in CHECKS]
     if unknown:
@@ -74,7 +117,10 @@ def run_checks(*, quick=False, d=5, L=40, sigma2=0.1, only=None, progress=None) 
     out = []
     for name in names:
         t0 = time.perf_counter()
-        res = CHECKS[name](quick=quick, d=d, L=L, sigma2=sigma2)
+        try:
+            res = CHECKS[name](setting, quick=quick)
+        except Exception as exc:
+            res = CheckResult.could_not_run(name, exc, setting)
         if progress is not None:
             progress(name, time.perf_counter() - t0, res)
         out.append(res)

@@ -9,56 +9,64 @@ Summary of what is derived below (each function's docstring has the details):
 * exact finite-(d, L) risk of vanilla and debiased one-step GD
   (:func:`gd_risk`), their optimal steps (:func:`gd_optimal_eta`) and optimal
   risks (:func:`gd_optimal_risk`). The optimal debiased step equals
-  ``η* = 1/(1 + (1+σ²)d/L)`` **exactly** at every finite ``L ≥ 2``;
+  ``η* = 1/(1 + (1+σ²)d/L)`` **exactly** at every finite ``L ≥ 2``. They take
+  a :class:`~reduced_dynamics.setting.Setting` and broadcast over ``eta`` and
+  over array-valued settings;
 * the proportional limit ``L → ∞, d/L → ξ`` of the debiased risk at ``η*``,
   ``σ² + 1 − η*`` (:func:`gd_risk_limit`) — as docs/theory.md#theorem-1 states;
 * the limiting Bayes risk from the Marchenko–Pastur Stieltjes transform
   (:func:`bayes_risk_limit`) — it agrees with docs/theory.md#theorem-1;
-* Theorem 1(c)'s right-hand side (:func:`risk_ratio_bound`);
+* Theorem 1(c)'s ratio (:func:`risk_ratio_limit`), its right-hand side
+  (:func:`risk_ratio_bound`), and the cancellation-free differences
+  ``r − 1`` (:func:`risk_ratio_excess`), ``U − r`` (:func:`bound_slack`) and
+  ``(U − r)/(U − 1)`` (:func:`bound_relative_slack`), derived in
+  :mod:`proofs_check.bayes`;
 * 50-digit mpmath versions (``*_mp``) for regions where float64 cancels;
 * a Rao–Blackwellised Monte Carlo of the finite-(d, L) Bayes risk
   (:func:`bayes_risk_finite`) and the finite-L risk ratio
   (:func:`risk_ratio_finite`).
 
+The proportional-limit functions depend only on ``σ²`` and ``ξ = d/L`` (there
+is no finite ``d`` or ``L``), so they take ``sigma2`` and ``xi`` as
+keyword-only arguments instead of a setting (docs/conventions.md); they
+broadcast over them.
+
 References
 ----------
-docs/theory.md#data-model, #predictors, #theorem-1; He, Pan, Chen, Yang (ICML 2025), Theorem 1.
+docs/theory.md#data-model, docs/theory.md#predictors, docs/theory.md#theorem-1,
+docs/theory.md#bayes-ratio; He, Pan, Chen, Yang (ICML 2025), Theorem 1.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import mpmath
 import numpy as np
 
-from reduced_dynamics._validation import (
-    check_finite_float,
-    check_nonnegative_float,
-    check_positive_float,
-    check_positive_int,
-    check_problem,
-)
-from reduced_dynamics.dynamics.manifold import eta_star, inf_loss, mu_gamma, single_head_optimum
+from reduced_dynamics._results import FrozenResult
+from reduced_dynamics._validation import check_positive_int
 from reduced_dynamics.estimation.prompts import as_generator
+from reduced_dynamics.estimation.risk import RiskEstimate
+from reduced_dynamics.setting import as_setting, legacy_setting
 
 __all__ = [
-    # re-exported from reduced_dynamics.dynamics.manifold
-    "eta_star",
-    "inf_loss",
-    "mu_gamma",
-    "single_head_optimum",
     # finite (d, L)
     "gd_risk",
     "gd_optimal_eta",
     "gd_optimal_risk",
     "bayes_risk_finite",
     "risk_ratio_finite",
+    "RatioEstimate",
     # proportional limit
     "gd_risk_limit",
     "bayes_risk_limit",
     "risk_ratio_limit",
     "risk_ratio_bound",
+    "risk_ratio_excess",
+    "bound_slack",
+    "bound_relative_slack",
     "gd_risk_limit_mp",
     "bayes_risk_limit_mp",
     "risk_ratio_limit_mp",
@@ -71,15 +79,38 @@ DEFAULT_DPS = 50
 
 
 # ---------------------------------------------------------------------------
-# validation helpers
+# helpers
 # ---------------------------------------------------------------------------
 
 
-def _check_debiased_L(L: int, debiased: bool) -> None:
-    if debiased and L < 2:
+def _setting_arrays(setting, where: str):
+    """``(d, L, sigma2)`` of an isotropic (possibly array-valued) setting as float64 arrays."""
+    setting = as_setting(setting)
+    setting.require_isotropic(where)
+    return (
+        np.asarray(setting.d, dtype=np.float64),
+        np.asarray(setting.L, dtype=np.float64),
+        np.asarray(setting.sigma2, dtype=np.float64),
+    )
+
+
+def _check_debiased_L(L, debiased: bool) -> None:
+    if debiased and np.any(np.asarray(L) < 2):
+        bad = np.asarray(L)[np.asarray(L) < 2].ravel()[0] if np.ndim(L) else L
         raise ValueError(
-            f"`L` must be an integer >= 2 for debiased GD (the centred covariates vanish at L = 1), got {L!r}"
+            f"`L` must be an integer >= 2 for debiased GD (the centred covariates vanish at L = 1), got {int(bad)!r}"
         )
+
+
+def _finite_array(name: str, value) -> np.ndarray:
+    """``value`` as a non-empty float64 array of finite reals."""
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"`{name}` must be a finite real number (or an array of them), got {value!r}") from None
+    if arr.size == 0 or not np.all(np.isfinite(arr)):
+        raise ValueError(f"`{name}` must be a finite real number (or an array of them), got {value!r}")
+    return arr
 
 
 def _as_param_array(name: str, value, *, allow_zero: bool) -> np.ndarray:
@@ -98,7 +129,18 @@ def _as_param_array(name: str, value, *, allow_zero: bool) -> np.ndarray:
     return arr
 
 
-def _out(arr: np.ndarray):
+def _limit_params(sigma2, xi, *, allow_zero_sigma2: bool):
+    """Validated ``(σ², ξ)`` broadcast together (ValueError naming the argument otherwise)."""
+    s = _as_param_array("sigma2", sigma2, allow_zero=allow_zero_sigma2)
+    x = _as_param_array("xi", xi, allow_zero=False)
+    try:
+        return np.broadcast_arrays(s, x)
+    except ValueError:
+        raise ValueError(f"`sigma2` and `xi` must broadcast together, got shapes {s.shape} and {x.shape}") from None
+
+
+def _out(arr):
+    arr = np.asarray(arr)
     return float(arr) if arr.ndim == 0 else arr
 
 
@@ -107,18 +149,19 @@ def _out(arr: np.ndarray):
 # ---------------------------------------------------------------------------
 
 
-def _gd_coefficients(d: int, L: int, sigma2: float, debiased: bool) -> tuple[float, float]:
-    r"""``(b, c)`` with risk ``= 1 + σ² − 2 b η + c η²`` (see :func:`gd_risk`)."""
+def _gd_coefficients(d, L, sigma2, debiased: bool):
+    r"""``(b, c)`` with risk ``= 1 + σ² − 2 b η + c η²`` (see :func:`gd_risk`); broadcasts."""
     if debiased:
-        b = (L - 1) / L
-        c = (L - 1) * (L + d + sigma2 * d) / (L * L)
+        b = (L - 1.0) / L
+        c = (L - 1.0) * (L + d + sigma2 * d) / (L * L)
     else:
-        b = 1.0
-        c = (L + d + 1 + sigma2 * d) / L
+        b = np.ones_like(L)
+        c = (L + d + 1.0 + sigma2 * d) / L
     return b, c
 
 
-def gd_risk(eta, *, d, L, sigma2, debiased=False) -> float:
+@legacy_setting
+def gd_risk(eta, setting, *, debiased=False):
     r"""Exact finite-(d, L) risk of one-step GD (vanilla or debiased).
 
     .. math::
@@ -147,18 +190,18 @@ def gd_risk(eta, *, d, L, sigma2, debiased=False) -> float:
 
     Parameters
     ----------
-    eta : float
+    eta : float or array_like
         Step size (any finite real).
-    d, L : int
-        Dimension ``>= 1`` and context length ``>= 1`` (``>= 2`` if debiased).
-    sigma2 : float
-        Noise variance ``>= 0``.
+    setting : Setting
+        Isotropic data model; ``L >= 2`` if ``debiased``. Array-valued fields
+        broadcast against ``eta``.
     debiased : bool
         Use centred covariates ``x_l − x̄``.
 
     Returns
     -------
-    float
+    float or ndarray
+        Broadcast shape of ``eta`` and ``setting.shape``; a float when both are scalar.
 
     References
     ----------
@@ -166,17 +209,21 @@ def gd_risk(eta, *, d, L, sigma2, debiased=False) -> float:
 
     Examples
     --------
-    >>> round(gd_risk(0.5, d=5, L=40, sigma2=0.1, debiased=True), 6)
+    >>> from reduced_dynamics.setting import Setting
+    >>> round(gd_risk(0.5, Setting(d=5, L=40, sigma2=0.1), debiased=True), 6)
     0.402266
+    >>> gd_risk([0.5, 1.0], Setting(d=5, L=40, sigma2=0.1)).round(4)
+    array([0.3906, 0.2625])
     """
-    eta = check_finite_float("eta", eta)
-    d, L, sigma2 = check_problem(d, L, sigma2)
-    _check_debiased_L(L, debiased)
+    d, L, sigma2 = _setting_arrays(setting, "gd_risk")
+    eta = _finite_array("eta", eta)
+    _check_debiased_L(setting.L, debiased)
     b, c = _gd_coefficients(d, L, sigma2, debiased)
-    return 1.0 + sigma2 - 2.0 * b * eta + c * eta * eta
+    return _out(1.0 + sigma2 - 2.0 * b * eta + c * eta * eta)
 
 
-def gd_optimal_eta(*, d, L, sigma2, debiased=False) -> float:
+@legacy_setting
+def gd_optimal_eta(setting, *, debiased=False):
     r"""Risk-minimising step of one-step GD at finite (d, L).
 
     The risk of :func:`gd_risk` is ``1 + σ² − 2bη + cη²``, minimised at
@@ -189,24 +236,37 @@ def gd_optimal_eta(*, d, L, sigma2, debiased=False) -> float:
         \eta_{\rm debiased} = \frac{L}{L + (1 + \sigma^2) d} = \eta^*.
 
     So the optimal step of debiased GD is **exactly**
-    ``η* = 1/(1 + (1+σ²)d/L)`` (docs/theory.md#gradient-flow) at every ``L >= 2`` — the
-    difference is 0, not merely ``o(1)``; vanilla GD's optimal step differs
-    from ``η*`` by ``−η*²/(L + η*) = O(1/L)``. Both tend to
-    ``1/(1 + (1+σ²)ξ)`` when ``d/L → ξ``.
+    ``η* = 1/(1 + (1+σ²)d/L)`` (docs/theory.md#gradient-flow) at every ``L >= 2``
+    (it is computed as ``setting.eta_star``) — the difference is 0, not merely
+    ``o(1)``; vanilla GD's optimal step differs from ``η*`` by
+    ``−η*²/(L + η*) = O(1/L)``. Both tend to ``1/(1 + (1+σ²)ξ)`` when ``d/L → ξ``.
+
+    Parameters
+    ----------
+    setting : Setting
+        Isotropic data model (``L >= 2`` if ``debiased``); may be array-valued.
+    debiased : bool
+
+    Returns
+    -------
+    float or ndarray, shape ``setting.shape``
 
     Examples
     --------
-    >>> gd_optimal_eta(d=5, L=40, sigma2=0.1, debiased=True) == eta_star(5, 40, 0.1)
+    >>> from reduced_dynamics.setting import Setting
+    >>> s = Setting(d=5, L=40, sigma2=0.1)
+    >>> gd_optimal_eta(s, debiased=True) == s.eta_star
     True
     """
-    d, L, sigma2 = check_problem(d, L, sigma2)
-    _check_debiased_L(L, debiased)
+    d, L, sigma2 = _setting_arrays(setting, "gd_optimal_eta")
+    _check_debiased_L(setting.L, debiased)
     if debiased:
-        return L / (L + (1.0 + sigma2) * d)
-    return L / (L + d + 1.0 + sigma2 * d)
+        return _out(np.asarray(setting.eta_star, dtype=np.float64))
+    return _out(L / (L + d + 1.0 + sigma2 * d))
 
 
-def gd_optimal_risk(*, d, L, sigma2, debiased=False) -> float:
+@legacy_setting
+def gd_optimal_risk(setting, *, debiased=False):
     r"""Minimum over η of the exact GD risk: ``1 + σ² − b²/c``.
 
     .. math::
@@ -215,17 +275,28 @@ def gd_optimal_risk(*, d, L, sigma2, debiased=False) -> float:
         R_{\rm debiased}^{\min} = 1 + \sigma^2 - \frac{L-1}{L + (1+\sigma^2) d}
             = 1 + \sigma^2 - \eta^*\Bigl(1 - \frac1L\Bigr).
 
-    With ``d = ξL`` exactly, ``R_debiased^min − gd_risk_limit(σ², ξ) = η*/L``.
+    With ``d = ξL`` exactly, ``R_debiased^min − gd_risk_limit(sigma2=σ², xi=ξ) = η*/L``.
+
+    Parameters
+    ----------
+    setting : Setting
+        Isotropic data model (``L >= 2`` if ``debiased``); may be array-valued.
+    debiased : bool
+
+    Returns
+    -------
+    float or ndarray, shape ``setting.shape``
 
     Examples
     --------
-    >>> round(gd_optimal_risk(d=5, L=40, sigma2=0.1, debiased=True), 6)
+    >>> from reduced_dynamics.setting import Setting
+    >>> round(gd_optimal_risk(Setting(d=5, L=40, sigma2=0.1), debiased=True), 6)
     0.242857
     """
-    d, L, sigma2 = check_problem(d, L, sigma2)
-    _check_debiased_L(L, debiased)
+    d, L, sigma2 = _setting_arrays(setting, "gd_optimal_risk")
+    _check_debiased_L(setting.L, debiased)
     b, c = _gd_coefficients(d, L, sigma2, debiased)
-    return 1.0 + sigma2 - b * b / c
+    return _out(1.0 + sigma2 - b * b / c)
 
 
 # ---------------------------------------------------------------------------
@@ -233,7 +304,7 @@ def gd_optimal_risk(*, d, L, sigma2, debiased=False) -> float:
 # ---------------------------------------------------------------------------
 
 
-def gd_risk_limit(sigma2, xi):
+def gd_risk_limit(*, sigma2, xi):
     r"""Limit of the debiased-GD risk at ``η*`` as ``L → ∞``, ``d/L → ξ``.
 
     .. math:: \mathcal E_{\rm gd}(\sigma^2, \xi) = 1 + \sigma^2 - \eta^*,
@@ -248,25 +319,30 @@ def gd_risk_limit(sigma2, xi):
     Parameters
     ----------
     sigma2 : float or array_like, >= 0
+        Noise variance σ².
     xi : float or array_like, > 0
-        Broadcast together.
+        Aspect ratio ``ξ = lim d/L``; broadcast against ``sigma2``.
 
     Returns
     -------
     float or ndarray
+        Broadcast shape of ``sigma2`` and ``xi``.
+
+    References
+    ----------
+    docs/theory.md#theorem-1
 
     Examples
     --------
-    >>> round(gd_risk_limit(0.1, 0.125), 6)
+    >>> round(gd_risk_limit(sigma2=0.1, xi=0.125), 6)
     0.220879
     """
-    s = _as_param_array("sigma2", sigma2, allow_zero=True)
-    x = _as_param_array("xi", xi, allow_zero=False)
+    s, x = _limit_params(sigma2, xi, allow_zero_sigma2=True)
     k = (1.0 + s) * x
     return _out(s + k / (1.0 + k))
 
 
-def bayes_risk_limit(sigma2, xi):
+def bayes_risk_limit(*, sigma2, xi):
     r"""Limiting Bayes (optimal ridge, ``λ = σ²d``) risk as ``L → ∞``, ``d/L → ξ``.
 
     .. math::
@@ -297,15 +373,29 @@ def bayes_risk_limit(sigma2, xi):
     there and gives ``max(0, 1 − 1/ξ)`` — exact recovery when ``ξ ≤ 1``, and
     for ``ξ > 1`` the unconstrained ``(d − L)/d`` fraction of ``|β|²``.
 
+    Parameters
+    ----------
+    sigma2 : float or array_like, >= 0
+    xi : float or array_like, > 0
+        Broadcast against ``sigma2``.
+
+    Returns
+    -------
+    float or ndarray
+        Broadcast shape of ``sigma2`` and ``xi``.
+
+    References
+    ----------
+    docs/theory.md#bayes-ratio
+
     Examples
     --------
-    >>> round(bayes_risk_limit(0.1, 0.125), 6)
+    >>> round(bayes_risk_limit(sigma2=0.1, xi=0.125), 6)
     0.114057
-    >>> bayes_risk_limit(0.0, 2.0)
+    >>> bayes_risk_limit(sigma2=0.0, xi=2.0)
     0.5
     """
-    s = _as_param_array("sigma2", sigma2, allow_zero=True)
-    x = _as_param_array("xi", xi, allow_zero=False)
+    s, x = _limit_params(sigma2, xi, allow_zero_sigma2=True)
     a = s + 1.0 - 1.0 / x
     q = s / x
     r = np.hypot(a, 2.0 * np.sqrt(q))
@@ -315,40 +405,186 @@ def bayes_risk_limit(sigma2, xi):
     return _out(out)
 
 
-def risk_ratio_limit(sigma2, xi):
-    r"""Limiting ratio ``gd_risk_limit / bayes_risk_limit`` (left side of Theorem 1(c)).
+def risk_ratio_limit(*, sigma2, xi):
+    r"""Limiting ratio ``r = gd_risk_limit / bayes_risk_limit`` (left side of Theorem 1(c)).
 
-    Requires ``σ² > 0`` (at ``σ² = 0`` and ``ξ <= 1`` the Bayes risk is 0).
+    ``r > 1`` for every ``σ² > 0, ξ > 0``, but where ``r − 1`` is below about
+    ``1e-16`` (``ξ`` large, or ``ξ`` and ``σ²`` both large) the float64 ratio
+    rounds to exactly 1 or just below it. **Take** ``r − 1`` **from**
+    :func:`risk_ratio_excess` (cancellation-free, correct to ~1e-15 relative)
+    and the distance to the bound from :func:`bound_slack`, never from
+    ``risk_ratio_limit(...) - 1``.
+
+    Parameters
+    ----------
+    sigma2 : float or array_like, > 0
+        At ``σ² = 0`` and ``ξ <= 1`` the Bayes risk is 0, so ``σ² > 0`` is required.
+    xi : float or array_like, > 0
+        Broadcast against ``sigma2``.
+
+    Returns
+    -------
+    float or ndarray
+        Broadcast shape of ``sigma2`` and ``xi``.
+
+    References
+    ----------
+    docs/theory.md#bayes-ratio
+
+    Examples
+    --------
+    >>> round(risk_ratio_limit(sigma2=0.1, xi=0.125), 6)
+    1.936573
     """
-    s = _as_param_array("sigma2", sigma2, allow_zero=False)
-    x = _as_param_array("xi", xi, allow_zero=False)
-    return _out(np.asarray(gd_risk_limit(s, x)) / np.asarray(bayes_risk_limit(s, x)))
+    s, x = _limit_params(sigma2, xi, allow_zero_sigma2=False)
+    return _out(np.asarray(gd_risk_limit(sigma2=s, xi=x)) / np.asarray(bayes_risk_limit(sigma2=s, xi=x)))
 
 
-def risk_ratio_bound(sigma2, xi):
-    r"""Right side of Theorem 1(c): ``1 + σ⁻² {(1 + ξσ²)(1 + σ² + 1/ξ)}⁻¹``.
+def risk_ratio_bound(*, sigma2, xi):
+    r"""Right side of Theorem 1(c): ``U = 1 + σ⁻² {(1 + ξσ²)(1 + σ² + 1/ξ)}⁻¹``.
 
     The paper states it for ``σ² > 0`` and ``σ² + 1/ξ > 1``; see
     :mod:`proofs_check.bayes` for the proof that
     ``risk_ratio_limit <= risk_ratio_bound`` for **all** ``σ² > 0, ξ > 0``.
 
+    Parameters
+    ----------
+    sigma2 : float or array_like, > 0
+    xi : float or array_like, > 0
+        Broadcast against ``sigma2``.
+
+    Returns
+    -------
+    float or ndarray
+        Broadcast shape of ``sigma2`` and ``xi``.
+
+    References
+    ----------
+    docs/theory.md#bayes-ratio
+
     Examples
     --------
-    >>> round(risk_ratio_bound(0.1, 0.125), 6)
+    >>> round(risk_ratio_bound(sigma2=0.1, xi=0.125), 6)
     2.085334
     """
-    s = _as_param_array("sigma2", sigma2, allow_zero=False)
-    x = _as_param_array("xi", xi, allow_zero=False)
+    s, x = _limit_params(sigma2, xi, allow_zero_sigma2=False)
     return _out(1.0 + 1.0 / (s * (1.0 + x * s) * (1.0 + s + 1.0 / x)))
 
 
+def _ratio_parts(sigma2, xi):
+    """``(σ², ξ, η*, G, B)`` as broadcast float64 arrays (σ² > 0)."""
+    s, x = _limit_params(sigma2, xi, allow_zero_sigma2=False)
+    k = (1.0 + s) * x
+    eta = 1.0 / (1.0 + k)
+    G = np.asarray(gd_risk_limit(sigma2=s, xi=x), dtype=np.float64)
+    B = np.asarray(bayes_risk_limit(sigma2=s, xi=x), dtype=np.float64)
+    return s, x, eta, G, B
+
+
+def risk_ratio_excess(*, sigma2, xi):
+    r"""``r − 1`` of :func:`risk_ratio_limit`, computed without cancellation.
+
+    .. math:: r - 1 = \frac{\eta^{*2}}{G B + \sigma^2/\xi} > 0,
+
+    with ``G`` = :func:`gd_risk_limit`, ``B`` = :func:`bayes_risk_limit`,
+    ``η* = 1/(1 + (1+σ²)ξ)`` (identity 1 of :mod:`proofs_check.bayes`, proved
+    there and checked by sympy). Every term is positive, so the float64 value
+    has a relative error of a few ulp even where ``risk_ratio_limit`` rounds
+    to 1.
+
+    Parameters
+    ----------
+    sigma2 : float or array_like, > 0
+    xi : float or array_like, > 0
+        Broadcast against ``sigma2``.
+
+    Returns
+    -------
+    float or ndarray
+        Broadcast shape of ``sigma2`` and ``xi``; always ``> 0``.
+
+    References
+    ----------
+    docs/theory.md#bayes-ratio
+
+    Examples
+    --------
+    >>> risk_ratio_limit(sigma2=1000.0, xi=1000.0) - 1  # r − 1 lost to rounding
+    -1.1102230246251565e-16
+    >>> float(f"{risk_ratio_excess(sigma2=1000.0, xi=1000.0):.6g}")
+    9.96007e-19
+    """
+    s, x, eta, G, B = _ratio_parts(sigma2, xi)
+    return _out(eta * eta / (G * B + s / x))
+
+
+def bound_relative_slack(*, sigma2, xi):
+    r"""Relative slack of Theorem 1(c): ``1 − ρ = (U − r)/(U − 1)``, cancellation-free.
+
+    .. math:: 1 - \rho = \frac{\xi\,(G B + \sigma^2\eta^*)}{\sigma^2 + \xi G B} \in (0, 1)
+
+    (derived in :mod:`proofs_check.bayes`). It tends to 0 only as ``ξ → 0``,
+    like ``(1+σ²)ξ``.
+
+    Parameters
+    ----------
+    sigma2 : float or array_like, > 0
+    xi : float or array_like, > 0
+        Broadcast against ``sigma2``.
+
+    Returns
+    -------
+    float or ndarray
+        Broadcast shape of ``sigma2`` and ``xi``.
+
+    References
+    ----------
+    docs/theory.md#bayes-ratio
+
+    Examples
+    --------
+    >>> round(bound_relative_slack(sigma2=1.0, xi=1e-6) / 2e-6, 4)  # → (1+σ²)ξ as ξ → 0
+    1.0
+    """
+    s, x, eta, G, B = _ratio_parts(sigma2, xi)
+    return _out(x * (G * B + s * eta) / (s + x * G * B))
+
+
+def bound_slack(*, sigma2, xi):
+    r"""Absolute slack of Theorem 1(c), ``U − r > 0``, cancellation-free.
+
+    .. math:: U - r = \frac{\xi\eta^*}{\sigma^2(1+\xi\sigma^2)}\,(1 - \rho),
+
+    a product of positive factors (``U − 1`` and :func:`bound_relative_slack`;
+    derived in :mod:`proofs_check.bayes`). Use it instead of
+    ``risk_ratio_bound(...) - risk_ratio_limit(...)``, which cancels.
+
+    Parameters
+    ----------
+    sigma2 : float or array_like, > 0
+    xi : float or array_like, > 0
+        Broadcast against ``sigma2``.
+
+    Returns
+    -------
+    float or ndarray
+        Broadcast shape of ``sigma2`` and ``xi``; always ``> 0``.
+
+    References
+    ----------
+    docs/theory.md#bayes-ratio
+
+    Examples
+    --------
+    >>> round(bound_slack(sigma2=0.1, xi=0.125), 6)
+    0.148761
+    """
+    s, x, eta, G, B = _ratio_parts(sigma2, xi)
+    u1 = x * eta / (s * (1.0 + x * s))
+    return _out(u1 * x * (G * B + s * eta) / (s + x * G * B))
+
+
 # --- mpmath versions --------------------------------------------------------
-
-
-def _mp_params(sigma2, xi, *, allow_zero_sigma2: bool):
-    s = check_nonnegative_float("sigma2", sigma2) if allow_zero_sigma2 else check_positive_float("sigma2", sigma2)
-    x = check_positive_float("xi", xi)
-    return mpmath.mpf(s), mpmath.mpf(x)  # exact conversion of the binary float
 
 
 def _check_dps(dps) -> int:
@@ -358,41 +594,84 @@ def _check_dps(dps) -> int:
     return dps
 
 
-def gd_risk_limit_mp(sigma2, xi, *, dps=DEFAULT_DPS):
-    """:func:`gd_risk_limit` in mpmath with ``dps`` decimal digits; returns ``mpmath.mpf``."""
+def _mp_broadcast(scalar_func, sigma2, xi, *, allow_zero_sigma2: bool, dps):
+    """Apply ``scalar_func(σ², ξ, dps)`` (floats in, ``mpf`` out) elementwise.
+
+    Scalars give an ``mpmath.mpf``; arrays give an object ndarray of ``mpf`` of
+    the broadcast shape. Each float is converted to ``mpf`` exactly.
+    """
     dps = _check_dps(dps)
+    s, x = _limit_params(sigma2, xi, allow_zero_sigma2=allow_zero_sigma2)
+    if s.ndim == 0:
+        return scalar_func(float(s), float(x), dps)
+    out = np.empty(s.shape, dtype=object)
+    for idx in np.ndindex(s.shape):
+        out[idx] = scalar_func(float(s[idx]), float(x[idx]), dps)
+    return out
+
+
+def _gd_risk_limit_mp(sigma2: float, xi: float, dps: int):
     with mpmath.workdps(dps):
-        s, x = _mp_params(sigma2, xi, allow_zero_sigma2=True)
+        s, x = mpmath.mpf(sigma2), mpmath.mpf(xi)
         k = (1 + s) * x
         return +(s + k / (1 + k))
 
 
-def bayes_risk_limit_mp(sigma2, xi, *, dps=DEFAULT_DPS):
-    """:func:`bayes_risk_limit` in mpmath (the closed form of docs/theory.md#bayes-ratio, evaluated at ``dps`` digits)."""
-    dps = _check_dps(dps)
+def _bayes_risk_limit_mp(sigma2: float, xi: float, dps: int):
     with mpmath.workdps(dps + 20):  # guard digits absorb the cancellation of the ½(a + r) form
-        s, x = _mp_params(sigma2, xi, allow_zero_sigma2=True)
+        s, x = mpmath.mpf(sigma2), mpmath.mpf(xi)
         val = (s + (x - 1) / x + mpmath.sqrt(4 * s + (s + (1 - x) / x) ** 2)) / 2
     with mpmath.workdps(dps):
         return +val
 
 
-def risk_ratio_limit_mp(sigma2, xi, *, dps=DEFAULT_DPS):
-    """:func:`risk_ratio_limit` in mpmath; returns ``mpmath.mpf``."""
-    dps = _check_dps(dps)
-    check_positive_float("sigma2", sigma2)
+def _risk_ratio_limit_mp(sigma2: float, xi: float, dps: int):
     with mpmath.workdps(dps + 20):
-        val = gd_risk_limit_mp(sigma2, xi, dps=dps + 20) / bayes_risk_limit_mp(sigma2, xi, dps=dps + 20)
+        val = _gd_risk_limit_mp(sigma2, xi, dps + 20) / _bayes_risk_limit_mp(sigma2, xi, dps + 20)
     with mpmath.workdps(dps):
         return +val
 
 
-def risk_ratio_bound_mp(sigma2, xi, *, dps=DEFAULT_DPS):
-    """:func:`risk_ratio_bound` in mpmath; returns ``mpmath.mpf``."""
-    dps = _check_dps(dps)
+def _risk_ratio_bound_mp(sigma2: float, xi: float, dps: int):
     with mpmath.workdps(dps):
-        s, x = _mp_params(sigma2, xi, allow_zero_sigma2=False)
+        s, x = mpmath.mpf(sigma2), mpmath.mpf(xi)
         return +(1 + 1 / (s * (1 + x * s) * (1 + s + 1 / x)))
+
+
+def gd_risk_limit_mp(*, sigma2, xi, dps=DEFAULT_DPS):
+    """:func:`gd_risk_limit` in mpmath with ``dps`` decimal digits.
+
+    Returns an ``mpmath.mpf`` for scalar ``sigma2`` and ``xi``, else an object
+    ndarray of ``mpf`` of their broadcast shape (``dps >= 16``).
+    """
+    return _mp_broadcast(_gd_risk_limit_mp, sigma2, xi, allow_zero_sigma2=True, dps=dps)
+
+
+def bayes_risk_limit_mp(*, sigma2, xi, dps=DEFAULT_DPS):
+    """:func:`bayes_risk_limit` in mpmath (the closed form of docs/theory.md#bayes-ratio, evaluated at ``dps`` digits).
+
+    Returns an ``mpmath.mpf`` for scalar ``sigma2`` and ``xi``, else an object
+    ndarray of ``mpf`` of their broadcast shape (``dps >= 16``).
+    """
+    return _mp_broadcast(_bayes_risk_limit_mp, sigma2, xi, allow_zero_sigma2=True, dps=dps)
+
+
+def risk_ratio_limit_mp(*, sigma2, xi, dps=DEFAULT_DPS):
+    """:func:`risk_ratio_limit` in mpmath (``σ² > 0``).
+
+    Returns an ``mpmath.mpf`` for scalar ``sigma2`` and ``xi``, else an object
+    ndarray of ``mpf`` of their broadcast shape (``dps >= 16``).
+    """
+    return _mp_broadcast(_risk_ratio_limit_mp, sigma2, xi, allow_zero_sigma2=False, dps=dps)
+
+
+def risk_ratio_bound_mp(*, sigma2, xi, dps=DEFAULT_DPS):
+    """:func:`risk_ratio_bound` in mpmath (``σ² > 0``).
+
+    Returns an ``mpmath.mpf`` for scalar ``sigma2`` and ``xi``, else an object
+    ndarray of ``mpf`` of their broadcast shape (``dps >= 16``).
+    """
+    return _mp_broadcast(_risk_ratio_bound_mp, sigma2, xi, allow_zero_sigma2=False, dps=dps)
 
 
 # ---------------------------------------------------------------------------
@@ -400,7 +679,8 @@ def risk_ratio_bound_mp(sigma2, xi, *, dps=DEFAULT_DPS):
 # ---------------------------------------------------------------------------
 
 
-def bayes_risk_finite(*, d, L, sigma2, n, seed, batch_size=None) -> tuple[float, float]:
+@legacy_setting
+def bayes_risk_finite(setting, *, n, seed, batch_size=None) -> RiskEstimate:
     r"""Finite-(d, L) Bayes risk by Monte Carlo over X, Rao–Blackwellised over β, ε, x_q.
 
     .. math::
@@ -423,30 +703,38 @@ def bayes_risk_finite(*, d, L, sigma2, n, seed, batch_size=None) -> tuple[float,
 
     Parameters
     ----------
-    d, L : int
-    sigma2 : float, >= 0
-    n : int
+    setting : Setting
+        Scalar, isotropic data model.
+    n : int, >= 2
         Number of sampled covariate matrices ``X``.
     seed : int or numpy.random.Generator
+        Required.
     batch_size : int, optional
-        Matrices per batch (default keeps each batch near 4·10⁶ numbers).
+        Matrices per batch (default keeps each batch near 4·10⁶ numbers);
+        the result does not depend on it.
 
     Returns
     -------
-    risk, stderr : float
-        Sample mean and its standard error (``std/√n``).
+    RiskEstimate
+        ``risk`` (sample mean), ``stderr`` (``std/√n``), ``n``, ``name="bayes_ridge"``.
+
+    References
+    ----------
+    docs/theory.md#bayes-ratio
 
     Examples
     --------
-    >>> r, se = bayes_risk_finite(d=5, L=40, sigma2=0.1, n=2000, seed=0)
-    >>> abs(r - 0.114) < 0.005
+    >>> from reduced_dynamics.setting import Setting
+    >>> est = bayes_risk_finite(Setting(d=5, L=40, sigma2=0.1), n=2000, seed=0)
+    >>> abs(est.risk - 0.114) < 0.005
     True
     """
-    d, L, sigma2 = check_problem(d, L, sigma2)
+    setting = as_setting(setting, "bayes_risk_finite").require_isotropic("bayes_risk_finite")
+    d, L, sigma2 = setting.d, setting.L, setting.sigma2
     n = check_positive_int("n", n)
     rng = as_generator(seed)
     if sigma2 == 0.0:
-        return max(0, d - L) / d, 0.0
+        return RiskEstimate(risk=max(0, d - L) / d, stderr=0.0, n=n, name="bayes_ridge")
     if n < 2:
         raise ValueError(f"`n` must be an integer >= 2 (a standard error is returned), got {n!r}")
     if batch_size is None:
@@ -466,25 +754,61 @@ def bayes_risk_finite(*, d, L, sigma2, n, seed, batch_size=None) -> tuple[float,
         done += b
     risk = sigma2 + float(samples.mean())
     stderr = float(samples.std(ddof=1) / math.sqrt(n))
-    return risk, stderr
+    return RiskEstimate(risk=risk, stderr=stderr, n=n, name="bayes_ridge")
 
 
-def risk_ratio_finite(*, d, L, sigma2, n, seed) -> tuple[float, float]:
+@dataclass(frozen=True)
+class RatioEstimate(FrozenResult):
+    """Finite-L risk ratio of :func:`risk_ratio_finite`.
+
+    Attributes
+    ----------
+    ratio : float
+        Exact optimal debiased-GD risk over the Monte Carlo Bayes risk.
+    stderr : float
+        Delta-method standard error ``ratio · se(B̂)/B̂`` (the numerator is exact).
+    gd_risk : float
+        The exact numerator, :func:`gd_optimal_risk` with ``debiased=True``.
+    bayes : RiskEstimate
+        The Monte Carlo denominator (:func:`bayes_risk_finite`).
+    """
+
+    ratio: float
+    stderr: float
+    gd_risk: float
+    bayes: RiskEstimate
+
+
+@legacy_setting
+def risk_ratio_finite(setting, *, n, seed) -> RatioEstimate:
     r"""Finite-L risk ratio: exact optimal debiased-GD risk / Monte Carlo Bayes risk.
 
-    ``ratio = gd_optimal_risk(debiased=True) / B̂`` with ``B̂`` from
+    ``ratio = gd_optimal_risk(setting, debiased=True) / B̂`` with ``B̂`` from
     :func:`bayes_risk_finite`; delta-method standard error
     ``ratio · se(B̂)/B̂`` (the numerator is exact).
 
+    Parameters
+    ----------
+    setting : Setting
+        Scalar, isotropic, with ``sigma2 > 0`` and ``L >= 2``.
+    n : int, >= 2
+        Number of sampled covariate matrices.
+    seed : int or numpy.random.Generator
+        Required.
+
     Returns
     -------
-    ratio, stderr : float
+    RatioEstimate
+
+    References
+    ----------
+    docs/theory.md#finite-l-results
     """
-    d, L, sigma2 = check_problem(d, L, sigma2)
-    if sigma2 <= 0:
-        raise ValueError(f"`sigma2` must be a finite number > 0 for the risk ratio, got {sigma2!r}")
-    _check_debiased_L(L, True)
-    g = gd_optimal_risk(d=d, L=L, sigma2=sigma2, debiased=True)
-    b, se = bayes_risk_finite(d=d, L=L, sigma2=sigma2, n=n, seed=seed)
-    ratio = g / b
-    return ratio, ratio * se / b
+    setting = as_setting(setting, "risk_ratio_finite").require_isotropic("risk_ratio_finite")
+    if setting.sigma2 <= 0:
+        raise ValueError(f"`sigma2` must be a finite number > 0 for the risk ratio, got {setting.sigma2!r}")
+    _check_debiased_L(setting.L, True)
+    g = gd_optimal_risk(setting, debiased=True)
+    b = bayes_risk_finite(setting, n=n, seed=seed)
+    ratio = g / b.risk
+    return RatioEstimate(ratio=ratio, stderr=ratio * b.stderr / b.risk, gd_risk=g, bayes=b)

@@ -28,74 +28,83 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import minimize
 
-from reduced_dynamics import approx_loss
 from reduced_dynamics.dynamics.diagnostics import manifold_gap, trajectory_diagnostics
 from reduced_dynamics.dynamics.flow import initial_state, integrate_flow
+from reduced_dynamics.dynamics.loss import approx_loss, approx_loss_hessian
 from reduced_dynamics.dynamics.manifold import (
     drift_law_gamma,
-    eta_star,
     flow_eta_gap,
     flow_manifold_gap,
-    inf_loss,
     manifold_loss,
     residual_sum_mu,
     single_head_optimum,
 )
 
-from .result import CheckResult
+from .result import CheckResult, reports_errors
 
 __all__ = [
-    "drift_law_gamma",
-    "flow_eta_gap",
-    "flow_manifold_gap",
-    "residual_sum_mu",
     "check_manifold",
     "check_drift_law",
     "check_optimality_loss",
     "check_single_head_flow",
 ]
 
-PAPER = dict(d=5, L=40, sigma2=0.1)
 
-
-def _flows(heads, seeds, t_end, problem):
+def _flows(heads, seeds, t_end, setting):
     for H in heads:
         for seed in seeds:
             w0, m0 = initial_state(H, scale=0.01, seed=seed)
-            yield H, seed, integrate_flow(w0, m0, t_end=t_end, **problem)
+            yield H, seed, integrate_flow(w0, m0, setting, t_end=t_end)
 
 
-def check_manifold(*, quick=False, d=5, L=40, sigma2=0.1) -> CheckResult:
-    """(a) Flow end states lie on S_γ; η_eff → η* with the predicted γ⁴ rate and constant."""
-    problem = dict(d=d, L=L, sigma2=sigma2)
+@reports_errors("manifold")
+def check_manifold(setting, *, quick=False) -> CheckResult:
+    """(a) Flow end states lie on S_γ; η_eff → η* with the predicted γ⁴ rate and constant.
+
+    Parameters
+    ----------
+    setting : Setting
+        Scalar, isotropic data model.
+    quick : bool
+        Fewer seeds and a shorter horizon (``t_end = 1e4`` instead of ``1e5``).
+
+    Returns
+    -------
+    CheckResult
+        ``data["rows"]``: one entry per flow (H, seed, γ, homogeneity, gaps, rate, ...).
+
+    References
+    ----------
+    docs/theory.md#solution-manifold
+    """
     seeds = range(2) if quick else range(4)
     t_end = 1e4 if quick else 1e5
     rows, ok = [], True
     slopes, const_ratios = [], []
-    for H, seed, res in _flows((2, 3, 4), seeds, t_end, problem):
+    for H, seed, res in _flows((2, 3, 4), seeds, t_end, setting):
         diag = trajectory_diagnostics(res.omega[-1], res.mu[-1])
-        gap = manifold_gap(res.omega[-1], res.mu[-1], **problem)
-        g = float(diag["gamma"])
-        pred_gap = float(flow_manifold_gap(g, **problem))
-        mean_mass = (float(gap["M_plus"]) - float(gap["M_minus"])) / 2.0
-        mean_gap = (float(gap["mu_gamma"]) - mean_mass) / float(gap["mu_gamma"])
-        p_, n_ = int(diag["n_positive"]), int(diag["n_negative"])
-        pred_sum = float(residual_sum_mu(g, float(diag["eta_eff"]), d=d, n_positive=p_, n_negative=n_))
-        sum_ok = abs(float(diag["sum_mu"]) - pred_sum) <= 0.05 * abs(pred_sum) + 1e-9 * mean_mass
+        gap = manifold_gap(res.omega[-1], res.mu[-1], setting)
+        g = float(diag.gamma)
+        pred_gap = float(flow_manifold_gap(g, setting))
+        mean_mass = (float(gap.M_plus) + float(gap.M_minus)) / 2.0  # both masses are magnitudes
+        mean_gap = (float(gap.mu_gamma) - mean_mass) / float(gap.mu_gamma)
+        p_, n_ = int(diag.n_positive), int(diag.n_negative)
+        pred_sum = float(residual_sum_mu(g, float(diag.eta_eff), setting, n_positive=p_, n_negative=n_))
+        sum_ok = abs(float(diag.sum_mu) - pred_sum) <= 0.05 * abs(pred_sum) + 1e-9 * mean_mass
         # rate of η* − η_eff against γ over the drift (t from 100 to t_end)
         sel = res.t >= 100.0
-        eg = eta_star(**problem) - res.eta_eff[sel]
+        eg = setting.eta_star - res.eta_eff[sel]
         slope = float(np.polyfit(np.log(res.gamma[sel]), np.log(eg), 1)[0])
-        ratio = float(eg[-1] / flow_eta_gap(res.gamma[sel][-1], **problem))
+        ratio = float(eg[-1] / flow_eta_gap(res.gamma[sel][-1], setting))
         slopes.append(slope)
         const_ratios.append(ratio)
         row_ok = (
-            bool(diag["sign_matched"])
-            and diag["n_positive"] >= 1
-            and diag["n_negative"] >= 1
-            and diag["homogeneity"] < 1e-3
-            and diag["zero_sum_ratio"] < 1e-3
-            and abs(mean_gap - pred_gap) <= 0.05 * pred_gap + float(diag["homogeneity"])
+            bool(diag.sign_matched)
+            and diag.n_positive >= 1
+            and diag.n_negative >= 1
+            and diag.homogeneity < 1e-3
+            and diag.zero_sum_ratio < 1e-3
+            and abs(mean_gap - pred_gap) <= 0.05 * pred_gap + float(diag.homogeneity)
             and sum_ok
             and abs(slope - 4.0) < 0.1
             and abs(ratio - 1) < 0.05
@@ -106,11 +115,11 @@ def check_manifold(*, quick=False, d=5, L=40, sigma2=0.1) -> CheckResult:
                 H=H,
                 seed=seed,
                 gamma=g,
-                homogeneity=float(diag["homogeneity"]),
-                zero_sum=float(diag["zero_sum_ratio"]),
+                homogeneity=float(diag.homogeneity),
+                zero_sum=float(diag.zero_sum_ratio),
                 gap=mean_gap,
                 predicted_gap=pred_gap,
-                sum_mu=float(diag["sum_mu"]),
+                sum_mu=float(diag.sum_mu),
                 predicted_sum_mu=pred_sum,
                 eta_gap=float(eg[-1]),
                 rate=slope,
@@ -120,7 +129,7 @@ def check_manifold(*, quick=False, d=5, L=40, sigma2=0.1) -> CheckResult:
         )
     return CheckResult(
         name="manifold",
-        passed=ok,
+        passed=bool(ok),
         predicted=(
             "S_γ: sign-matched, homogeneous; mean OV mass (M₊−M₋)/2 below μ_γ by the relative amount η*cd³γ⁴/3; "
             "Σμ = d³ηγ⁵(p−n)/(3H); η*−η_eff ∝ γ⁴ with constant η*²cd³/2"
@@ -140,17 +149,34 @@ def check_manifold(*, quick=False, d=5, L=40, sigma2=0.1) -> CheckResult:
     )
 
 
-def check_drift_law(*, quick=False, d=5, L=40, sigma2=0.1) -> CheckResult:
-    """(b) γ(t) follows (16 c d³ (pn/H) t)^{-1/6} over several decades of t."""
-    problem = dict(d=d, L=L, sigma2=sigma2)
+@reports_errors("drift_law")
+def check_drift_law(setting, *, quick=False) -> CheckResult:
+    """(b) γ(t) follows (16 c d³ (pn/H) t)^{-1/6} over several decades of t.
+
+    Parameters
+    ----------
+    setting : Setting
+        Scalar, isotropic data model.
+    quick : bool
+        One seed per head count and ``t_end = 1e5`` (instead of three and ``1e7``).
+
+    Returns
+    -------
+    CheckResult
+        ``data["rows"]``: one entry per flow (H, seed, p, n, relative errors, slope, ...).
+
+    References
+    ----------
+    docs/theory.md#drift-law
+    """
     seeds = range(1) if quick else range(3)
     t_end = 1e5 if quick else 1e7
     rows, ok = [], True
-    for H, seed, res in _flows((2, 3, 4), seeds, t_end, problem):
+    for H, seed, res in _flows((2, 3, 4), seeds, t_end, setting):
         diag = trajectory_diagnostics(res.omega[-1], res.mu[-1])
-        p, n = int(diag["n_positive"]), int(diag["n_negative"])
+        p, n = int(diag.n_positive), int(diag.n_negative)
         sel = res.t >= 1e3
-        law = drift_law_gamma(res.t[sel], n_positive=p, n_negative=n, **problem)
+        law = drift_law_gamma(res.t[sel], setting, n_positive=p, n_negative=n)
         rel = res.gamma[sel] / law - 1.0
         slope = float(np.polyfit(np.log(res.t[sel]), np.log(res.gamma[sel]), 1)[0])
         # the relative error must itself decay (corrections O(γ⁴) ∝ t^{-2/3})
@@ -160,7 +186,7 @@ def check_drift_law(*, quick=False, d=5, L=40, sigma2=0.1) -> CheckResult:
             and abs(rel[-1]) < 1e-3
             and abs(slope + 1 / 6) < 2e-3
             and decay < -0.5
-            and int(diag["n_dummy"]) == 0
+            and int(diag.n_dummy) == 0
         )
         ok &= row_ok
         rows.append(
@@ -179,7 +205,7 @@ def check_drift_law(*, quick=False, d=5, L=40, sigma2=0.1) -> CheckResult:
         )
     return CheckResult(
         name="drift_law",
-        passed=ok,
+        passed=bool(ok),
         predicted="γ(t) = (16 c d³ (pn/H) t)^(−1/6), slope −1/6; relative error → 0 like t^(−2/3)",
         measured=(
             f"{len(rows)} flows to t={t_end:.0e}: |γ/law − 1| at end ≤ {max(abs(r['rel_err_end']) for r in rows):.1e} "
@@ -193,7 +219,7 @@ def check_drift_law(*, quick=False, d=5, L=40, sigma2=0.1) -> CheckResult:
     )
 
 
-def _min_on_sbar(gamma, p, n, problem):
+def _min_on_sbar(gamma, p, n, setting):
     """Minimise L̃ over the OV masses on S̄ at homogeneous γ (p positive, n negative heads).
 
     For fixed ω, L̃ is quadratic in μ: ``1 + σ² − 2μᵀω + μᵀAμ`` with ``A = ωωᵀ + c e^{∘dωωᵀ}``,
@@ -203,34 +229,51 @@ def _min_on_sbar(gamma, p, n, problem):
     independent of the sinh closed form it is compared with. BFGS from a generic
     start is used as a second route for the minimiser.
     """
-    from reduced_dynamics import approx_loss_hessian
-
     H = p + n
     omega = np.array([gamma] * p + [-gamma] * n)
-    A = approx_loss_hessian(omega, np.zeros(H), **problem)[H:, H:] / 2.0
+    A = approx_loss_hessian(omega, np.zeros(H), setting)[H:, H:] / 2.0
     P = np.zeros((H, 2))
     P[:p, 0] = 1.0 / p
     P[p:, 1] = -1.0 / n
     b = P.T @ omega
     x = np.linalg.solve(P.T @ A @ P, b)
-    value = 1.0 + problem["sigma2"] - float(b @ x)
-    f = lambda z: approx_loss(omega, P @ z, **problem)  # noqa: E731
+    value = 1.0 + setting.sigma2 - float(b @ x)
+    f = lambda z: approx_loss(omega, P @ z, setting)  # noqa: E731
     bfgs = minimize(f, x0=[1.0, 1.0], method="BFGS", options={"gtol": 1e-10})
     if not np.allclose(bfgs.x, x, rtol=1e-4, atol=1e-6 * np.max(np.abs(x))):
         raise RuntimeError(f"BFGS and the linear solve disagree on the minimiser at γ={gamma}: {bfgs.x} vs {x}")
     return value, x, H
 
 
-def check_optimality_loss(*, quick=False, d=5, L=40, sigma2=0.1) -> CheckResult:
-    """(b of Theorem 1) min of L̃ over S̄ decreases to 1 + σ² − η* as γ → 0⁺ (numerical minimisation)."""
-    problem = dict(d=d, L=L, sigma2=sigma2)
+@reports_errors("optimality_loss")
+def check_optimality_loss(setting, *, quick=False) -> CheckResult:
+    """(b of Theorem 1) min of L̃ over S̄ decreases to 1 + σ² − η* as γ → 0⁺ (numerical minimisation).
+
+    Parameters
+    ----------
+    setting : Setting
+        Scalar, isotropic data model.
+    quick : bool
+        6 values of γ and 3 head splits (instead of 12 and 5).
+
+    Returns
+    -------
+    CheckResult
+        ``data["rows"]``: one entry per head split; ``data["gammas"]``. Where
+        the two minimisation routes disagree (e.g. ``d = 200``, where ``L̃``
+        is extremely stiff), a failed result with ``error`` set.
+
+    References
+    ----------
+    docs/theory.md#optimality
+    """
     gammas = np.geomspace(0.4, 0.01, 6 if quick else 12)
     configs = [(1, 1), (2, 1), (2, 2)] if quick else [(1, 1), (2, 1), (2, 2), (3, 1), (3, 3)]
-    il = inf_loss(**problem)
+    il = setting.inf_loss
     ok, rows = True, []
     for p, n in configs:
-        vals = np.array([_min_on_sbar(g, p, n, problem)[0] for g in gammas])
-        closed = manifold_loss(gammas, **problem)
+        vals = np.array([_min_on_sbar(g, p, n, setting)[0] for g in gammas])
+        closed = manifold_loss(gammas, setting)
         excess = vals - il
         mono = bool(np.all(np.diff(vals) < 0))
         slope = float(np.polyfit(np.log(gammas[-4:]), np.log(excess[-4:]), 1)[0])
@@ -249,8 +292,8 @@ def check_optimality_loss(*, quick=False, d=5, L=40, sigma2=0.1) -> CheckResult:
             )
         )
     return CheckResult(
-        name="optimality",
-        passed=ok,
+        name="optimality_loss",
+        passed=bool(ok),
         predicted=f"min over S̄ decreasing in γ, → 1+σ²−η* = {il:.10f} with excess ∝ γ⁴; equal to 1+σ²−γ²/(γ²+c sinh dγ²)",
         measured=(
             f"{len(configs)} head splits × {gammas.size} γ ∈ [{gammas[-1]:g}, {gammas[0]:g}]: monotone in all; "
@@ -266,17 +309,35 @@ def check_optimality_loss(*, quick=False, d=5, L=40, sigma2=0.1) -> CheckResult:
     )
 
 
-def check_single_head_flow(*, quick=False, d=5, L=40, sigma2=0.1) -> CheckResult:
-    """(g, dynamics part) H = 1 flow converges to ω = ±1/√d, μ = ±√d/(1+(1+σ²)(d/L)e); its L̃ exceeds inf L̃ of H ≥ 2."""
-    problem = dict(d=d, L=L, sigma2=sigma2)
-    w, m, loss = single_head_optimum(**problem)
+@reports_errors("single_head_flow")
+def check_single_head_flow(setting, *, quick=False) -> CheckResult:
+    """(g, dynamics part) H = 1 flow converges to ω = ±1/√d, μ = ±√d/(1+(1+σ²)(d/L)e); its L̃ exceeds inf L̃ of H ≥ 2.
+
+    Parameters
+    ----------
+    setting : Setting
+        Scalar, isotropic data model.
+    quick : bool
+        2 seeds instead of 5.
+
+    Returns
+    -------
+    CheckResult
+        ``data``: the closed-form optimum (``omega``, ``mu``, ``loss``), ``inf_loss_multi`` and per-seed ``errors``.
+
+    References
+    ----------
+    docs/theory.md#single-head
+    """
+    opt = single_head_optimum(setting)
+    w, m, loss = opt.omega, opt.mu, opt.loss
     errs, ok = [], True
     for seed in range(2 if quick else 5):
-        res = integrate_flow(*initial_state(1, scale=0.01, seed=seed), t_end=1e4, **problem)
+        res = integrate_flow(*initial_state(1, scale=0.01, seed=seed), setting, t_end=1e4)
         e = max(abs(abs(res.omega[-1, 0]) - w) / w, abs(abs(res.mu[-1, 0]) - m) / m)
         errs.append(e)
         ok &= res.status == 1 and e < 1e-6 and np.sign(res.omega[-1, 0]) == np.sign(res.mu[-1, 0])
-    il = inf_loss(**problem)
+    il = setting.inf_loss
     ok &= loss > il
     return CheckResult(
         name="single_head_flow",
