@@ -24,8 +24,10 @@ import numpy as np
 from reduced_dynamics.dynamics.manifold import eta_star, mu_gamma
 from reduced_dynamics.estimation.predictors import DebiasedGD, MultiHead, Zero
 from reduced_dynamics.estimation.risk import estimate_risks
+from reduced_dynamics.setting import Setting
 
 D, L, SIGMA2, GAMMA = 5, 40, 0.1, 0.1
+SETTING = Setting(d=D, L=L, sigma2=SIGMA2)
 
 
 def loop_risk(n, omega, mu, seed):
@@ -52,8 +54,8 @@ def control():
         gd_risk = importlib.import_module("proofs_check.closed_forms").gd_risk
     except (ImportError, AttributeError):
         return "zero", Zero(), 1.0 + SIGMA2
-    eta = eta_star(D, L, SIGMA2)
-    return "debiased_gd", DebiasedGD(eta), float(gd_risk(eta, d=D, L=L, sigma2=SIGMA2, debiased=True))
+    eta = eta_star(SETTING)
+    return "debiased_gd", DebiasedGD(eta), float(gd_risk(eta, SETTING, debiased=True))
 
 
 def main(argv=None):
@@ -61,9 +63,9 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="fewer prompts (seconds instead of a minute)")
     args = ap.parse_args(argv)
     n_loop, n_eng = (20_000, 1_000_000) if args.quick else (100_000, 10_000_000)
-    m = mu_gamma(GAMMA, d=D, L=L, sigma2=SIGMA2)
+    m = mu_gamma(GAMMA, SETTING)
     omega, mu = np.array([GAMMA, -GAMMA]), np.array([m, -m])
-    mh = MultiHead(tuple(omega), tuple(mu))
+    mh = MultiHead(omega, mu)
     cname, cpred, cexact = control()
 
     t = time.perf_counter()
@@ -71,13 +73,13 @@ def main(argv=None):
     s_loop = time.perf_counter() - t
     rows = [("loop (per prompt)", n_loop, s_loop, r_loop, se_loop)]
 
-    kw = dict(n=n_eng, d=D, L=L, sigma2=SIGMA2, seed=1)
-    res = estimate_risks({"mh": mh}, **kw)
+    kw = dict(n_prompts=n_eng, seed=1)
+    res = estimate_risks({"mh": mh}, SETTING, **kw)
     rows.append(("engine plain", n_eng, res.seconds, res["mh"].risk, res["mh"].stderr))
-    res = estimate_risks({"mh": mh}, conditional=True, **kw)
+    res = estimate_risks({"mh": mh}, SETTING, conditional=True, **kw)
     rows.append(("engine cond", n_eng, res.seconds, res["mh"].risk, res["mh"].stderr))
-    res = estimate_risks({"mh": mh, cname: cpred}, conditional=True, **kw)
-    cv = res.control_variate("mh", cname, cexact)
+    res = estimate_risks({"mh": mh, cname: cpred}, SETTING, conditional=True, **kw)
+    cv = res.control_variate("mh", cname, control_risk=cexact)
     rows.append((f"engine cond+cv[{cname}]", n_eng, res.seconds, cv.risk, cv.stderr))
 
     print(f"d={D} L={L} sigma2={SIGMA2} H=2 gamma={GAMMA}  control={cname} (exact {cexact:.6f})")

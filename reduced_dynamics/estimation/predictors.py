@@ -1,4 +1,4 @@
-r"""Batched predictors of in-context linear regression (docs/theory.md#reduced-model, #predictors).
+r"""Predictors of in-context linear regression (docs/theory.md#reduced-model, #predictors).
 
 Every predictor here is a *linear smoother*: on a prompt it predicts
 
@@ -6,30 +6,30 @@ Every predictor here is a *linear smoother*: on a prompt it predicts
 
 with weights :math:`w_l` that depend on the covariates only. For the attention,
 kernel and gradient-descent predictors the weights depend on a prompt only
-through the inner products :math:`s_l = x_l^\top x_q` (note
-:math:`\bar x^\top x_q = \bar s`), so they accept either a full
-:class:`~reduced_dynamics.estimation.prompts.Prompts` batch or its sufficient statistics
-:class:`PromptStats`. Bayes ridge needs the full covariates.
+through the scores :math:`s_l = x_l^\top x_q` (note :math:`\bar x^\top x_q =
+\bar s`), so they accept any :class:`~reduced_dynamics.Prompts`, also a
+statistics-only one; Bayes ridge needs the covariates.
 
-Sufficient-statistics sampler (isotropic case, docs/theory.md#data-model). By rotational
-invariance choose the frame with :math:`x_q = |x_q| e_1` and write
-:math:`x_l = (a_l, z_l)`, :math:`\beta = (\beta_1, \beta_\perp)`. Then
+The public surface is the predictor *classes* (:class:`MultiHead`,
+:class:`SingleHead`, :class:`VanillaGD`, :class:`DebiasedGD`,
+:class:`LinearAttention`, :class:`BayesRidge`, :class:`Zero`; base
+:class:`Predictor`) and :func:`conditional_loss`. A predictor is called on a
+batch, ``MultiHead(omega, mu)(prompts)``, and gives its smoother weights with
+``.weights(prompts)``; the Monte Carlo engine takes the same objects.
 
-.. math::
-
-    s_l = |x_q|\, a_l,\qquad y_l = \beta_1 a_l + \beta_\perp^\top z_l + \varepsilon_l,
-    \qquad y_q = \beta_1 |x_q| + \varepsilon_q,
-
-with :math:`|x_q|^2\sim\chi^2_d`, :math:`a_l\sim N(0,1)`,
-:math:`\beta_1\sim N(0,1/d)`, :math:`|\beta_\perp|^2\sim\chi^2_{d-1}/d`, all
-independent, and given :math:`\beta_\perp`, :math:`\beta_\perp^\top z_l +
-\varepsilon_l \sim N(0, |\beta_\perp|^2 + \sigma^2)` i.i.d. over ``l``.
-:func:`sample_prompt_stats` draws exactly these, at a cost independent of ``d``.
+Broadcasting: the parameters may carry leading batch axes. ``VanillaGD(eta)``
+and ``DebiasedGD(eta)`` take ``eta`` of any shape ``S``; ``MultiHead`` and
+``LinearAttention`` take ``omega``, ``mu`` of shapes ``(..., H)`` that broadcast
+against each other (the last axis is the head axis); ``SingleHead`` takes
+``omega``, ``mu`` broadcasting to ``S``; ``BayesRidge`` takes ``lam`` of shape
+``S``. Then ``weights`` has shape ``S + (n, L)`` and the predictions
+``S + (n,)``; scalar parameters give ``(n, L)`` and ``(n,)``.
+:func:`conditional_loss` broadcasts over leading axes of ``w`` the same way.
 
 Because every predictor is linear in ``y`` and β, ε are independent of the
-covariates, the conditional risk given the covariates is available in closed
-form (:func:`conditional_loss`); :mod:`reduced_dynamics.estimation.risk` uses it as a
-Rao–Blackwellised Monte Carlo estimator.
+covariates, the risk conditional on the covariates is available in closed
+form (:func:`conditional_loss`); :mod:`reduced_dynamics.estimation.risk` uses
+it as a Rao–Blackwellised Monte Carlo estimator.
 
 References
 ----------
@@ -38,37 +38,18 @@ docs/theory.md#data-model (data), #reduced-model (reduced model), #predictors (r
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
-from reduced_dynamics._validation import (
-    check_finite_float,
-    check_heads_pair,
-    check_nonnegative_float,
-    check_positive_int,
-    check_problem,
-)
+from reduced_dynamics._validation import check_finite_array, check_finite_float
 from reduced_dynamics.dynamics.manifold import single_head_optimum
-from reduced_dynamics.estimation.prompts import Prompts, as_generator
+from reduced_dynamics.estimation.prompts import Prompts, sample_prompts
+from reduced_dynamics.setting import Setting, as_setting, legacy_setting
 
 __all__ = [
-    "PromptStats",
-    "prompt_stats",
-    "sample_prompt_stats",
-    "multi_head_weights",
-    "vanilla_gd_weights",
-    "debiased_gd_weights",
-    "linear_attention_weights",
-    "ridge_weights",
-    "multi_head",
-    "single_head",
-    "vanilla_gd",
-    "debiased_gd",
-    "linear_attention",
-    "bayes_ridge",
-    "conditional_loss",
     "Predictor",
     "MultiHead",
     "SingleHead",
@@ -77,165 +58,41 @@ __all__ = [
     "LinearAttention",
     "BayesRidge",
     "Zero",
+    "conditional_loss",
 ]
 
 
-# --------------------------------------------------------------------------- data
+# --------------------------------------------------------------------------- helpers
 
 
-@dataclass(frozen=True)
-class PromptStats:
-    """Sufficient statistics of a batch of ``n`` isotropic prompts.
-
-    Attributes
-    ----------
-    s : ndarray, shape (n, L)
-        Inner products ``s_l = x_lᵀ x_q``.
-    y : ndarray, shape (n, L) or None
-        Context responses (``None`` when only the covariates were drawn, as in
-        the Rao–Blackwellised engine).
-    yq : ndarray, shape (n,) or None
-        Noisy query targets.
-    xq_norm2 : ndarray, shape (n,)
-        ``|x_q|²``.
-    d : int
-        Dimension of the prompts these statistics stand for.
-    sigma2 : float
-        Noise variance.
-    """
-
-    s: np.ndarray
-    y: np.ndarray | None
-    yq: np.ndarray | None
-    xq_norm2: np.ndarray
-    d: int
-    sigma2: float
-
-    @property
-    def n(self) -> int:
-        return self.s.shape[0]
-
-    @property
-    def L(self) -> int:
-        return self.s.shape[1]
-
-
-Batch = Prompts | PromptStats
-
-
-def prompt_stats(prompts: Prompts) -> PromptStats:
-    """Reduce a full batch to its sufficient statistics.
-
-    Parameters
-    ----------
-    prompts : Prompts
-        Batch with ``X`` of shape ``(n, L, d)``.
-
-    Returns
-    -------
-    PromptStats
-        ``s = X x_q`` (shape ``(n, L)``), the same ``y`` and ``yq``, ``|x_q|²``.
-
-    Examples
-    --------
-    >>> from reduced_dynamics.estimation.prompts import sample_prompts
-    >>> st = prompt_stats(sample_prompts(3, d=5, L=8, sigma2=0.1, seed=0))
-    >>> st.s.shape, st.d
-    ((3, 8), 5)
-    """
+def _check_prompts(prompts, name="prompts") -> Prompts:
     if not isinstance(prompts, Prompts):
-        raise ValueError(f"`prompts` must be a Prompts batch, got {type(prompts).__name__}")
-    s = np.einsum("nld,nd->nl", prompts.X, prompts.xq)
-    return PromptStats(
-        s=s,
-        y=prompts.y,
-        yq=prompts.yq,
-        xq_norm2=np.einsum("nd,nd->n", prompts.xq, prompts.xq),
-        d=prompts.d,
-        sigma2=float(prompts.sigma2),
-    )
+        raise ValueError(f"`{name}` must be a reduced_dynamics.Prompts batch, got {type(prompts).__name__}")
+    return prompts
 
 
-def _draw_stats_into(rng, s, y, yq, r2, *, d, sigma2, covariates_only=False):
-    """Fill preallocated arrays with one block of sufficient statistics.
-
-    Draw order (fixed, part of the reproducibility contract): ``|x_q|²``, ``a``,
-    then ``β₁``, ``|β_⊥|²``, the combined context noise, ``ε_q``. With
-    ``covariates_only`` the last four are skipped, so the covariates agree with
-    the full draw from the same generator.
-    """
-    m = s.shape[0]
-    r2[...] = rng.chisquare(d, size=m)
-    rng.standard_normal(out=s)  # a_l, turned into s_l = |x_q| a_l below
-    if not covariates_only:
-        beta1 = rng.standard_normal(m) / np.sqrt(d)
-        bperp2 = rng.chisquare(d - 1, size=m) / d if d > 1 else np.zeros(m)
-        rng.standard_normal(out=y)
-        y *= np.sqrt(bperp2 + sigma2)[:, None]  # β_⊥ᵀz_l + ε_l
-        y += beta1[:, None] * s
-        r = np.sqrt(r2)
-        yq[...] = beta1 * r + np.sqrt(sigma2) * rng.standard_normal(m)
-    else:
-        r = np.sqrt(r2)
-    s *= r[:, None]
+def _param(name, value):
+    """A finite parameter: Python float for a scalar, read-only float64 ndarray otherwise."""
+    if np.ndim(value) == 0 and not isinstance(value, np.ndarray):
+        return check_finite_float(name, value)
+    arr = check_finite_array(name, value).copy()
+    arr.setflags(write=False)
+    return arr if arr.ndim else float(arr)
 
 
-def sample_prompt_stats(n, *, d, L, sigma2, seed, covariates_only=False) -> PromptStats:
-    r"""Draw the sufficient statistics of ``n`` isotropic prompts directly.
-
-    Same distribution as ``prompt_stats(sample_prompts(n, d=d, L=L, ...))`` at
-    a cost of ``O(n L)``, independent of ``d`` (see the module docstring for
-    the rotation argument).
-
-    Parameters
-    ----------
-    n : int
-        Number of prompts, ``>= 1``.
-    d, L : int
-        Dimension and context length, ``>= 1``.
-    sigma2 : float
-        Noise variance, ``>= 0``.
-    seed : int or numpy.random.Generator
-        Explicit source of randomness.
-    covariates_only : bool, default False
-        Draw only ``s`` and ``|x_q|²`` (``y`` and ``yq`` are ``None``).
-
-    Returns
-    -------
-    PromptStats
-
-    Examples
-    --------
-    >>> st = sample_prompt_stats(4, d=5, L=40, sigma2=0.1, seed=0)
-    >>> st.s.shape, st.y.shape, st.yq.shape
-    ((4, 40), (4, 40), (4,))
-    """
-    n = check_positive_int("n", n)
-    d, L, sigma2 = check_problem(d, L, sigma2)
-    rng = as_generator(seed)
-    s = np.empty((n, L))
-    r2 = np.empty(n)
-    y = None if covariates_only else np.empty((n, L))
-    yq = None if covariates_only else np.empty(n)
-    _draw_stats_into(rng, s, y, yq, r2, d=d, sigma2=sigma2, covariates_only=covariates_only)
-    return PromptStats(s=s, y=y, yq=yq, xq_norm2=r2, d=d, sigma2=sigma2)
-
-
-# ------------------------------------------------------------------ weight kernels
-
-
-def _s_of(batch) -> np.ndarray:
-    if isinstance(batch, PromptStats):
-        return batch.s
-    if isinstance(batch, Prompts):
-        return np.einsum("nld,nd->nl", batch.X, batch.xq)
-    raise ValueError(f"`batch` must be Prompts or PromptStats, got {type(batch).__name__}")
-
-
-def _y_of(batch) -> np.ndarray:
-    if batch.y is None:
-        raise ValueError("`batch` has no responses `y` (drawn with covariates_only=True)")
-    return batch.y
+def _heads(omega, mu) -> tuple[np.ndarray, np.ndarray]:
+    """Validate per-head parameters of shapes ``(..., H)`` that broadcast against each other."""
+    omega = check_finite_array("omega", omega, min_ndim=1)
+    mu = check_finite_array("mu", mu, min_ndim=1)
+    if omega.shape[-1] != mu.shape[-1]:
+        raise ValueError(
+            f"`omega` and `mu` must have the same number of heads (last axis), got shapes {omega.shape} and {mu.shape}"
+        )
+    try:
+        np.broadcast_shapes(omega.shape, mu.shape)
+    except ValueError:
+        raise ValueError(f"`omega` and `mu` must broadcast together, got shapes {omega.shape} and {mu.shape}") from None
+    return omega, mu
 
 
 def _check_s(s) -> np.ndarray:
@@ -245,11 +102,7 @@ def _check_s(s) -> np.ndarray:
     return s
 
 
-def _heads(omega, mu) -> tuple[np.ndarray, np.ndarray]:
-    omega, mu = check_heads_pair(omega, mu)
-    if omega.ndim != 1:
-        raise ValueError(f"`omega` and `mu` must have shape (H,), got {omega.shape}")
-    return omega, mu
+# ------------------------------------------------------------------ weight kernels (internal)
 
 
 def multi_head_weights(s, omega, mu) -> np.ndarray:
@@ -267,26 +120,37 @@ def multi_head_weights(s, omega, mu) -> np.ndarray:
     Parameters
     ----------
     s : ndarray, shape (n, L)
-        ``x_lᵀ x_q``.
-    omega, mu : ndarray, shape (H,)
+        Scores ``x_lᵀ x_q``.
+    omega, mu : ndarray, shapes (..., H) broadcasting together
         KQ scales and OV values of the heads.
 
     Returns
     -------
-    ndarray, shape (n, L)
+    ndarray, shape (..., n, L)
     """
     s = _check_s(s)
     omega, mu = _heads(omega, mu)
     # max_l ω_h s_l = ω_h max_l s_l (ω_h >= 0) or ω_h min_l s_l (ω_h < 0): rounding is monotone
     smax = s.max(axis=1)
     smin = s.min(axis=1)
-    w = np.zeros_like(s)
-    z = np.empty_like(s)
-    for o, m in zip(omega.tolist(), mu.tolist()):  # loop over heads only; vectorised over prompts
-        np.multiply(s, o, out=z)
-        z -= (o * smax if o >= 0 else o * smin)[:, None]
+    if omega.ndim == 1 and mu.ndim == 1:
+        w = np.zeros_like(s)
+        z = np.empty_like(s)
+        for o, m in zip(omega.tolist(), mu.tolist()):  # loop over heads only; vectorised over prompts
+            np.multiply(s, o, out=z)
+            z -= (o * smax if o >= 0 else o * smin)[:, None]
+            np.exp(z, out=z)
+            z *= (m / z.sum(axis=1))[:, None]
+            w += z
+        return w
+    omega, mu = np.broadcast_arrays(omega, mu)
+    w = np.zeros(omega.shape[:-1] + s.shape)
+    for h in range(omega.shape[-1]):
+        o = omega[..., h][..., None, None]
+        z = o * s
+        z -= np.where(o >= 0, o * smax[:, None], o * smin[:, None])
         np.exp(z, out=z)
-        z *= (m / z.sum(axis=1))[:, None]
+        z *= mu[..., h][..., None, None] / z.sum(axis=-1, keepdims=True)
         w += z
     return w
 
@@ -294,35 +158,26 @@ def multi_head_weights(s, omega, mu) -> np.ndarray:
 def vanilla_gd_weights(s, eta) -> np.ndarray:
     r"""Weights of one-step GD from zero, :math:`w_l = (\eta/L)\, s_l` (docs/theory.md#predictors).
 
-    Parameters
-    ----------
-    s : ndarray, shape (n, L)
-    eta : float
-
-    Returns
-    -------
-    ndarray, shape (n, L)
+    ``eta`` scalar gives shape ``(n, L)``; ``eta`` of shape ``S`` gives ``S + (n, L)``.
     """
     s = _check_s(s)
-    eta = check_finite_float("eta", eta)
-    return (eta / s.shape[1]) * s
+    eta = _param("eta", eta)
+    if isinstance(eta, float):
+        return (eta / s.shape[1]) * s
+    return (eta / s.shape[1])[..., None, None] * s
 
 
 def debiased_gd_weights(s, eta) -> np.ndarray:
     r"""Weights of debiased GD, :math:`w_l = (\eta/L)(s_l - \bar s)`, :math:`\bar s = \bar x^\top x_q`.
 
-    Parameters
-    ----------
-    s : ndarray, shape (n, L)
-    eta : float
-
-    Returns
-    -------
-    ndarray, shape (n, L)
+    ``eta`` scalar gives shape ``(n, L)``; ``eta`` of shape ``S`` gives ``S + (n, L)``.
     """
     s = _check_s(s)
-    eta = check_finite_float("eta", eta)
-    return (eta / s.shape[1]) * (s - s.mean(axis=1, keepdims=True))
+    eta = _param("eta", eta)
+    c = s - s.mean(axis=1, keepdims=True)
+    if isinstance(eta, float):
+        return (eta / s.shape[1]) * c
+    return (eta / s.shape[1])[..., None, None] * c
 
 
 def linear_attention_weights(s, omega, mu) -> np.ndarray:
@@ -331,33 +186,33 @@ def linear_attention_weights(s, omega, mu) -> np.ndarray:
     .. math:: w_l = \sum_h \mu_h \tfrac1L \omega_h s_l = \tfrac{\mu^\top\omega}{L} s_l ,
 
     i.e. vanilla GD with :math:`\eta = \mu^\top\omega` (docs/theory.md#predictors).
-
-    Parameters
-    ----------
-    s : ndarray, shape (n, L)
-    omega, mu : ndarray, shape (H,)
-
-    Returns
-    -------
-    ndarray, shape (n, L)
     """
     omega, mu = _heads(omega, mu)
-    return vanilla_gd_weights(s, float(mu @ omega))
+    if omega.ndim == 1 and mu.ndim == 1:
+        return vanilla_gd_weights(s, float(mu @ omega))
+    return vanilla_gd_weights(s, np.sum(omega * mu, axis=-1))
 
 
 def _ridge_solve(A, b, *, lam, L, d) -> np.ndarray:
-    """Solve the batched ridge systems ``A v = b`` (``A = XᵀX + λI``, shape ``(n, d, d)``).
+    """Solve the batched ridge systems ``A v = b`` (``A = XᵀX + λI``, shape ``(..., n, d, d)``).
 
     ``λ = 0`` needs ``XᵀX`` invertible, hence ``L >= d``; this is checked up front
     because a rank-deficient ``XᵀX`` is often *not* flagged singular in floating
     point and would return garbage silently.
     """
-    if lam == 0 and L < d:
+    if np.any(np.asarray(lam) == 0) and L < d:
         raise ValueError(f"`lam` must be > 0 when L < d (XᵀX is singular), got lam=0 with L={L}, d={d}")
     try:
-        return np.linalg.solve(A, b[:, :, None])[:, :, 0]
+        return np.linalg.solve(A, b[..., None])[..., 0]
     except np.linalg.LinAlgError:
         raise ValueError(f"`lam` must be > 0 here: XᵀX + λI is singular for lam={lam}") from None
+
+
+def _check_lam(lam):
+    lam = _param("lam", lam)
+    if np.any(np.asarray(lam) < 0):
+        raise ValueError(f"`lam` must be a finite number >= 0, got {lam!r}")
+    return lam
 
 
 def ridge_weights(X, xq, lam) -> np.ndarray:
@@ -367,155 +222,100 @@ def ridge_weights(X, xq, lam) -> np.ndarray:
     ----------
     X : ndarray, shape (n, L, d)
     xq : ndarray, shape (n, d)
-    lam : float, > 0 or == 0 (then ``XᵀX`` must be invertible, so ``L >= d``)
+    lam : float or ndarray of shape S, >= 0 (``0`` needs ``L >= d``)
 
     Returns
     -------
-    ndarray, shape (n, L)
+    ndarray, shape S + (n, L)
     """
     X = np.asarray(X, dtype=np.float64)
     xq = np.asarray(xq, dtype=np.float64)
-    lam = check_nonnegative_float("lam", lam)
+    lam = _check_lam(lam)
     if X.ndim != 3 or xq.shape != (X.shape[0], X.shape[2]):
         raise ValueError(f"`X` and `xq` must have shapes (n, L, d) and (n, d), got {X.shape} and {xq.shape}")
     A = np.einsum("nld,nle->nde", X, X)
-    A += lam * np.eye(X.shape[2])
-    v = _ridge_solve(A, xq, lam=lam, L=X.shape[1], d=X.shape[2])
-    return np.einsum("nld,nd->nl", X, v)
+    eye = np.eye(X.shape[2])
+    if isinstance(lam, float):
+        A += lam * eye
+        b = xq
+    else:
+        A = A + lam[..., None, None, None] * eye
+        b = np.broadcast_to(xq, A.shape[:-1])
+    v = _ridge_solve(A, b, lam=lam, L=X.shape[1], d=X.shape[2])
+    return np.einsum("nld,...nd->...nl", X, v) if v.ndim > 2 else np.einsum("nld,nd->nl", X, v)
 
 
-# -------------------------------------------------------------------- predictions
+def _smooth(w, prompts) -> np.ndarray:
+    y = prompts.y
+    if w.ndim == 2:
+        return np.einsum("nl,nl->n", w, y)
+    return np.einsum("...nl,nl->...n", w, y)
 
 
-def _smooth(w, batch) -> np.ndarray:
-    return np.einsum("nl,nl->n", w, _y_of(batch))
+# -------------------------------------------------------------- function forms (internal)
+# Kept for internal callers; the public surface is the predictor classes below.
 
 
-def multi_head(batch: Batch, omega, mu) -> np.ndarray:
-    r"""Reduced multi-head softmax attention (docs/theory.md#reduced-model).
-
-    .. math:: \hat y(\omega,\mu) = \sum_h \mu_h \sum_l y_l\, \mathrm{softmax}_l(\omega_h x_l^\top x_q)
-
-    Parameters
-    ----------
-    batch : Prompts or PromptStats
-        ``n`` prompts of length ``L``.
-    omega, mu : array_like, shape (H,)
-
-    Returns
-    -------
-    ndarray, shape (n,)
-
-    Examples
-    --------
-    >>> st = sample_prompt_stats(2, d=5, L=40, sigma2=0.1, seed=0)
-    >>> np.allclose(multi_head(st, [0.0], [1.0]), st.y.mean(axis=1))
-    True
-    """
-    return _smooth(multi_head_weights(_s_of(batch), omega, mu), batch)
+def multi_head(prompts, omega, mu) -> np.ndarray:
+    r"""Reduced multi-head softmax attention, :math:`\sum_h \mu_h \sum_l y_l \mathrm{softmax}_l(\omega_h s_l)`."""
+    return _smooth(multi_head_weights(_check_prompts(prompts).scores, omega, mu), prompts)
 
 
-def single_head(batch: Batch, omega, mu) -> np.ndarray:
-    r"""Single softmax head, a Nadaraya–Watson kernel regressor (the ``H = 1`` case).
-
-    .. math:: \hat y = \mu \sum_l y_l\, \mathrm{softmax}_l(\omega\, x_l^\top x_q)
-
-    Its optimum of the approximate loss is
-    :func:`reduced_dynamics.dynamics.manifold.single_head_optimum` (docs/theory.md#gradient-flow).
-
-    Parameters
-    ----------
-    batch : Prompts or PromptStats
-    omega, mu : float
-
-    Returns
-    -------
-    ndarray, shape (n,)
-    """
-    return multi_head(batch, [check_finite_float("omega", omega)], [check_finite_float("mu", mu)])
+def single_head(prompts, omega, mu) -> np.ndarray:
+    """Single softmax head (the ``H = 1`` case of :func:`multi_head`), scalar ``omega``, ``mu``."""
+    return multi_head(prompts, [check_finite_float("omega", omega)], [check_finite_float("mu", mu)])
 
 
-def vanilla_gd(batch: Batch, eta) -> np.ndarray:
-    r"""One step of GD from zero, :math:`\hat y = (\eta/L)\sum_l y_l\, x_l^\top x_q` (docs/theory.md#predictors).
-
-    Parameters
-    ----------
-    batch : Prompts or PromptStats
-    eta : float
-
-    Returns
-    -------
-    ndarray, shape (n,)
-    """
-    return _smooth(vanilla_gd_weights(_s_of(batch), eta), batch)
+def vanilla_gd(prompts, eta) -> np.ndarray:
+    r"""One step of GD from zero, :math:`\hat y = (\eta/L)\sum_l y_l\, x_l^\top x_q`."""
+    return _smooth(vanilla_gd_weights(_check_prompts(prompts).scores, eta), prompts)
 
 
-def debiased_gd(batch: Batch, eta) -> np.ndarray:
-    r"""Debiased GD, :math:`\hat y = (\eta/L)\sum_l y_l (x_l - \bar x)^\top x_q` (docs/theory.md#predictors).
-
-    Parameters
-    ----------
-    batch : Prompts or PromptStats
-    eta : float
-
-    Returns
-    -------
-    ndarray, shape (n,)
-    """
-    return _smooth(debiased_gd_weights(_s_of(batch), eta), batch)
+def debiased_gd(prompts, eta) -> np.ndarray:
+    r"""Debiased GD, :math:`\hat y = (\eta/L)\sum_l y_l (x_l - \bar x)^\top x_q`."""
+    return _smooth(debiased_gd_weights(_check_prompts(prompts).scores, eta), prompts)
 
 
-def linear_attention(batch: Batch, omega, mu) -> np.ndarray:
-    r"""Linear attention with hard-coded ``1/L`` normalisation.
-
-    .. math:: \hat y = \sum_h \mu_h \frac1L \sum_l y_l\, \omega_h x_l^\top x_q ,
-
-    equal to :func:`vanilla_gd` with :math:`\eta = \mu^\top\omega` (docs/theory.md#predictors).
-
-    Parameters
-    ----------
-    batch : Prompts or PromptStats
-    omega, mu : array_like, shape (H,)
-
-    Returns
-    -------
-    ndarray, shape (n,)
-    """
-    return _smooth(linear_attention_weights(_s_of(batch), omega, mu), batch)
+def linear_attention(prompts, omega, mu) -> np.ndarray:
+    r"""Linear attention with hard-coded ``1/L``: vanilla GD with :math:`\eta = \mu^\top\omega`."""
+    return _smooth(linear_attention_weights(_check_prompts(prompts).scores, omega, mu), prompts)
 
 
-def bayes_ridge(prompts: Prompts, *, lam=None) -> np.ndarray:
+def _ridge_lam(lam, prompts):
+    if lam is None:
+        if prompts.setting is None:
+            raise ValueError(
+                "`lam` is required for a batch without a setting (or use BayesRidge(setting) for λ = σ² d)"
+            )
+        lam = prompts.setting.sigma2 * prompts.d
+    elif isinstance(lam, Setting):
+        lam = lam.sigma2 * np.asarray(lam.d) if not lam.is_scalar else lam.sigma2 * lam.d
+    return _check_lam(lam)
+
+
+def bayes_ridge(prompts, *, lam=None) -> np.ndarray:
     r"""Posterior-mean (ridge) prediction :math:`\hat y = x_q^\top (X^\top X + \lambda I)^{-1} X^\top y`.
 
-    With the prior :math:`\beta\sim N(0, I_d/d)` and noise :math:`N(0,\sigma^2)`
-    the posterior mean of β is ridge with :math:`\lambda = \sigma^2 d`, whatever
-    the covariance Σ of ``x`` (the covariates are conditioned on), so this is
-    Bayes-optimal also for prompts drawn with ``Sigma`` (docs/theory.md#predictors).
-
-    Parameters
-    ----------
-    prompts : Prompts
-        Full batch (``X`` of shape ``(n, L, d)``).
-    lam : float, optional
-        Ridge parameter; default ``prompts.sigma2 * d``. ``lam = 0`` needs
-        ``L >= d``.
-
-    Returns
-    -------
-    ndarray, shape (n,)
+    ``lam=None`` means :math:`\sigma^2 d` of ``prompts.setting``; a scalar ``lam``.
     """
-    if not isinstance(prompts, Prompts):
-        raise ValueError(f"`prompts` must be a full Prompts batch for ridge, got {type(prompts).__name__}")
-    lam = prompts.sigma2 * prompts.d if lam is None else lam
-    lam = check_nonnegative_float("lam", lam)
-    A = np.einsum("nld,nle->nde", prompts.X, prompts.X)
+    prompts = _check_prompts(prompts)
+    if not prompts.has_covariates:
+        raise ValueError("`prompts` must have covariates for ridge (not a statistics-only batch)")
+    lam = _ridge_lam(lam, prompts)
+    if not isinstance(lam, float):
+        return _smooth(ridge_weights(prompts.X, prompts.x_q, lam), prompts)
+    X = prompts.X
+    A = np.einsum("nld,nle->nde", X, X)
     A += lam * np.eye(prompts.d)
-    b = np.einsum("nld,nl->nd", prompts.X, prompts.y)
+    b = np.einsum("nld,nl->nd", X, prompts.y)
     beta_hat = _ridge_solve(A, b, lam=lam, L=prompts.L, d=prompts.d)
-    return np.einsum("nd,nd->n", prompts.xq, beta_hat)
+    return np.einsum("nd,nd->n", prompts.x_q, beta_hat)
 
 
-def conditional_loss(batch: Batch, w) -> np.ndarray:
+# ------------------------------------------------------------------ conditional loss
+
+
+def conditional_loss(prompts, w, setting=None) -> np.ndarray:
     r"""Risk of a linear smoother conditional on the covariates (Rao–Blackwell).
 
     For :math:`\hat y = w^\top y` with ``w`` a function of ``X, x_q`` and
@@ -523,181 +323,380 @@ def conditional_loss(batch: Batch, w) -> np.ndarray:
 
     .. math:: E[(y_q-\hat y)^2 \mid X, x_q] = \tfrac1d\,|x_q - X^\top w|^2 + \sigma^2 (1 + |w|^2).
 
-    For :class:`PromptStats` the frame components orthogonal to ``x_q`` are
+    For a statistics-only batch the frame components orthogonal to ``x_q`` are
     integrated as well (:math:`E|Z^\top w|^2 = (d-1)|w|^2`), which gives
 
     .. math:: \tfrac{1}{d}\frac{(|x_q|^2 - w^\top s)^2}{|x_q|^2}
               + \sigma^2 + \Big(\tfrac{d-1}{d} + \sigma^2\Big)|w|^2 .
 
-    Both have the same mean as :math:`(y_q - \hat y)^2`. The full form holds
+    Both have the same mean as :math:`(y_q - \hat y)^2`. The first form holds
     for any covariance of ``x`` (only β and ε are integrated); the
-    :class:`PromptStats` form assumes isotropic ``x``.
+    statistics-only form assumes isotropic ``x``.
 
     Parameters
     ----------
-    batch : Prompts or PromptStats
-        ``n`` prompts of length ``L``.
-    w : ndarray, shape (n, L)
-        Smoother weights, functions of the covariates only.
+    prompts : Prompts
+        ``n`` prompts of length ``L`` (responses not needed).
+    w : array_like, shape (..., n, L)
+        Smoother weights (functions of the covariates only); leading axes
+        broadcast.
+    setting : Setting, optional
+        The data model (``sigma2``, and ``d`` for a statistics-only batch);
+        default ``prompts.setting``.
 
     Returns
     -------
-    ndarray, shape (n,)
+    ndarray, shape (..., n)
+
+    References
+    ----------
+    docs/theory.md#predictors
     """
-    if not isinstance(batch, (Prompts, PromptStats)):
-        raise ValueError(f"`batch` must be Prompts or PromptStats, got {type(batch).__name__}")
+    prompts = _check_prompts(prompts)
+    if setting is None:
+        setting = prompts.setting
+        if setting is None:
+            raise ValueError("`setting` is required: the batch carries none (pass setting=Setting(...))")
+    setting = as_setting(setting).require_scalar("conditional_loss")
     w = np.asarray(w, dtype=np.float64)
-    if w.shape != (batch.n, batch.L):
-        raise ValueError(f"`w` must have shape (n, L) = {(batch.n, batch.L)}, got {w.shape}")
-    sigma2 = float(batch.sigma2)
-    if isinstance(batch, PromptStats):
-        d, r2 = batch.d, batch.xq_norm2
-        ws = np.einsum("nl,nl->n", w, batch.s)
-        ww = np.einsum("nl,nl->n", w, w)
+    n, L = prompts.n, prompts.L
+    if w.ndim < 2 or w.shape[-2:] != (n, L):
+        raise ValueError(f"`w` must have shape (..., n, L) with (n, L) = {(n, L)}, got {w.shape}")
+    sigma2 = float(setting.sigma2)
+    flat = w.ndim == 2
+    ww = np.einsum("nl,nl->n", w, w) if flat else np.einsum("...nl,...nl->...n", w, w)
+    if not prompts.has_covariates:
+        d, r2, s = setting.d, prompts.xq_norm2, prompts.scores
+        ws = np.einsum("nl,nl->n", w, s) if flat else np.einsum("...nl,nl->...n", w, s)
         return (r2 - ws) ** 2 / (d * r2) + sigma2 + ((d - 1) / d + sigma2) * ww
-    resid = batch.xq - np.einsum("nld,nl->nd", batch.X, w)
-    ww = np.einsum("nl,nl->n", w, w)
-    return np.einsum("nd,nd->n", resid, resid) / batch.d + sigma2 * (1.0 + ww)
+    d = prompts.d
+    if setting.d != d:
+        raise ValueError(f"`setting` has d={setting.d} but the batch has d={d}")
+    Xw = np.einsum("nld,nl->nd", prompts.X, w) if flat else np.einsum("nld,...nl->...nd", prompts.X, w)
+    resid = prompts.x_q - Xw
+    rr = np.einsum("nd,nd->n", resid, resid) if flat else np.einsum("...nd,...nd->...n", resid, resid)
+    return rr / d + sigma2 * (1.0 + ww)
 
 
 # ----------------------------------------------------------- predictor objects
 
 
+def _key(v):
+    if isinstance(v, np.ndarray):
+        return (v.shape, v.tobytes())
+    return v
+
+
 class Predictor:
     """Base class: a linear smoother :math:`\\hat y = \\sum_l w_l y_l`.
 
-    Subclasses define :meth:`weights`; ``uses_stats`` says whether the weights
-    depend on the prompt only through :class:`PromptStats` (then the engine may
-    use :func:`sample_prompt_stats`).
+    Subclasses define :meth:`weights`. Class attributes: ``name`` (the default
+    label in the Monte Carlo engine) and ``uses_stats`` (whether the weights
+    depend on a batch only through its scores, so that a statistics-only
+    batch serves; Bayes ridge needs covariates).
+
+    Predictors compare and hash by value.
     """
 
     uses_stats: ClassVar[bool] = True
     name: ClassVar[str] = "predictor"
 
-    def weights(self, batch: Batch) -> np.ndarray:
-        """Smoother weights ``w``, shape ``(n, L)``; every subclass defines them."""
+    def weights(self, prompts: Prompts) -> np.ndarray:
+        """Smoother weights ``w``, shape ``batch_shape + (n, L)``; every subclass defines them."""
         raise TypeError(f"{type(self).__name__} does not define `weights`; subclass Predictor and implement it")
 
-    def __call__(self, batch: Batch) -> np.ndarray:
-        """Predictions ``ŷ``, shape ``(n,)``."""
-        return _smooth(self.weights(batch), batch)
+    def __call__(self, prompts: Prompts) -> np.ndarray:
+        """Predictions ``ŷ``, shape ``batch_shape + (n,)``."""
+        return _smooth(self.weights(prompts), _check_prompts(prompts))
+
+    @property
+    def batch_shape(self) -> tuple:
+        """Shape of the parameter batch (``()`` for scalar parameters)."""
+        return ()
+
+    @property
+    def n_heads(self) -> int:
+        """Number of attention heads (1 for the non-attention predictors)."""
+        return 1
+
+    def _fields(self):
+        return (
+            tuple(_key(getattr(self, f.name)) for f in dataclasses.fields(self))
+            if dataclasses.is_dataclass(self)
+            else ()
+        )
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    def __hash__(self):
+        return hash((type(self).__name__, self._fields()))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class _HeadsPredictor(Predictor):
-    """Base of the predictors parameterised by per-head ``(omega, mu)``, stored as validated tuples."""
+    """Base of the predictors parameterised by per-head ``(omega, mu)`` of shapes ``(..., H)``."""
 
-    omega: tuple
-    mu: tuple
+    omega: Any
+    mu: Any
 
     def __post_init__(self):
         omega, mu = _heads(self.omega, self.mu)
-        object.__setattr__(self, "omega", tuple(float(v) for v in omega))
-        object.__setattr__(self, "mu", tuple(float(v) for v in mu))
+        for name, v in (("omega", omega), ("mu", mu)):
+            v = v.copy()
+            v.setflags(write=False)
+            object.__setattr__(self, name, v)
+
+    @property
+    def batch_shape(self) -> tuple:
+        return np.broadcast_shapes(self.omega.shape, self.mu.shape)[:-1]
+
+    @property
+    def n_heads(self) -> int:
+        return int(self.omega.shape[-1])
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class MultiHead(_HeadsPredictor):
-    """Reduced H-head softmax model at ``(omega, mu)``; see :func:`multi_head`."""
+    r"""The reduced H-head softmax model at ``(omega, mu)`` (docs/theory.md#reduced-model).
+
+    .. math:: \hat y = \sum_h \mu_h \sum_l y_l\, \mathrm{softmax}_l(\omega_h x_l^\top x_q)
+
+    Parameters
+    ----------
+    omega, mu : array_like, shapes (..., H) broadcasting together
+        KQ scales and OV values per head (stored as read-only arrays).
+
+    Examples
+    --------
+    >>> from reduced_dynamics import MultiHead, sample_prompts
+    >>> from reduced_dynamics.setting import Setting
+    >>> p = sample_prompts(3, Setting(d=5, L=40, sigma2=0.1), seed=0, stats_only=True)
+    >>> MultiHead([0.1, -0.1], [4.0, -4.0])(p).shape
+    (3,)
+    >>> MultiHead([[0.1, -0.1], [0.2, -0.2]], [4.0, -4.0])(p).shape  # two parameter points
+    (2, 3)
+    """
 
     name: ClassVar[str] = "multi_head"
 
-    def weights(self, batch):
-        return multi_head_weights(_s_of(batch), np.array(self.omega), np.array(self.mu))
+    def weights(self, prompts):
+        return multi_head_weights(_check_prompts(prompts).scores, self.omega, self.mu)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class SingleHead(Predictor):
-    """Single softmax head (kernel regressor); see :func:`single_head`."""
+    r"""A single softmax head, the Nadaraya–Watson kernel regressor (the ``H = 1`` reduced model).
 
-    omega: float
-    mu: float
+    .. math:: \hat y = \mu \sum_l y_l\, \mathrm{softmax}_l(\omega\, x_l^\top x_q)
+
+    Parameters
+    ----------
+    omega, mu : float or array_like broadcasting together
+
+    References
+    ----------
+    docs/theory.md#single-head
+    """
+
+    omega: Any
+    mu: Any
     name: ClassVar[str] = "single_head"
 
     def __post_init__(self):
-        object.__setattr__(self, "omega", check_finite_float("omega", self.omega))
-        object.__setattr__(self, "mu", check_finite_float("mu", self.mu))
+        object.__setattr__(self, "omega", _param("omega", self.omega))
+        object.__setattr__(self, "mu", _param("mu", self.mu))
+        try:
+            np.broadcast_shapes(np.shape(self.omega), np.shape(self.mu))
+        except ValueError:
+            raise ValueError(
+                f"`omega` and `mu` must broadcast together, got shapes {np.shape(self.omega)} and {np.shape(self.mu)}"
+            ) from None
 
     @classmethod
-    def optimum(cls, d, L, sigma2) -> SingleHead:
-        """The minimiser of the approximate loss for ``H = 1`` (positive branch)."""
-        omega, mu, _ = single_head_optimum(d, L, sigma2)
-        return cls(omega, mu)
+    def optimum(cls, setting) -> SingleHead:
+        """The minimiser of the approximate loss for ``H = 1`` (positive branch), docs/theory.md#single-head.
 
-    def weights(self, batch):
-        return multi_head_weights(_s_of(batch), np.array([self.omega]), np.array([self.mu]))
+        Parameters
+        ----------
+        setting : Setting
+            Data model; an array-valued setting gives a predictor with array
+            parameters (``batch_shape == setting.shape``).
+
+        Examples
+        --------
+        >>> from reduced_dynamics.setting import Setting
+        >>> sh = SingleHead.optimum(Setting(d=5, L=40, sigma2=0.1))
+        >>> round(sh.omega, 6), round(sh.mu, 6)
+        (0.447214, 1.627695)
+        """
+        opt = single_head_optimum(as_setting(setting))
+        return cls(opt.omega, opt.mu)
+
+    @property
+    def batch_shape(self) -> tuple:
+        return np.broadcast_shapes(np.shape(self.omega), np.shape(self.mu))
+
+    def weights(self, prompts):
+        s = _check_prompts(prompts).scores
+        if isinstance(self.omega, float) and isinstance(self.mu, float):
+            return multi_head_weights(s, np.array([self.omega]), np.array([self.mu]))
+        return multi_head_weights(s, np.asarray(self.omega)[..., None], np.asarray(self.mu)[..., None])
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class _StepPredictor(Predictor):
-    """Base of the one-step GD predictors, parameterised by a validated step ``eta``."""
+    """Base of the one-step GD predictors, parameterised by a step ``eta`` (scalar or array)."""
 
-    eta: float
+    eta: Any
 
     def __post_init__(self):
-        object.__setattr__(self, "eta", check_finite_float("eta", self.eta))
+        object.__setattr__(self, "eta", _param("eta", self.eta))
+
+    @property
+    def batch_shape(self) -> tuple:
+        return np.shape(self.eta)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class VanillaGD(_StepPredictor):
-    """One-step GD with step ``eta``; see :func:`vanilla_gd`."""
+    r"""One step of GD from zero with step ``eta`` (docs/theory.md#predictors).
+
+    .. math:: \hat y = \frac{\eta}{L}\sum_l y_l\, x_l^\top x_q
+
+    Parameters
+    ----------
+    eta : float or array_like
+        Step; an array of shape ``S`` gives predictions of shape ``S + (n,)``.
+    """
 
     name: ClassVar[str] = "gd"
 
-    def weights(self, batch):
-        return vanilla_gd_weights(_s_of(batch), self.eta)
+    def weights(self, prompts):
+        return vanilla_gd_weights(_check_prompts(prompts).scores, self.eta)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class DebiasedGD(_StepPredictor):
-    """Debiased GD with step ``eta``; see :func:`debiased_gd`."""
+    r"""Debiased one-step GD with step ``eta`` (docs/theory.md#predictors).
+
+    .. math:: \hat y = \frac{\eta}{L}\sum_l y_l\, (x_l - \bar x)^\top x_q
+
+    Parameters
+    ----------
+    eta : float or array_like
+        Step; an array of shape ``S`` gives predictions of shape ``S + (n,)``.
+    """
 
     name: ClassVar[str] = "debiased_gd"
 
-    def weights(self, batch):
-        return debiased_gd_weights(_s_of(batch), self.eta)
+    def weights(self, prompts):
+        return debiased_gd_weights(_check_prompts(prompts).scores, self.eta)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class LinearAttention(_HeadsPredictor):
-    """Linear attention, ``1/L`` normalisation hard-coded; see :func:`linear_attention`."""
+    r"""Linear attention with the ``1/L`` normalisation hard-coded (docs/theory.md#predictors).
+
+    .. math:: \hat y = \sum_h \mu_h \frac1L \sum_l y_l\, \omega_h x_l^\top x_q ,
+
+    equal to :class:`VanillaGD` with :math:`\eta = \mu^\top\omega`.
+
+    Parameters
+    ----------
+    omega, mu : array_like, shapes (..., H) broadcasting together
+    """
 
     name: ClassVar[str] = "linear_attention"
 
-    def weights(self, batch):
-        return linear_attention_weights(_s_of(batch), np.array(self.omega), np.array(self.mu))
+    def weights(self, prompts):
+        return linear_attention_weights(_check_prompts(prompts).scores, self.omega, self.mu)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class BayesRidge(Predictor):
-    """Ridge / posterior mean; ``lam=None`` means ``σ² d``. Needs full prompts."""
+    r"""Ridge regression / posterior mean, :math:`\hat y = x_q^\top (X^\top X + \lambda I)^{-1} X^\top y`.
 
-    lam: float | None = None
+    With the prior :math:`\beta\sim N(0, I_d/d)` and noise :math:`N(0,\sigma^2)`
+    the posterior mean of β is ridge with :math:`\lambda = \sigma^2 d`, whatever
+    the covariance Σ of ``x`` (the covariates are conditioned on), so this is
+    Bayes-optimal also for prompts drawn with ``Sigma`` (docs/theory.md#predictors).
+    Needs a batch with covariates.
+
+    Parameters
+    ----------
+    lam : Setting, float, array_like or None, default None
+        A :class:`~reduced_dynamics.Setting` means the Bayes-optimal
+        :math:`\lambda = \sigma^2 d` of that setting; a number (or an array of
+        shape ``S``, broadcast) is λ itself, ``>= 0`` (``0`` needs ``L >= d``);
+        ``None`` means :math:`\sigma^2 d` of the setting each batch was drawn
+        from (``prompts.setting``).
+    """
+
+    lam: Any = None
     uses_stats: ClassVar[bool] = False
     name: ClassVar[str] = "bayes_ridge"
 
     def __post_init__(self):
-        if self.lam is not None:
-            object.__setattr__(self, "lam", check_nonnegative_float("lam", self.lam))
+        lam = self.lam
+        if isinstance(lam, Setting):
+            lam = lam.sigma2 * np.asarray(lam.d) if not lam.is_scalar else lam.sigma2 * lam.d
+        if lam is not None:
+            object.__setattr__(self, "lam", _check_lam(lam))
 
-    def weights(self, batch):
-        if not isinstance(batch, Prompts):
-            raise ValueError(f"`batch` must be a full Prompts batch for ridge, got {type(batch).__name__}")
-        lam = batch.sigma2 * batch.d if self.lam is None else self.lam
-        return ridge_weights(batch.X, batch.xq, lam)
+    @property
+    def batch_shape(self) -> tuple:
+        return np.shape(self.lam) if self.lam is not None else ()
 
-    def __call__(self, batch):
-        return bayes_ridge(batch, lam=self.lam)
+    def weights(self, prompts):
+        prompts = _check_prompts(prompts)
+        if not prompts.has_covariates:
+            raise ValueError("`prompts` must have covariates for ridge (not a statistics-only batch)")
+        return ridge_weights(prompts.X, prompts.x_q, _ridge_lam(self.lam, prompts))
+
+    def __call__(self, prompts):
+        return bayes_ridge(prompts, lam=self.lam)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Zero(Predictor):
     """The predictor ``ŷ = 0``; its risk is ``E|β|² + σ² = 1 + σ²`` (isotropic case)."""
 
     name: ClassVar[str] = "zero"
 
-    def weights(self, batch):
-        return np.zeros_like(_s_of(batch))
+    def weights(self, prompts):
+        return np.zeros((_check_prompts(prompts).n, prompts.L))
 
-    def __call__(self, batch):
-        return np.zeros(_s_of(batch).shape[0])
+    def __call__(self, prompts):
+        return np.zeros(_check_prompts(prompts).n)
+
+
+# --------------------------------------------------------- TRANSITIONAL (internal) shims
+# Former public names kept only so that callers outside this area keep working until
+# they migrate; none is exported at the top level. Remove together with `legacy_setting`.
+
+
+def PromptStats(s, y, yq, xq_norm2, d, sigma2) -> Prompts:
+    """TRANSITIONAL: the former statistics container, now ``Prompts.from_stats`` (no copies)."""
+    s = np.asarray(s, dtype=np.float64)
+    setting = Setting(d=d, L=s.shape[1], sigma2=sigma2)
+    return Prompts._new(
+        scores=s,
+        xq_norm2=np.asarray(xq_norm2, dtype=np.float64),
+        y=None if y is None else np.asarray(y, dtype=np.float64),
+        y_q=None if yq is None else np.asarray(yq, dtype=np.float64),
+        setting=setting,
+    )
+
+
+def prompt_stats(prompts) -> Prompts:
+    """TRANSITIONAL: ``prompts.to_stats()``."""
+    return _check_prompts(prompts).to_stats()
+
+
+@legacy_setting
+def sample_prompt_stats(n, setting, *, seed, covariates_only=False) -> Prompts:
+    """TRANSITIONAL: ``sample_prompts(n, setting, seed=seed, stats_only=True, covariates_only=...)``."""
+    return sample_prompts(n, setting, seed=seed, stats_only=True, covariates_only=covariates_only)

@@ -11,44 +11,53 @@ over β, the prompt and the query, noise included (docs/theory.md#data-model). T
 * reduces each block to its mean vector and centred cross-product matrix and
   merges the blocks in block order (Chan et al.'s pairwise update).
 
-Hence the numbers depend on ``(seed, n, d, L, sigma2, sampler, conditional,
-Sigma)`` and the predictors, and are **bit-for-bit independent of the chunk
-size / memory budget**. They do depend on the sampler: ``"stats"`` (the
-sufficient-statistics sampler of :mod:`reduced_dynamics.estimation.predictors`, cost
+Hence the numbers depend on ``(seed, n_prompts, setting, sampler, conditional)``
+and the predictors, and are **bit-for-bit independent of the chunk size /
+memory budget**. They do depend on the sampler: ``"stats"`` (the
+statistics-only sampler, ``sample_prompts(..., stats_only=True)``, cost
 independent of ``d``, isotropic only) and ``"full"``
-(:func:`reduced_dynamics.estimation.prompts.sample_prompts`) draw different streams from
-the same seed. ``sampler="auto"`` picks ``"stats"`` when every predictor allows
-it and ``Sigma`` is None.
+(:func:`reduced_dynamics.sample_prompts`) draw different streams from the same
+seed. ``sampler="auto"`` picks ``"stats"`` when every predictor allows it and
+``setting.Sigma`` is None.
 
 With ``conditional=True`` each prompt contributes the risk conditional on its
-covariates, :func:`reduced_dynamics.estimation.predictors.conditional_loss`
-(Rao–Blackwellisation): same mean, smaller variance, and the responses need not
-be drawn at all.
+covariates, :func:`reduced_dynamics.conditional_loss` (Rao–Blackwellisation):
+same mean, smaller variance, and the responses need not be drawn at all.
 
 From the merged statistics :class:`RiskResult` gives each risk with its
 standard error, paired differences on common random numbers
 (:meth:`RiskResult.difference`) and control-variate estimates
 (:meth:`RiskResult.control_variate`).
+
+References
+----------
+docs/theory.md#predictors
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 import numbers
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from reduced_dynamics._validation import check_finite_float, check_positive_int, check_problem
-from reduced_dynamics.estimation.predictors import Predictor, PromptStats, _draw_stats_into, conditional_loss
-from reduced_dynamics.estimation.prompts import Prompts, sample_prompts
+from reduced_dynamics._results import FrozenResult
+from reduced_dynamics._validation import check_finite_float, check_positive_int
+from reduced_dynamics.estimation.predictors import Predictor, conditional_loss
+from reduced_dynamics.estimation.prompts import Prompts, _concat, _draw_stats_into, _sample_full
+from reduced_dynamics.setting import Setting, as_setting, legacy_setting
 
 __all__ = [
     "RiskEstimate",
     "RiskDifference",
     "ControlVariateEstimate",
     "RiskResult",
+    "ChunkPlan",
     "estimate_risks",
     "estimate_risk",
     "control_variate_risk",
@@ -61,11 +70,23 @@ DEFAULT_MEMORY_BUDGET = 256 * 2**20
 _SAMPLERS = ("auto", "stats", "full")
 
 
+def _legacy_n(func):
+    """TRANSITIONAL: accept the old keyword ``n`` for ``n_prompts`` (remove with ``legacy_setting``)."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        if "n" in kwargs:
+            kwargs["n_prompts"] = kwargs.pop("n")
+        return func(*args, **kwargs)
+
+    return wrapper
+
+
 # ----------------------------------------------------------------- result types
 
 
 @dataclass(frozen=True)
-class RiskEstimate:
+class RiskEstimate(FrozenResult):
     """Monte Carlo estimate of one risk.
 
     Attributes
@@ -88,7 +109,7 @@ class RiskEstimate:
 
 
 @dataclass(frozen=True)
-class RiskDifference:
+class RiskDifference(FrozenResult):
     """Paired estimate of ``risk(first) - risk(second)`` on common random numbers.
 
     Attributes
@@ -98,6 +119,7 @@ class RiskDifference:
     stderr : float
         Standard error of the paired difference.
     n : int
+        Number of prompts.
     first, second : str
         Predictor names.
     """
@@ -110,7 +132,7 @@ class RiskDifference:
 
 
 @dataclass(frozen=True)
-class ControlVariateEstimate:
+class ControlVariateEstimate(FrozenResult):
     r"""Control-variate estimate :math:`\bar\ell - c(\bar\ell_{c} - \mathcal E_c)`.
 
     Attributes
@@ -121,15 +143,21 @@ class ControlVariateEstimate:
         Its standard error, :math:`\sqrt{\hat V_\ell(1-\hat\rho^2)/n}` (residual
         variance with ``n - 2`` degrees of freedom).
     n : int
+        Number of prompts.
     coefficient : float
         Estimated optimal coefficient :math:`c = \widehat{\mathrm{Cov}}(\ell,\ell_c)/\widehat{\mathrm{Var}}(\ell_c)`.
     variance_reduction : float
         ``plain_stderr² / stderr²`` (≈ :math:`1/(1-\rho^2)`).
-    plain_risk, plain_stderr : float
+    plain_risk : float
         The unadjusted estimate.
+    plain_stderr : float
+        Its standard error.
     control_risk : float
         The exact risk of the control that was supplied.
-    name, control : str
+    name : str
+        Name of the target predictor.
+    control : str
+        Name of the control predictor.
     """
 
     risk: float
@@ -145,18 +173,42 @@ class ControlVariateEstimate:
 
 
 @dataclass(frozen=True)
-class RiskResult:
+class ChunkPlan(FrozenResult):
+    """How the engine splits the prompts (:func:`plan_chunks`).
+
+    Attributes
+    ----------
+    block_size : int
+        Prompts per RNG block (a function of the problem only).
+    blocks_per_chunk : int
+        Whole blocks evaluated together (from the memory budget).
+    n_blocks : int
+        Number of blocks, ``ceil(n_prompts / block_size)``.
+    """
+
+    block_size: int
+    blocks_per_chunk: int
+    n_blocks: int
+
+
+@dataclass(frozen=True)
+class RiskResult(FrozenResult):
     """Merged Monte Carlo statistics of several predictors on common prompts.
+
+    ``result[name]`` is the :class:`RiskEstimate` of one predictor.
 
     Attributes
     ----------
     names : tuple of str, length P
+        Predictor names, in order.
     mean : ndarray, shape (P,)
-        Mean loss per predictor.
+        Mean loss per predictor (read-only).
     cov : ndarray, shape (P, P)
-        Sample covariance (``ddof=1``) of the per-prompt losses.
+        Sample covariance (``ddof=1``) of the per-prompt losses (read-only).
     n : int
+        Number of prompts.
     seed : int
+        Root seed of the block streams.
     sampler : str
         ``"stats"`` or ``"full"``.
     conditional : bool
@@ -166,6 +218,8 @@ class RiskResult:
     block_size, blocks_per_chunk : int
         The plan used (:func:`plan_chunks`); the numbers do not depend on
         ``blocks_per_chunk``.
+    setting : Setting or None
+        The data model.
     """
 
     names: tuple
@@ -178,6 +232,7 @@ class RiskResult:
     seconds: float
     block_size: int = 0
     blocks_per_chunk: int = 0
+    setting: Setting | None = None
 
     def _index(self, name) -> int:
         try:
@@ -202,7 +257,7 @@ class RiskResult:
             float(self.mean[i] - self.mean[j]), math.sqrt(max(var, 0.0) / self.n), self.n, first, second
         )
 
-    def control_variate(self, name, control, control_risk) -> ControlVariateEstimate:
+    def control_variate(self, name, control, *, control_risk) -> ControlVariateEstimate:
         r"""Risk of ``name`` adjusted by ``control`` whose exact risk is ``control_risk``.
 
         .. math:: \hat{\mathcal E}_{cv} = \bar\ell - c^*(\bar\ell_c - \mathcal E_c),\quad
@@ -254,25 +309,44 @@ def _bytes_per_prompt(sampler: str, d: int, L: int, n_heads: int, n_pred: int) -
     return 8 * per
 
 
-def plan_chunks(n, *, d, L, sampler="stats", n_heads=1, n_predictors=1, memory_budget=DEFAULT_MEMORY_BUDGET):
-    """How the engine splits ``n`` prompts: ``(block_size, blocks_per_chunk)``.
+@legacy_setting
+def plan_chunks(
+    n_prompts, setting, *, sampler="stats", n_heads=1, n_predictors=1, memory_budget=DEFAULT_MEMORY_BUDGET
+) -> ChunkPlan:
+    """How the engine splits ``n_prompts`` prompts into RNG blocks and chunks.
 
-    ``block_size`` depends on the problem only; ``blocks_per_chunk`` is the
-    largest number of whole blocks whose estimated working set fits in
-    ``memory_budget`` bytes (at least one block).
+    Parameters
+    ----------
+    n_prompts : int, >= 1
+    setting : Setting
+        Scalar data model (``d`` and ``L`` set the block size).
+    sampler : {"stats", "full"}
+    n_heads : int, >= 1
+        Total number of attention heads over the predictors (working memory).
+    n_predictors : int, >= 1
+    memory_budget : int, >= 1
+        Bytes allowed for one chunk's working arrays.
+
+    Returns
+    -------
+    ChunkPlan
+        ``block_size`` depends on the problem only; ``blocks_per_chunk`` is the
+        largest number of whole blocks whose estimated working set fits in
+        ``memory_budget`` (at least one block).
     """
-    n = check_positive_int("n", n)
-    d = check_positive_int("d", d)
-    L = check_positive_int("L", L)
+    n = check_positive_int("n_prompts", n_prompts)
+    setting = as_setting(setting, "plan_chunks")
     memory_budget = check_positive_int("memory_budget", memory_budget)
     n_heads = check_positive_int("n_heads", n_heads)
     n_predictors = check_positive_int("n_predictors", n_predictors)
     if sampler not in ("stats", "full"):
         raise ValueError(f"`sampler` must be 'stats' or 'full', got {sampler!r}")
+    d, L = setting.d, setting.L
     B = min(_block_size(sampler, d, L), n)
     per_block = B * _bytes_per_prompt(sampler, d, L, n_heads, n_predictors)
     k = max(1, memory_budget // per_block)
-    return B, int(min(k, -(-n // B)))
+    n_blocks = -(-n // B)
+    return ChunkPlan(block_size=B, blocks_per_chunk=int(min(k, n_blocks)), n_blocks=n_blocks)
 
 
 # --------------------------------------------------------------------- engine
@@ -295,12 +369,20 @@ def _normalise_predictors(predictors):
     for name, p in items:
         if not isinstance(p, Predictor):
             raise ValueError(f"`predictors` must be Predictor objects, got {type(p).__name__} for {name!r}")
+        if p.batch_shape != ():
+            raise ValueError(
+                f"`predictors` must have scalar parameters (one risk each), got batch shape {p.batch_shape} "
+                f"for {name!r}: pass one predictor per parameter value"
+            )
     return tuple(names), tuple(p for _, p in items)
 
 
 def _check_seed(seed) -> int:
+    """Root seed: an int >= 0, or a Generator from which one 63-bit root seed is drawn."""
+    if isinstance(seed, np.random.Generator):
+        return int(seed.integers(2**63))
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise ValueError(f"`seed` must be a non-negative integer, got {seed!r}")
+        raise ValueError(f"`seed` must be a non-negative integer or a numpy Generator, got {seed!r}")
     return int(seed)
 
 
@@ -308,53 +390,50 @@ def _block_rng(seed: int, i: int) -> np.random.Generator:
     return np.random.Generator(np.random.SFC64(np.random.SeedSequence(seed, spawn_key=(i,))))
 
 
-def _losses(batch, preds, conditional) -> np.ndarray:
+def _losses(batch: Prompts, preds, conditional, setting) -> np.ndarray:
     out = np.empty((batch.n, len(preds)))
     for j, p in enumerate(preds):
         if conditional:
-            out[:, j] = conditional_loss(batch, p.weights(batch))
+            out[:, j] = conditional_loss(batch, p.weights(batch), setting)
         else:
-            err = batch.yq - p(batch)
+            err = batch.y_q - p(batch)
             out[:, j] = err * err
     return out
 
 
+@legacy_setting
+@_legacy_n
 def estimate_risks(
     predictors,
+    setting,
     *,
-    n,
-    d,
-    L,
-    sigma2,
+    n_prompts,
     seed,
     sampler="auto",
     conditional=False,
-    Sigma=None,
     memory_budget=DEFAULT_MEMORY_BUDGET,
 ) -> RiskResult:
-    r"""Estimate the risks of several predictors on the same ``n`` prompts.
+    r"""Estimate the risks of several predictors on the same ``n_prompts`` prompts.
 
     Parameters
     ----------
     predictors : Predictor, sequence of Predictor, or mapping name -> Predictor
-        Sequences are named by each predictor's ``name``.
-    n : int
-        Number of prompts, ``>= 1`` (``>= 2`` for standard errors).
-    d, L : int
-        Dimension and context length, ``>= 1``.
-    sigma2 : float
-        Noise variance, ``>= 0``.
-    seed : int
-        Non-negative seed; block ``i`` uses ``SeedSequence(seed, spawn_key=(i,))``.
+        Sequences are named by each predictor's ``name``. Parameters must be
+        scalar (``batch_shape == ()``).
+    setting : Setting
+        Scalar data model; ``setting.Sigma`` (covariance of ``x``) forces
+        ``sampler="full"``, and the ŷ = 0 risk is then ``tr Σ / d + σ²``.
+    n_prompts : int, >= 1
+        Number of prompts (``>= 2`` for standard errors).
+    seed : int >= 0 or numpy.random.Generator
+        Root seed; block ``i`` uses ``SeedSequence(seed, spawn_key=(i,))``. A
+        Generator is consumed to draw one 63-bit root seed.
     sampler : {"auto", "stats", "full"}
         Prompt sampler (module docstring); ``"stats"`` needs every predictor to
-        have ``uses_stats`` and ``Sigma`` None.
+        have ``uses_stats`` and an isotropic setting.
     conditional : bool, default False
         Use the conditional (Rao–Blackwellised) loss of each prompt.
-    Sigma : array_like, shape (d, d), optional
-        Covariance of ``x`` (forces ``sampler="full"``). Note that the ŷ = 0
-        risk is then ``tr Σ / d + σ²``.
-    memory_budget : int
+    memory_budget : int, >= 1
         Bytes allowed for one chunk's working arrays (default 256 MiB). Does
         not change the result.
 
@@ -364,40 +443,39 @@ def estimate_risks(
 
     Examples
     --------
-    >>> from reduced_dynamics.estimation.predictors import Zero, DebiasedGD
-    >>> res = estimate_risks([Zero(), DebiasedGD(0.8)], n=20000, d=5, L=40, sigma2=0.1, seed=0)
+    >>> from reduced_dynamics import DebiasedGD, Zero, estimate_risks
+    >>> from reduced_dynamics.setting import Setting
+    >>> res = estimate_risks([Zero(), DebiasedGD(0.8)], Setting(d=5, L=40, sigma2=0.1), n_prompts=20000, seed=0)
     >>> abs(res["zero"].risk - 1.1) < 4 * res["zero"].stderr
     True
     """
-    import time
-
     t0 = time.perf_counter()
     names, preds = _normalise_predictors(predictors)
-    n = check_positive_int("n", n)
-    d, L, sigma2 = check_problem(d, L, sigma2)
+    setting = as_setting(setting, "estimate_risks")
+    n = check_positive_int("n_prompts", n_prompts)
     seed = _check_seed(seed)
     memory_budget = check_positive_int("memory_budget", memory_budget)
     if sampler not in _SAMPLERS:
         raise ValueError(f"`sampler` must be one of {list(_SAMPLERS)}, got {sampler!r}")
     all_stats = all(p.uses_stats for p in preds)
     if sampler == "auto":
-        sampler = "stats" if (all_stats and Sigma is None) else "full"
+        sampler = "stats" if (all_stats and setting.isotropic) else "full"
     elif sampler == "stats" and not all_stats:
         bad = [nm for nm, p in zip(names, preds) if not p.uses_stats]
-        raise ValueError(f"`sampler` 'stats' cannot serve predictors that need full prompts: {bad}")
-    elif sampler == "stats" and Sigma is not None:
-        raise ValueError("`sampler` 'stats' assumes isotropic x; use 'full' or 'auto' with `Sigma`")
-    if Sigma is not None:
-        # validated by sample_prompts on the first block; check shape early for a clear message
-        S = np.asarray(Sigma, dtype=np.float64)
-        if S.shape != (d, d):
-            raise ValueError(f"`Sigma` must be a finite symmetric ({d}, {d}) matrix, got shape {S.shape}")
-    n_heads = sum(len(p.omega) if isinstance(getattr(p, "omega", None), tuple) else 1 for p in preds)
-    B, k = plan_chunks(
-        n, d=d, L=L, sampler=sampler, n_heads=n_heads, n_predictors=len(preds), memory_budget=memory_budget
+        raise ValueError(f"`sampler` 'stats' cannot serve predictors that need covariates: {bad}")
+    elif sampler == "stats" and not setting.isotropic:
+        raise ValueError("`sampler` 'stats' assumes isotropic x; use 'full' or 'auto' with `setting.Sigma`")
+    d, L, sigma2 = setting.d, setting.L, float(setting.sigma2)
+    plan = plan_chunks(
+        n,
+        setting,
+        sampler=sampler,
+        n_heads=sum(p.n_heads for p in preds),
+        n_predictors=len(preds),
+        memory_budget=memory_budget,
     )
+    B, k, n_blocks = plan.block_size, plan.blocks_per_chunk, plan.n_blocks
     P = len(preds)
-    n_blocks = -(-n // B)
     count = 0
     mean = np.zeros(P)
     M2 = np.zeros((P, P))
@@ -424,22 +502,13 @@ def estimate_risks(
                     covariates_only=conditional,
                 )
                 off += mb
-            batch = PromptStats(s=s, y=y, yq=yq, xq_norm2=r2, d=d, sigma2=sigma2)
+            batch = Prompts._new(scores=s, xq_norm2=r2, y=y, y_q=yq, setting=setting)
         else:
-            parts = [
-                sample_prompts(mb, d=d, L=L, sigma2=sigma2, seed=_block_rng(seed, i), Sigma=Sigma)
-                for i, mb in zip(blocks, sizes)
-            ]
-            batch = Prompts(
-                X=np.concatenate([p.X for p in parts]),
-                y=np.concatenate([p.y for p in parts]),
-                xq=np.concatenate([p.xq for p in parts]),
-                yq=np.concatenate([p.yq for p in parts]),
-                beta=np.concatenate([p.beta for p in parts]),
-                sigma2=sigma2,
+            # the covariates come first in the full draw, so a covariates-only draw gives the same ones
+            batch = _concat(
+                [_sample_full(mb, setting, _block_rng(seed, i), bool(conditional)) for i, mb in zip(blocks, sizes)]
             )
-            del parts
-        losses = _losses(batch, preds, conditional)
+        losses = _losses(batch, preds, conditional, setting)
         del batch
         off = 0
         for mb in sizes:  # per-block reduction, merged in block order
@@ -468,34 +537,89 @@ def estimate_risks(
         seconds=time.perf_counter() - t0,
         block_size=B,
         blocks_per_chunk=k,
+        setting=setting,
     )
 
 
-def estimate_risk(predictor, **kwargs) -> RiskEstimate:
-    """Risk of one predictor; keyword arguments as in :func:`estimate_risks`."""
+@legacy_setting
+@_legacy_n
+def estimate_risk(
+    predictor,
+    setting,
+    *,
+    n_prompts,
+    seed,
+    sampler="auto",
+    conditional=False,
+    memory_budget=DEFAULT_MEMORY_BUDGET,
+) -> RiskEstimate:
+    """Monte Carlo risk of one predictor (:func:`estimate_risks` with a single predictor).
+
+    Parameters
+    ----------
+    predictor : Predictor
+    setting : Setting
+    n_prompts, seed, sampler, conditional, memory_budget
+        As in :func:`estimate_risks`.
+
+    Returns
+    -------
+    RiskEstimate
+        Named ``predictor.name``.
+    """
     if not isinstance(predictor, Predictor):
         raise ValueError(f"`predictor` must be a Predictor, got {type(predictor).__name__}")
-    res = estimate_risks({predictor.name: predictor}, **kwargs)
+    res = estimate_risks(
+        {predictor.name: predictor},
+        setting,
+        n_prompts=n_prompts,
+        seed=seed,
+        sampler=sampler,
+        conditional=conditional,
+        memory_budget=memory_budget,
+    )
     return res[predictor.name]
 
 
-def control_variate_risk(predictor, control, control_risk, **kwargs) -> ControlVariateEstimate:
-    """Control-variate estimate of ``predictor``'s risk.
+@legacy_setting
+@_legacy_n
+def control_variate_risk(
+    predictor,
+    control,
+    setting,
+    *,
+    control_risk,
+    n_prompts,
+    seed,
+    sampler="auto",
+    conditional=False,
+    memory_budget=DEFAULT_MEMORY_BUDGET,
+) -> ControlVariateEstimate:
+    """Control-variate estimate of ``predictor``'s risk, with ``control`` evaluated on the same prompts.
 
     Parameters
     ----------
     predictor, control : Predictor
-        Evaluated on common prompts.
+    setting : Setting
     control_risk : float
-        Exact risk of ``control`` (e.g. ``1 + σ²`` for :class:`Zero`).
-    **kwargs
+        Exact risk of ``control`` (e.g. ``1 + σ²`` for :class:`~reduced_dynamics.Zero`).
+    n_prompts, seed, sampler, conditional, memory_budget
         As in :func:`estimate_risks`.
 
     Returns
     -------
     ControlVariateEstimate
+        Named after ``predictor.name`` and ``control.name``.
     """
     control_risk = check_finite_float("control_risk", control_risk)
-    res = estimate_risks({"target": predictor, "control": control}, **kwargs)
-    cv = res.control_variate("target", "control", control_risk)
-    return ControlVariateEstimate(**{**cv.__dict__, "name": predictor.name, "control": control.name})
+    res = estimate_risks(
+        {"target": predictor, "control": control},
+        setting,
+        n_prompts=n_prompts,
+        seed=seed,
+        sampler=sampler,
+        conditional=conditional,
+        memory_budget=memory_budget,
+    )
+    cv = res.control_variate("target", "control", control_risk=control_risk)
+    return dataclasses.replace(cv, name=predictor.name, control=control.name)

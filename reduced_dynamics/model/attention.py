@@ -27,14 +27,15 @@ Four models share one interface (docs/theory.md#full-model, #reduced-model, #pre
 Every model is a frozen dataclass with ``init(seed)``, ``predict(params,
 batch)``, ``loss(params, batch)`` and ``loss_and_grad(params, batch)``;
 ``params`` is a ``dict`` of float64 arrays (see ``param_shapes()``) and
-``batch`` is a :class:`~reduced_dynamics.estimation.prompts.Prompts` or a
-:class:`TokenBatch`. The loss is the mean squared error
+``batch`` is a :class:`~reduced_dynamics.Prompts` with covariates and responses
+(the models read ``batch.tokens``, the embedded ``(n, L, d+1)`` array,
+``batch.x_q`` and ``batch.y_q``). The loss is the mean squared error
 ``mean_n (ŷ_n − y_{q,n})²`` (an unbiased estimate of the risk, including σ²).
 
 Numerics: everything is vectorised over the batch **and** the heads (stacked
 head tensors, batched ``matmul``); the softmax subtracts the row maximum. The
 gradients are checked against central finite differences in
-``tests/reduced_dynamics/test_attention.py``.
+``tests/reduced_dynamics/model/test_attention.py``.
 
 References
 ----------
@@ -45,18 +46,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import numpy as np
 
 from reduced_dynamics._validation import check_nonnegative_float, check_positive_int
 from reduced_dynamics.estimation.prompts import Prompts, as_generator
+from reduced_dynamics.estimation.prompts import sample_tokens as sample_tokens  # internal training sampler, re-exported
 
 __all__ = [
     "MODEL_KINDS",
-    "TokenBatch",
-    "as_tokens",
-    "sample_tokens",
     "AttentionModel",
     "ReducedModel",
     "make_model",
@@ -67,77 +65,22 @@ __all__ = [
 #: Model names accepted by :func:`make_model` (and ``reduced-dynamics train --param``).
 MODEL_KINDS = ("separate", "merged", "linear", "reduced")
 
+#: TRANSITIONAL alias: the former embedded batch type is now :class:`Prompts` (``prompts.tokens``).
+TokenBatch = Prompts
 
-class TokenBatch(NamedTuple):
-    """A batch of prompts in embedded form.
 
-    Attributes
-    ----------
-    Z : ndarray, shape (n, L, d+1)
-        Context columns ``z_l = (x_l, y_l)``.
-    xq : ndarray, shape (n, d)
-        Queries (the embedding is ``z_q = (x_q, 0)``).
-    yq : ndarray, shape (n,)
-        Noisy query targets.
+def as_tokens(batch) -> Prompts:
+    """Return ``batch`` if it is a :class:`Prompts` batch the attention models can read, else raise.
+
+    The models read ``batch.tokens`` (shape ``(n, L, d+1)``), ``batch.x_q`` and,
+    for the losses, ``batch.y_q``; a statistics-only batch has no covariates
+    and is refused.
     """
-
-    Z: np.ndarray
-    xq: np.ndarray
-    yq: np.ndarray
-
-
-def as_tokens(batch) -> TokenBatch:
-    """Return ``batch`` (a :class:`Prompts` or a :class:`TokenBatch`) as a :class:`TokenBatch`."""
-    if isinstance(batch, TokenBatch):
-        return batch
-    if isinstance(batch, Prompts):
-        Z = np.concatenate([batch.X, batch.y[..., None]], axis=-1)
-        return TokenBatch(Z, np.asarray(batch.xq, dtype=np.float64), np.asarray(batch.yq, dtype=np.float64))
-    raise ValueError(f"`batch` must be a Prompts or a TokenBatch, got {type(batch).__name__}")
-
-
-def sample_tokens(n, *, d, L, sigma2, seed) -> TokenBatch:
-    r"""Draw ``n`` fresh prompts (docs/theory.md#data-model) directly in embedded form.
-
-    Same distribution as :func:`reduced_dynamics.sample_prompts` (``x ~ N(0, I_d)``,
-    ``β ~ N(0, I_d/d)``, ``ε ~ N(0, σ²)``), but drawn without intermediate copies:
-    one ``(n, L, d+1)`` standard-normal block whose last column is the noise,
-    overwritten in place by ``y_l = βᵀx_l + σ ε_l``. This is the training
-    sampler (it is the dominant cost of a training step).
-
-    Parameters
-    ----------
-    n, d, L : int, >= 1
-    sigma2 : float, >= 0
-    seed : int or numpy.random.Generator
-
-    Returns
-    -------
-    TokenBatch
-
-    Examples
-    --------
-    >>> b = sample_tokens(3, d=5, L=40, sigma2=0.1, seed=0)
-    >>> b.Z.shape, b.xq.shape, b.yq.shape
-    ((3, 40, 6), (3, 5), (3,))
-    """
-    n = check_positive_int("n", n)
-    d = check_positive_int("d", d)
-    L = check_positive_int("L", L)
-    sigma2 = check_nonnegative_float("sigma2", sigma2)
-    rng = as_generator(seed)
-    D = d + 1
-    Z = rng.standard_normal((n, L, D))
-    Zq = rng.standard_normal((n, D))
-    beta = rng.standard_normal((n, d, 1))
-    beta *= 1.0 / math.sqrt(d)
-    s = math.sqrt(sigma2)
-    y = np.matmul(Z[..., :d], beta)[..., 0]  # (n, L)
-    y += s * Z[..., d]
-    Z[..., d] = y
-    xq = np.ascontiguousarray(Zq[:, :d])
-    yq = np.matmul(xq[:, None, :], beta)[:, 0, 0] + s * Zq[:, d]
-    return TokenBatch(Z, xq, yq)
+    if not isinstance(batch, Prompts):
+        raise ValueError(f"`batch` must be a reduced_dynamics.Prompts batch, got {type(batch).__name__}")
+    if not batch.has_covariates or not batch.has_responses:
+        raise ValueError("`batch` must have covariates and responses (not statistics-only or covariates-only)")
+    return batch
 
 
 def flatten_params(params: dict) -> np.ndarray:
@@ -213,9 +156,11 @@ class AttentionModel:
 
     Examples
     --------
+    >>> from reduced_dynamics import sample_prompts
+    >>> from reduced_dynamics.setting import Setting
     >>> m = AttentionModel(2, 5)
     >>> p = m.init(0)
-    >>> b = sample_tokens(8, d=5, L=40, sigma2=0.1, seed=1)
+    >>> b = sample_prompts(8, Setting(d=5, L=40, sigma2=0.1), seed=1)
     >>> m.predict(p, b).shape
     (8,)
     """
@@ -283,8 +228,8 @@ class AttentionModel:
         return KQ, ov
 
     # ------------------------------------------------------------------ core
-    def _forward(self, A, v, tok: TokenBatch):
-        Z, xq = tok.Z, tok.xq
+    def _forward(self, A, v, tok: Prompts):
+        Z, xq = tok.tokens, tok.x_q
         n, L, D = Z.shape
         d, H = self.d, self.n_heads
         if D != d + 1 or xq.shape != (n, d):
@@ -303,9 +248,9 @@ class AttentionModel:
         yhat = R.reshape(n, H * D) @ v.reshape(H * D)
         return yhat, (P, R, Zt, W)
 
-    def _backward(self, A, v, tok: TokenBatch, g, cache):
+    def _backward(self, A, v, tok: Prompts, g, cache):
         P, R, Zt, W = cache
-        Z, xq = tok.Z, tok.xq
+        Z, xq = tok.tokens, tok.x_q
         n, L, D = Z.shape
         d, H = self.d, self.n_heads
         dv = (g @ R.reshape(n, H * D)).reshape(H, D)
@@ -323,24 +268,24 @@ class AttentionModel:
 
     # ------------------------------------------------------------- interface
     def predict(self, params, batch) -> np.ndarray:
-        """Predictions ``ŷ``, shape ``(n,)``."""
+        """Predictions ``ŷ`` on a :class:`~reduced_dynamics.Prompts` batch, shape ``(n,)``."""
         _check_params(params, self.param_shapes())
         KQ, ov = self.circuits(params)
         return self._forward(KQ, ov, as_tokens(batch))[0]
 
     def loss(self, params, batch) -> float:
-        """Mean squared error ``mean (ŷ − y_q)²``."""
+        """Mean squared error ``mean (ŷ − y_q)²`` on a :class:`~reduced_dynamics.Prompts` batch."""
         tok = as_tokens(batch)
-        r = self.predict(params, tok) - tok.yq
+        r = self.predict(params, tok) - tok.y_q
         return float(r @ r / r.size)
 
     def loss_and_grad(self, params, batch) -> tuple[float, dict]:
-        """Return ``(loss, grads)`` with ``grads`` keyed and shaped like ``params``."""
+        """Return ``(loss, grads)`` with ``grads`` keyed and shaped like ``params`` (``batch``: a Prompts)."""
         _check_params(params, self.param_shapes())
         tok = as_tokens(batch)
         KQ, ov = self.circuits(params)
         yhat, cache = self._forward(KQ, ov, tok)
-        r = yhat - tok.yq
+        r = yhat - tok.y_q
         n = r.size
         loss = float(r @ r / n)
         g = r * (2.0 / n)
@@ -372,9 +317,11 @@ class ReducedModel:
 
     Examples
     --------
+    >>> from reduced_dynamics import sample_prompts
+    >>> from reduced_dynamics.setting import Setting
     >>> m = ReducedModel(2, 5)
     >>> p = {"omega": np.array([0.1, -0.1]), "mu": np.array([1.0, -1.0])}
-    >>> m.predict(p, sample_tokens(4, d=5, L=40, sigma2=0.1, seed=0)).shape
+    >>> m.predict(p, sample_prompts(4, Setting(d=5, L=40, sigma2=0.1), seed=0)).shape
     (4,)
     """
 
@@ -407,8 +354,8 @@ class ReducedModel:
         ov[:, d] = params["mu"]
         return KQ, ov
 
-    def _forward(self, omega, mu, tok: TokenBatch):
-        Z, xq = tok.Z, tok.xq
+    def _forward(self, omega, mu, tok: Prompts):
+        Z, xq = tok.tokens, tok.x_q
         n, L, D = Z.shape
         if D != self.d + 1 or xq.shape != (n, self.d):
             raise ValueError(f"`batch` must have d = {self.d}, got Z shape {Z.shape}, xq shape {xq.shape}")
@@ -420,13 +367,14 @@ class ReducedModel:
         return R @ mu, (s, P, R, y)
 
     def predict(self, params, batch) -> np.ndarray:
-        """Predictions ``ŷ``, shape ``(n,)``."""
+        """Predictions ``ŷ`` on a :class:`~reduced_dynamics.Prompts` batch, shape ``(n,)``."""
         _check_params(params, self.param_shapes())
         return self._forward(np.asarray(params["omega"]), np.asarray(params["mu"]), as_tokens(batch))[0]
 
     def loss(self, params, batch) -> float:
+        """Mean squared error ``mean (ŷ − y_q)²`` on a :class:`~reduced_dynamics.Prompts` batch."""
         tok = as_tokens(batch)
-        r = self.predict(params, tok) - tok.yq
+        r = self.predict(params, tok) - tok.y_q
         return float(r @ r / r.size)
 
     def loss_and_grad(self, params, batch) -> tuple[float, dict]:
@@ -435,7 +383,7 @@ class ReducedModel:
         tok = as_tokens(batch)
         omega, mu = np.asarray(params["omega"], dtype=np.float64), np.asarray(params["mu"], dtype=np.float64)
         yhat, (s, P, R, y) = self._forward(omega, mu, tok)
-        r = yhat - tok.yq
+        r = yhat - tok.y_q
         n = r.size
         g = r * (2.0 / n)
         dmu = g @ R

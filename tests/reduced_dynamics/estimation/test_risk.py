@@ -22,20 +22,22 @@ from reduced_dynamics.estimation.predictors import (
     SingleHead,
     VanillaGD,
     Zero,
-    prompt_stats,
-    sample_prompt_stats,
 )
 from reduced_dynamics.estimation.prompts import sample_prompts
 from reduced_dynamics.estimation.risk import (
     DEFAULT_MEMORY_BUDGET,
+    ChunkPlan,
     _bytes_per_prompt,
     control_variate_risk,
     estimate_risk,
     estimate_risks,
     plan_chunks,
 )
+from reduced_dynamics.setting import Setting
 
 D, L, S2 = 5, 40, 0.1
+SETTING = Setting(d=D, L=L, sigma2=S2)
+ETA_STAR = 1 / (1 + (1 + S2) * D / L)  # η* = 1/(1 + (1+σ²)d/L), written out here
 Z1 = 3.0  # one check
 ZF = 4.0  # one of a family of checks
 
@@ -50,16 +52,16 @@ def vanilla_gd_exact(eta, d, L, sigma2):
 
 
 def manifold_point(gamma=0.1):
-    m = mu_gamma(gamma, d=D, L=L, sigma2=S2)
+    m = mu_gamma(gamma, SETTING)
     return MultiHead((gamma, -gamma), (m, -m))
 
 
 PREDICTORS = {
     "zero": Zero(),
     "multi_head": manifold_point(),
-    "single_head": SingleHead.optimum(D, L, S2),
-    "gd": VanillaGD(eta_star(D, L, S2)),
-    "debiased_gd": DebiasedGD(eta_star(D, L, S2)),
+    "single_head": SingleHead.optimum(SETTING),
+    "gd": VanillaGD(ETA_STAR),
+    "debiased_gd": DebiasedGD(ETA_STAR),
     "linear_attention": LinearAttention((0.5, -0.2), (1.0, 0.3)),
 }
 
@@ -67,10 +69,9 @@ PREDICTORS = {
 @pytest.fixture(scope="module")
 def both_samplers():
     """Independent runs with the stats sampler and the full sampler."""
-    kw = dict(n=60_000, d=D, L=L, sigma2=S2)
     return (
-        estimate_risks(PREDICTORS, sampler="stats", seed=1, **kw),
-        estimate_risks(PREDICTORS, sampler="full", seed=2, **kw),
+        estimate_risks(PREDICTORS, SETTING, n_prompts=60_000, sampler="stats", seed=1),
+        estimate_risks(PREDICTORS, SETTING, n_prompts=60_000, sampler="full", seed=2),
     )
 
 
@@ -85,26 +86,26 @@ def test_stats_sampler_risks_agree_with_full_sampler(both_samplers, name):
 
 
 MOMENTS = {
-    # name: (function of PromptStats -> per-prompt values, exact mean)
+    # name: (function of a Prompts batch -> per-prompt values, exact mean)
     "|xq|^2": (lambda t: t.xq_norm2, D),
-    "s_l^2": (lambda t: (t.s**2).mean(axis=1), D),
+    "s_l^2": (lambda t: (t.scores**2).mean(axis=1), D),
     "y_l^2": (lambda t: (t.y**2).mean(axis=1), 1 + S2),
-    "yq^2": (lambda t: t.yq**2, 1 + S2),
-    "y_l s_l yq": (lambda t: (t.y * t.s).mean(axis=1) * t.yq, 1.0),
-    "y_l s_l": (lambda t: (t.y * t.s).mean(axis=1), 0.0),
+    "yq^2": (lambda t: t.y_q**2, 1 + S2),
+    "y_l s_l yq": (lambda t: (t.y * t.scores).mean(axis=1) * t.y_q, 1.0),
+    "y_l s_l": (lambda t: (t.y * t.scores).mean(axis=1), 0.0),
     # E[y_1 y_2] = E[βᵀx_1 x_2ᵀβ] = 0 (x_1, x_2 independent, mean 0)
     "y_1 y_2": (lambda t: t.y[:, 0] * t.y[:, 1], 0.0),
     # E[y_q² s_1²] = E[(βᵀx_q)²|x_q|²] + σ² E|x_q|² = E|x_q|⁴/d + σ² d = d + 2 + σ² d
-    "yq^2 s_1^2": (lambda t: t.yq**2 * t.s[:, 0] ** 2, D + 2 + S2 * D),
-    "sbar yq y_1": (lambda t: t.s.mean(axis=1) * t.yq * t.y[:, 0], 1.0 / L),
+    "yq^2 s_1^2": (lambda t: t.y_q**2 * t.scores[:, 0] ** 2, D + 2 + S2 * D),
+    "sbar yq y_1": (lambda t: t.scores.mean(axis=1) * t.y_q * t.y[:, 0], 1.0 / L),
 }
 
 
 @pytest.fixture(scope="module")
 def stat_pairs():
     n = 40_000
-    a = sample_prompt_stats(n, d=D, L=L, sigma2=S2, seed=3)
-    b = prompt_stats(sample_prompts(n, d=D, L=L, sigma2=S2, seed=4))
+    a = sample_prompts(n, SETTING, seed=3, stats_only=True)
+    b = sample_prompts(n, SETTING, seed=4)
     return a, b
 
 
@@ -120,10 +121,10 @@ def test_stats_sampler_moments_match_full_sampler_and_exact(stat_pairs, moment):
 
 def test_stats_sampler_d1_has_no_perpendicular_part():
     """d = 1: y_l = β₁ a_l + ε_l exactly, so y_l/s_l·|x_q| is constant up to noise (σ² = 0)."""
-    t = sample_prompt_stats(50, d=1, L=6, sigma2=0.0, seed=0)
-    ratio = t.y * np.sqrt(t.xq_norm2)[:, None] / t.s  # = β₁ for every l
+    t = sample_prompts(50, Setting(d=1, L=6, sigma2=0.0), seed=0, stats_only=True)
+    ratio = t.y * np.sqrt(t.xq_norm2)[:, None] / t.scores  # = β₁ for every l
     assert np.allclose(ratio, ratio[:, :1], rtol=1e-12, atol=1e-12)
-    assert np.allclose(t.yq, ratio[:, 0] * np.sqrt(t.xq_norm2), rtol=1e-12)
+    assert np.allclose(t.y_q, ratio[:, 0] * np.sqrt(t.xq_norm2), rtol=1e-12)
 
 
 # ----------------------------------------------------------- exact anchors
@@ -132,7 +133,7 @@ def test_stats_sampler_d1_has_no_perpendicular_part():
 @pytest.mark.parametrize("sampler", ["stats", "full"])
 @pytest.mark.parametrize("conditional", [False, True])
 def test_zero_predictor_risk_is_one_plus_sigma2(sampler, conditional):
-    est = estimate_risk(Zero(), n=50_000, d=D, L=L, sigma2=S2, seed=5, sampler=sampler, conditional=conditional)
+    est = estimate_risk(Zero(), SETTING, n_prompts=50_000, seed=5, sampler=sampler, conditional=conditional)
     assert abs(est.risk - (1 + S2)) < Z1 * est.stderr
     assert est.n == 50_000
 
@@ -140,29 +141,29 @@ def test_zero_predictor_risk_is_one_plus_sigma2(sampler, conditional):
 @pytest.mark.parametrize("conditional", [False, True])
 @pytest.mark.parametrize("eta", [0.3, 0.88, 1.5])
 def test_vanilla_gd_risk_matches_closed_form_derived_in_test(conditional, eta):
-    est = estimate_risk(VanillaGD(eta), n=50_000, d=D, L=L, sigma2=S2, seed=6, conditional=conditional)
+    est = estimate_risk(VanillaGD(eta), SETTING, n_prompts=50_000, seed=6, conditional=conditional)
     assert abs(est.risk - vanilla_gd_exact(eta, D, L, S2)) < Z1 * est.stderr
 
 
 def test_debiased_gd_risk_matches_closed_forms_module():
     from proofs_check.closed_forms import gd_risk
 
-    eta = eta_star(D, L, S2)
-    est = estimate_risk(DebiasedGD(eta), n=100_000, d=D, L=L, sigma2=S2, seed=7, conditional=True)
-    assert abs(est.risk - gd_risk(eta, d=D, L=L, sigma2=S2, debiased=True)) < Z1 * est.stderr
+    eta = eta_star(SETTING)
+    est = estimate_risk(DebiasedGD(eta), SETTING, n_prompts=100_000, seed=7, conditional=True)
+    assert abs(est.risk - gd_risk(eta, SETTING, debiased=True)) < Z1 * est.stderr
 
 
 def test_conditional_and_plain_agree_and_conditional_is_more_precise():
-    kw = dict(n=40_000, d=D, L=L, sigma2=S2, seed=8)
-    plain = estimate_risk(manifold_point(), **kw)
-    cond = estimate_risk(manifold_point(), conditional=True, **kw)
+    kw = dict(n_prompts=40_000, seed=8)
+    plain = estimate_risk(manifold_point(), SETTING, **kw)
+    cond = estimate_risk(manifold_point(), SETTING, conditional=True, **kw)
     assert abs(plain.risk - cond.risk) < Z1 * math.hypot(plain.stderr, cond.stderr)
     assert cond.stderr < plain.stderr / 2
 
 
 def test_non_isotropic_zero_risk_is_trace_over_d_plus_sigma2():
     Sigma = np.diag([3.0, 1.0, 0.5, 0.5, 0.2])
-    res = estimate_risks([Zero(), BayesRidge()], n=30_000, d=D, L=L, sigma2=S2, seed=9, Sigma=Sigma)
+    res = estimate_risks([Zero(), BayesRidge()], SETTING.replace(Sigma=Sigma), n_prompts=30_000, seed=9)
     assert res.sampler == "full"
     zero = res["zero"]
     assert abs(zero.risk - (np.trace(Sigma) / D + S2)) < Z1 * zero.stderr
@@ -175,22 +176,24 @@ def test_non_isotropic_zero_risk_is_trace_over_d_plus_sigma2():
 @pytest.mark.parametrize("sampler", ["stats", "full"])
 def test_results_are_bit_identical_across_chunk_sizes(sampler, conditional):
     preds = [Zero(), manifold_point(), DebiasedGD(0.8)] + ([BayesRidge()] if sampler == "full" else [])
-    kw = dict(n=5_000 + 17, d=D, L=L, sigma2=S2, seed=10, sampler=sampler, conditional=conditional)
-    first = estimate_risks(preds, memory_budget=1, **kw)
+    kw = dict(n_prompts=5_000 + 17, seed=10, sampler=sampler, conditional=conditional)
+    first = estimate_risks(preds, SETTING, memory_budget=1, **kw)
     one_block = first.block_size * _bytes_per_prompt(sampler, D, L, len(preds) + 1, len(preds))  # MultiHead has 2 heads
-    runs = [first] + [estimate_risks(preds, memory_budget=mb, **kw) for mb in (2 * one_block, DEFAULT_MEMORY_BUDGET)]
+    runs = [first] + [
+        estimate_risks(preds, SETTING, memory_budget=mb, **kw) for mb in (2 * one_block, DEFAULT_MEMORY_BUDGET)
+    ]
     assert [r.blocks_per_chunk for r in runs] == [1, 2, 3], "the budgets should give 1, 2 and 3 blocks per chunk"
     for r in runs[1:]:
         assert np.array_equal(r.mean, runs[0].mean)
         assert np.array_equal(r.cov, runs[0].cov)
-        assert r.n == kw["n"]
+        assert r.n == kw["n_prompts"]
 
 
 def test_same_seed_same_numbers_other_seed_other_numbers():
-    kw = dict(n=3_000, d=D, L=L, sigma2=S2)
-    a = estimate_risks([Zero(), DebiasedGD(0.8)], seed=11, **kw)
-    b = estimate_risks([Zero(), DebiasedGD(0.8)], seed=11, **kw)
-    c = estimate_risks([Zero(), DebiasedGD(0.8)], seed=12, **kw)
+    kw = dict(n_prompts=3_000)
+    a = estimate_risks([Zero(), DebiasedGD(0.8)], SETTING, seed=11, **kw)
+    b = estimate_risks([Zero(), DebiasedGD(0.8)], SETTING, seed=11, **kw)
+    c = estimate_risks([Zero(), DebiasedGD(0.8)], SETTING, seed=12, **kw)
     assert np.array_equal(a.mean, b.mean) and np.array_equal(a.cov, b.cov)
     assert not np.any(a.mean == c.mean)
 
@@ -208,11 +211,11 @@ def test_block_streams_follow_the_documented_seeding():
 
     def block(i):
         rng = np.random.Generator(np.random.SFC64(np.random.SeedSequence(13, spawn_key=(i,))))
-        return sample_prompt_stats(B, d=D, L=L, sigma2=S2, seed=rng).yq ** 2
+        return sample_prompts(B, SETTING, seed=rng, stats_only=True).y_q ** 2
 
     blocks = [block(i) for i in range(3)]
-    one = estimate_risks([Zero()], n=B, d=D, L=L, sigma2=S2, seed=13)
-    three = estimate_risks([Zero()], n=3 * B, d=D, L=L, sigma2=S2, seed=13, memory_budget=1)
+    one = estimate_risks([Zero()], SETTING, n_prompts=B, seed=13)
+    three = estimate_risks([Zero()], SETTING, n_prompts=3 * B, seed=13, memory_budget=1)
     assert one.mean[0] == pytest.approx(blocks[0].mean(), rel=1e-13)
     assert three.mean[0] == pytest.approx(np.concatenate(blocks).mean(), rel=1e-13)
     assert three.cov[0, 0] == pytest.approx(np.concatenate(blocks).var(ddof=1), rel=1e-11)
@@ -229,11 +232,11 @@ def test_standard_errors_are_calibrated_across_independent_seeds():
     preds = {"mh": manifold_point(), "gd": VanillaGD(0.9), "zero": Zero()}
     plain, diff, cv = [], [], []
     for seed in range(1000, 1000 + K):
-        r = estimate_risks(preds, n=n, d=D, L=L, sigma2=S2, seed=seed, conditional=True)
+        r = estimate_risks(preds, SETTING, n_prompts=n, seed=seed, conditional=True)
         plain.append((r["mh"].risk, r["mh"].stderr))
         d_ = r.difference("mh", "gd")
         diff.append((d_.risk, d_.stderr))
-        c = r.control_variate("gd", "zero", 1 + S2)
+        c = r.control_variate("gd", "zero", control_risk=1 + S2)
         cv.append((c.risk, c.stderr))
     tol = 4 / math.sqrt(2 * (K - 1))
     for name, rows in (("plain", plain), ("difference", diff), ("control variate", cv)):
@@ -247,8 +250,9 @@ def test_standard_errors_are_calibrated_across_independent_seeds():
 
 def test_plan_for_ten_million_prompts_fits_in_one_gib():
     for sampler, heads in (("stats", 7), ("full", 7)):
-        B, k = plan_chunks(10**7, d=D, L=L, sampler=sampler, n_heads=heads, n_predictors=5)
-
+        plan = plan_chunks(10**7, SETTING, sampler=sampler, n_heads=heads, n_predictors=5)
+        assert isinstance(plan, ChunkPlan) and plan.n_blocks == -(-(10**7) // plan.block_size)
+        B, k = plan.block_size, plan.blocks_per_chunk
         assert B * k * _bytes_per_prompt(sampler, D, L, heads, 5) <= DEFAULT_MEMORY_BUDGET < 2**30
 
 
@@ -258,7 +262,7 @@ def test_measured_peak_memory_respects_budget(sampler):
     preds = [manifold_point(), DebiasedGD(0.8), Zero()]
     tracemalloc.start()
     try:
-        estimate_risks(preds, n=60_000, d=D, L=L, sigma2=S2, seed=14, sampler=sampler, memory_budget=budget)
+        estimate_risks(preds, SETTING, n_prompts=60_000, seed=14, sampler=sampler, memory_budget=budget)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -270,7 +274,7 @@ def test_measured_peak_memory_respects_budget(sampler):
 
 
 def test_paired_difference_is_exact_on_common_numbers_and_tighter():
-    res = estimate_risks([manifold_point(), DebiasedGD(eta_star(D, L, S2))], n=20_000, d=D, L=L, sigma2=S2, seed=15)
+    res = estimate_risks([manifold_point(), DebiasedGD(ETA_STAR)], SETTING, n_prompts=20_000, seed=15)
     diff = res.difference("multi_head", "debiased_gd")
     a, b = res["multi_head"], res["debiased_gd"]
     assert diff.risk == pytest.approx(a.risk - b.risk, abs=1e-12)
@@ -281,7 +285,7 @@ def test_paired_difference_is_exact_on_common_numbers_and_tighter():
 
 @pytest.mark.parametrize("eta", [0.4, 1.2])
 def test_paired_difference_matches_exact_difference(eta):
-    res = estimate_risks([VanillaGD(eta), Zero()], n=40_000, d=D, L=L, sigma2=S2, seed=16)
+    res = estimate_risks([VanillaGD(eta), Zero()], SETTING, n_prompts=40_000, seed=16)
     diff = res.difference("gd", "zero")
     exact = vanilla_gd_exact(eta, D, L, S2) - (1 + S2)
     assert abs(diff.risk - exact) < Z1 * diff.stderr
@@ -291,31 +295,30 @@ def test_paired_difference_matches_exact_difference(eta):
 def test_control_variate_with_zero_control_is_unbiased_and_tighter(conditional):
     """Target vanilla GD (exact risk known), control ŷ = 0 with exact risk 1 + σ²."""
     eta = 0.9
-    kw = dict(n=40_000, d=D, L=L, sigma2=S2, seed=17, conditional=conditional)
-    cv = control_variate_risk(VanillaGD(eta), Zero(), 1 + S2, **kw)
+    kw = dict(n_prompts=40_000, seed=17, conditional=conditional)
+    cv = control_variate_risk(VanillaGD(eta), Zero(), SETTING, control_risk=1 + S2, **kw)
     exact = vanilla_gd_exact(eta, D, L, S2)
     assert abs(cv.risk - exact) < Z1 * cv.stderr
     assert abs(cv.risk - cv.plain_risk) < Z1 * math.hypot(cv.stderr, cv.plain_stderr)
     assert cv.stderr < cv.plain_stderr
     assert cv.variance_reduction == pytest.approx(cv.plain_stderr**2 / cv.stderr**2)
-    assert cv.name == "gd" and cv.control == "zero" and cv.n == kw["n"]
+    assert cv.name == "gd" and cv.control == "zero" and cv.n == kw["n_prompts"]
 
 
 def test_control_variate_coefficient_is_regression_slope():
     """c* = Cov(ℓ, ℓ_c)/Var(ℓ_c); with the target as its own control, c* = 1 and the CV estimate is exact."""
-    res = estimate_risks({"a": VanillaGD(0.5), "b": VanillaGD(0.5)}, n=2_000, d=D, L=L, sigma2=S2, seed=18)
+    res = estimate_risks({"a": VanillaGD(0.5), "b": VanillaGD(0.5)}, SETTING, n_prompts=2_000, seed=18)
     exact = vanilla_gd_exact(0.5, D, L, S2)
-    cv = res.control_variate("a", "b", exact)
+    cv = res.control_variate("a", "b", control_risk=exact)
     assert cv.coefficient == pytest.approx(1.0, abs=1e-12)
     assert cv.risk == pytest.approx(exact, abs=1e-12)
 
 
 def test_control_variate_with_gd_control_reduces_variance_a_lot():
     """Debiased GD at η* is a near-copy of the small-γ two-head model (Theorem 1a)."""
-    eta = eta_star(D, L, S2)
-    res = estimate_risks([manifold_point(), DebiasedGD(eta)], n=20_000, d=D, L=L, sigma2=S2, seed=19)
+    res = estimate_risks([manifold_point(), DebiasedGD(ETA_STAR)], SETTING, n_prompts=20_000, seed=19)
     # the exact control value only shifts the estimate; the variance reduction depends on ρ alone
-    cv = res.control_variate("multi_head", "debiased_gd", 0.0)
+    cv = res.control_variate("multi_head", "debiased_gd", control_risk=0.0)
     assert cv.variance_reduction > 50
 
 
@@ -325,48 +328,69 @@ def test_control_variate_with_gd_control_reduces_variance_a_lot():
 @pytest.mark.parametrize(
     "kwargs, param",
     [
-        (dict(n=0), "n"),
-        (dict(n=-5), "n"),
-        (dict(sigma2=-0.1), "sigma2"),
-        (dict(sigma2=float("nan")), "sigma2"),
-        (dict(d=0), "d"),
-        (dict(L=2.5), "L"),
+        (dict(n_prompts=0), "n_prompts"),
+        (dict(n_prompts=-5), "n_prompts"),
+        (dict(n_prompts=2.5), "n_prompts"),
+        (dict(setting=(5, 40, 0.1)), "setting"),
+        (dict(setting=Setting(d=5, L=[10, 40], sigma2=0.1)), "setting"),
         (dict(seed=-1), "seed"),
         (dict(seed=None), "seed"),
         (dict(seed=1.5), "seed"),
         (dict(memory_budget=0), "memory_budget"),
         (dict(sampler="fast"), "sampler"),
         (dict(sampler="stats", predictors=[BayesRidge()]), "sampler"),
-        (dict(sampler="stats", Sigma=np.eye(D)), "sampler"),
-        (dict(Sigma=np.eye(3)), "Sigma"),
+        (dict(sampler="stats", setting=SETTING.replace(Sigma=np.eye(D))), "sampler"),
         (dict(predictors=[]), "predictors"),
         (dict(predictors=[Zero(), Zero()]), "predictors"),
         (dict(predictors=[lambda b: 0]), "predictors"),
+        (dict(predictors=[VanillaGD([0.5, 0.8])]), "predictors"),
     ],
 )
 def test_bad_engine_input_names_the_parameter(kwargs, param):
-    kw = dict(predictors=[Zero()], n=100, d=D, L=L, sigma2=S2, seed=0)
+    kw = dict(predictors=[Zero()], setting=SETTING, n_prompts=100, seed=0)
     kw.update(kwargs)
     with pytest.raises(ValueError, match=f"`{param}`"):
-        estimate_risks(kw.pop("predictors"), **kw)
+        estimate_risks(kw.pop("predictors"), kw.pop("setting"), **kw)
+
+
+def test_seed_may_be_a_generator_and_required():
+    a = estimate_risks([Zero()], SETTING, n_prompts=500, seed=np.random.default_rng(3))
+    b = estimate_risks([Zero()], SETTING, n_prompts=500, seed=a.seed)
+    assert np.array_equal(a.mean, b.mean)
+    with pytest.raises(TypeError, match="seed"):
+        estimate_risks([Zero()], SETTING, n_prompts=500)  # type: ignore[call-arg]
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), "x"])
 def test_bad_control_risk_names_the_parameter(bad):
     with pytest.raises(ValueError, match="`control_risk`"):
-        control_variate_risk(VanillaGD(0.5), Zero(), bad, n=100, d=D, L=L, sigma2=S2, seed=0)
+        control_variate_risk(VanillaGD(0.5), Zero(), SETTING, control_risk=bad, n_prompts=100, seed=0)
 
 
 def test_unknown_name_in_result_names_the_parameter():
-    res = estimate_risks([Zero()], n=100, d=D, L=L, sigma2=S2, seed=0)
+    res = estimate_risks([Zero()], SETTING, n_prompts=100, seed=0)
     with pytest.raises(ValueError, match="`name`"):
         res["nope"]
 
 
-def test_results_are_frozen():
-    est = estimate_risk(Zero(), n=100, d=D, L=L, sigma2=S2, seed=0)
+def test_results_are_frozen_with_read_only_arrays():
+    est = estimate_risk(Zero(), SETTING, n_prompts=100, seed=0)
     with pytest.raises(AttributeError):
         est.risk = 0.0  # type: ignore[misc]
+    res = estimate_risks([Zero(), DebiasedGD(0.8)], SETTING, n_prompts=100, seed=0)
+    with pytest.raises(ValueError):
+        res.mean[0] = 0.0
+    with pytest.raises(ValueError):
+        res.cov[0, 0] = 0.0
+    d = res.to_dict()
+    assert d["names"] == ["zero", "debiased_gd"] and d["setting"] == SETTING.to_dict() and len(d["cov"]) == 2
+
+
+def test_legacy_keywords_give_the_same_numbers():
+    """TRANSITIONAL: old d=, L=, sigma2=, n= keywords reach the same engine call."""
+    a = estimate_risks([Zero()], SETTING, n_prompts=300, seed=4)
+    b = estimate_risks([Zero()], n=300, d=D, L=L, sigma2=S2, seed=4)
+    assert np.array_equal(a.mean, b.mean) and np.array_equal(a.cov, b.cov)
 
 
 def test_gd_risk_module_probe_is_consistent_with_importlib():

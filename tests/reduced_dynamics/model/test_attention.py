@@ -7,18 +7,21 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reduced_dynamics.estimation.prompts import sample_prompts
+from reduced_dynamics.estimation.prompts import Prompts, sample_prompts, sample_tokens
 from reduced_dynamics.model.attention import (
     MODEL_KINDS,
     AttentionModel,
     ReducedModel,
-    TokenBatch,
-    as_tokens,
     flatten_params,
     make_model,
-    sample_tokens,
     unflatten_params,
 )
+from reduced_dynamics.setting import Setting
+
+
+def setting(d, L, sigma2):
+    return Setting(d=d, L=L, sigma2=sigma2)
+
 
 FD_H = 1e-6
 FD_RTOL, FD_ATOL = 1e-6, 1e-8  # central differences in float64: error O(h²) + O(eps/h) ~ 1e-10
@@ -46,7 +49,7 @@ def test_gradient_matches_finite_differences(kind, n_heads):
     """Hand-written backprop equals central finite differences within FD_RTOL·|g| + FD_ATOL."""
     model = make_model(kind, n_heads=n_heads, d=3, init_scale=0.7)
     params = model.init(10 + n_heads)
-    batch = sample_tokens(6, d=3, L=5, sigma2=0.1, seed=n_heads)
+    batch = sample_tokens(6, setting(3, 5, 0.1), seed=n_heads)
     _, grad = model.loss_and_grad(params, batch)
     fd = _fd_grad(model, params, batch)
     for k in params:
@@ -56,18 +59,18 @@ def test_gradient_matches_finite_differences(kind, n_heads):
 
 def _naive_predict(KQ, ov, tok, *, linear=False):
     """Per-sample, per-head loops straight from docs/theory.md#full-model (independent of the vectorised code)."""
-    n, L, D = tok.Z.shape
+    n, L, D = tok.tokens.shape
     out = np.zeros(n)
     for i in range(n):
-        zq = np.append(tok.xq[i], 0.0)
+        zq = np.append(tok.x_q[i], 0.0)
         for h in range(KQ.shape[0]):
-            s = np.array([tok.Z[i, l] @ KQ[h] @ zq for l in range(L)])
+            s = np.array([tok.tokens[i, l] @ KQ[h] @ zq for l in range(L)])
             if linear:
                 p = s / L
             else:
                 p = np.exp(s - s.max())
                 p /= p.sum()
-            out[i] += ov[h] @ sum(p[l] * tok.Z[i, l] for l in range(L))
+            out[i] += ov[h] @ sum(p[l] * tok.tokens[i, l] for l in range(L))
     return out
 
 
@@ -75,7 +78,7 @@ def _naive_predict(KQ, ov, tok, *, linear=False):
 def test_forward_matches_naive_loops(kind):
     model = make_model(kind, n_heads=3, d=4)
     params = model.init(3)
-    tok = sample_tokens(5, d=4, L=7, sigma2=0.2, seed=4)
+    tok = sample_tokens(5, setting(4, 7, 0.2), seed=4)
     if kind == "merged":
         KQ, ov = params["KQ"], params["ov"]
     else:
@@ -89,7 +92,7 @@ def test_forward_matches_naive_loops(kind):
 def test_separate_and_merged_agree_at_init():
     """Merged init is the merge of the separate init with the same seed, so the functions agree."""
     sep, mer = make_model("separate", n_heads=2, d=5), make_model("merged", n_heads=2, d=5)
-    tok = sample_tokens(16, d=5, L=40, sigma2=0.1, seed=0)
+    tok = sample_tokens(16, setting(5, 40, 0.1), seed=0)
     np.testing.assert_allclose(sep.predict(sep.init(7), tok), mer.predict(mer.init(7), tok), rtol=1e-12, atol=1e-13)
 
 
@@ -105,39 +108,54 @@ def test_reduced_model_equals_merged_model_on_reduced_circuits(omega, seed):
     red = ReducedModel(H, 3)
     KQ, ov = red.circuits(p)
     mer = AttentionModel(H, 3, "merged")
-    tok = sample_tokens(4, d=3, L=9, sigma2=0.1, seed=rng)
+    tok = sample_tokens(4, setting(3, 9, 0.1), seed=rng)
     np.testing.assert_allclose(red.predict(p, tok), mer.predict({"KQ": KQ, "ov": ov}, tok), rtol=1e-11, atol=1e-12)
 
 
-def test_prompts_and_tokens_give_same_prediction():
-    pr = sample_prompts(5, d=3, L=8, sigma2=0.1, seed=1)
-    tok = as_tokens(pr)
-    assert isinstance(tok, TokenBatch) and tok.Z.shape == (5, 8, 4)
+def test_every_route_to_a_batch_gives_the_same_prediction():
+    """Full sampler, training sampler and from_arrays: the models read the same `tokens`, `x_q`."""
+    pr = sample_prompts(5, setting(3, 8, 0.1), seed=1)
+    tok = sample_tokens(5, setting(3, 8, 0.1), seed=1)
     m = make_model("separate", n_heads=2, d=3)
     p = m.init(0)
-    np.testing.assert_array_equal(m.predict(p, pr), m.predict(p, tok))
+    for batch in (pr, tok):
+        again = Prompts.from_arrays(batch.X, batch.y, batch.x_q, batch.y_q)
+        assert again.tokens.shape == (5, 8, 4)
+        np.testing.assert_array_equal(m.predict(p, batch), m.predict(p, again))
+        assert m.loss(p, batch) == m.loss(p, again)
+
+
+@pytest.mark.parametrize("kind", MODEL_KINDS)
+def test_models_refuse_statistics_only_batches(kind):
+    m = make_model(kind, n_heads=2, d=3)
+    st = sample_prompts(4, setting(3, 6, 0.1), seed=0, stats_only=True)
+    with pytest.raises(ValueError, match="`batch`"):
+        m.predict(m.init(0), st)
 
 
 def test_softmax_is_stable_for_huge_scores():
     m = make_model("merged", n_heads=1, d=2)
     p = {"KQ": np.full((1, 3, 3), 1e4), "ov": np.ones((1, 3))}
-    loss, g = m.loss_and_grad(p, sample_tokens(4, d=2, L=6, sigma2=0.1, seed=0))
+    loss, g = m.loss_and_grad(p, sample_tokens(4, setting(2, 6, 0.1), seed=0))
     assert np.isfinite(loss) and all(np.all(np.isfinite(v)) for v in g.values())
 
 
 TOKEN_MOMENTS = {
     # name: (per-prompt statistic of a TokenBatch with d = 4, exact mean); y = βᵀx + ε, β ~ N(0, I/d)
-    "y_l^2": (lambda t: (t.Z[..., 4] ** 2).mean(axis=1), lambda s2: 1 + s2),
-    "yq^2": (lambda t: t.yq**2, lambda s2: 1 + s2),
+    "y_l^2": (lambda t: (t.tokens[..., 4] ** 2).mean(axis=1), lambda s2: 1 + s2),
+    "yq^2": (lambda t: t.y_q**2, lambda s2: 1 + s2),
     # E[y_1 y_2 x_1ᵀx_2] = E|β|² = 1: the same β in every context pair
     "y_1 y_2 x_1.x_2": (
-        lambda t: t.Z[:, 0, 4] * t.Z[:, 1, 4] * np.einsum("nd,nd->n", t.Z[:, 0, :4], t.Z[:, 1, :4]),
+        lambda t: t.tokens[:, 0, 4] * t.tokens[:, 1, 4] * np.einsum("nd,nd->n", t.tokens[:, 0, :4], t.tokens[:, 1, :4]),
         lambda s2: 1.0,
     ),
     # E[y_1 y_q x_1ᵀx_q] = 1: the same β in the context and the query
-    "y_1 yq x_1.xq": (lambda t: t.Z[:, 0, 4] * t.yq * np.einsum("nd,nd->n", t.Z[:, 0, :4], t.xq), lambda s2: 1.0),
-    "y_1 y_2": (lambda t: t.Z[:, 0, 4] * t.Z[:, 1, 4], lambda s2: 0.0),
-    "y_l x_l1": (lambda t: (t.Z[..., 4] * t.Z[..., 0]).mean(axis=1), lambda s2: 0.0),
+    "y_1 yq x_1.xq": (
+        lambda t: t.tokens[:, 0, 4] * t.y_q * np.einsum("nd,nd->n", t.tokens[:, 0, :4], t.x_q),
+        lambda s2: 1.0,
+    ),
+    "y_1 y_2": (lambda t: t.tokens[:, 0, 4] * t.tokens[:, 1, 4], lambda s2: 0.0),
+    "y_l x_l1": (lambda t: (t.tokens[..., 4] * t.tokens[..., 0]).mean(axis=1), lambda s2: 0.0),
 }
 
 
@@ -145,7 +163,7 @@ TOKEN_MOMENTS = {
 def test_sample_tokens_moments(name):
     """Moments of sample_tokens vs their exact values, within 4 empirical standard errors (one family, one seed)."""
     s2 = 0.3
-    tok = sample_tokens(20_000, d=4, L=10, sigma2=s2, seed=0)
+    tok = sample_tokens(20_000, setting(4, 10, s2), seed=0)
     f, exact = TOKEN_MOMENTS[name]
     v = f(tok)  # one value per prompt: independent across prompts
     se = v.std(ddof=1) / math.sqrt(v.size)
@@ -188,8 +206,8 @@ def test_flatten_roundtrip_and_views():
         (lambda: make_model("separate", n_heads=0, d=3), "`n_heads`"),
         (lambda: make_model("merged", n_heads=2, d=0), "`d`"),
         (lambda: AttentionModel(2, 3, attention="relu"), "`attention`"),
-        (lambda: sample_tokens(0, d=3, L=5, sigma2=0.1, seed=0), "`n`"),
-        (lambda: sample_tokens(2, d=3, L=5, sigma2=-1, seed=0), "`sigma2`"),
+        (lambda: sample_tokens(0, setting(3, 5, 0.1), seed=0), "`n`"),
+        (lambda: sample_tokens(2, setting(3, 5, 0.1), seed=None), "`seed`"),
         (lambda: make_model("separate", n_heads=2, d=3).predict({"Q": 1}, None), "`params`"),
         (
             lambda: make_model("reduced", n_heads=2, d=3).predict({"omega": np.zeros(3), "mu": np.zeros(2)}, None),
@@ -205,7 +223,7 @@ def test_bad_input_names_parameter(call, name):
 def test_batch_dimension_mismatch():
     m = make_model("separate", n_heads=2, d=3)
     with pytest.raises(ValueError, match="`batch`"):
-        m.predict(m.init(0), sample_tokens(2, d=4, L=5, sigma2=0.1, seed=0))
+        m.predict(m.init(0), sample_tokens(2, setting(4, 5, 0.1), seed=0))
 
 
 def test_linear_hard_coded_normalisation():
@@ -213,7 +231,7 @@ def test_linear_hard_coded_normalisation():
     ada = make_model("linear", n_heads=2, d=3)
     hard = make_model("linear", n_heads=2, d=3, norm_L=40)
     p = ada.init(0)
-    tok = sample_tokens(6, d=3, L=10, sigma2=0.1, seed=0)
+    tok = sample_tokens(6, setting(3, 10, 0.1), seed=0)
     np.testing.assert_allclose(hard.predict(p, tok), (10 / 40) * ada.predict(p, tok), rtol=1e-12)
     model = make_model("linear", n_heads=2, d=3, norm_L=7)
     _, grad = model.loss_and_grad(p, tok)
