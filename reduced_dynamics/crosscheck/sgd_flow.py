@@ -172,6 +172,8 @@ class SgdFlowComparison(FrozenResult):
         SGD learning rate.
     setting : Setting
         The data model of the training prompts.
+    flow_setting : Setting
+        The data model of the reference flow (``setting`` unless overridden).
     batch : int
         Prompts per SGD step.
     warmup_steps : int
@@ -195,6 +197,7 @@ class SgdFlowComparison(FrozenResult):
     time_scale: float
     lr: float
     setting: Setting
+    flow_setting: Setting
     batch: int
     warmup_steps: int
     seconds: float
@@ -369,6 +372,7 @@ def sgd_vs_flow(
         time_scale=time_scale,
         lr=lr,
         setting=setting,
+        flow_setting=flow_setting,
         batch=cfg.batch,
         warmup_steps=warmup_steps if init_params is None else 0,
         seconds=time.perf_counter() - t0,

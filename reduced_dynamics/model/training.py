@@ -900,6 +900,9 @@ def summarize_run(result: TrainResult, *, n_eval: int = 20_000, seed, dummy_tol:
     """
     if not isinstance(result, TrainResult):
         raise ValueError(f"`result` must be a TrainResult, got {type(result).__name__}")
+    n_eval = check_positive_int("n_eval", n_eval)
+    if n_eval < 2:
+        raise ValueError(f"`n_eval` must be an integer >= 2, got {n_eval}")
     cfg = result.config
     model = cfg.model()
     c = extract_circuits(model, result.params, dummy_tol=dummy_tol)

@@ -51,7 +51,7 @@ def test_sgd_tracks_the_flow_of_the_true_risk(sgd_reduced):
     tolerance is 2× the seed-0 value, 6 % for γ and η_eff at every record.
     """
     D = sgd_reduced.discrepancy
-    assert sgd_reduced.omega_rate == 1.0 and sgd_reduced.setting == SETTING
+    assert sgd_reduced.omega_rate == 1.0 and sgd_reduced.setting == sgd_reduced.flow_setting == SETTING
     assert D.motion > 0.2  # the window contains real motion (state moved by > 0.2 in (ω, μ))
     assert D.unexplained < 0.12
     assert D.gamma_max < 0.06 and D.eta_max < 0.06
@@ -102,3 +102,15 @@ def test_sgd_vs_flow_validates(kwargs, name):
     kw = dict(setting=SETTING, seed=0) | kwargs
     with pytest.raises(ValueError, match=name):
         sgd_vs_flow(kw.pop("setting"), **kw)
+
+
+def test_flow_setting_is_the_reference_data_model():
+    """With `flow_setting` (another L), the reference is the flow of that setting's L̃ from the extracted start."""
+    other = SETTING.replace(L=200)
+    kw = dict(seed=2, parameterisation="merged", sgd_steps=20, warmup_steps=0, batch=16, n_records=4)
+    r = sgd_vs_flow(SETTING, flow_setting=other, **kw)
+    assert r.flow_setting == other and r.omega_rate == 1 / 3 and r.warmup_steps == 0
+    ref = preconditioned_flow(r.omega_sgd[0], r.mu_sgd[0], r.t, other, omega_rate=1 / 3)
+    np.testing.assert_array_equal(r.omega_flow, ref.omega)
+    at_training_L = preconditioned_flow(r.omega_sgd[0], r.mu_sgd[0], r.t, SETTING, omega_rate=1 / 3)
+    assert np.abs(r.omega_flow[-1] - at_training_L.omega[-1]).max() > 0

@@ -4,6 +4,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from reduced_dynamics.dynamics.manifold import mu_gamma
 from reduced_dynamics.model.attention import make_model
@@ -158,3 +160,23 @@ def test_manifold_gap_at_huge_gamma_does_not_divide_by_zero():
     """γ = 30, d = 3: sinh(dγ²) overflows, μ_γ underflows to 0; the relative gaps are +inf, not an exception."""
     gap = circuits_from_arrays(*_ideal([30.0, -30.0], [1.0, -1.0])).manifold_gap(Setting(d=3, L=40, sigma2=0.1))
     assert gap.mu_gamma == 0.0 and gap.rel_gap_plus == math.inf and gap.rel_gap_minus == math.inf
+
+
+@settings(max_examples=30)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    H=st.integers(1, 4),
+    d=st.integers(1, 5),
+    a=st.floats(1e-3, 1e3),
+    b=st.floats(1e-3, 1e3),
+)
+def test_pattern_metrics_are_scale_invariant(seed, H, d, a, b):
+    """Every metric is a ratio: scaling KQ by a > 0 and ov by b > 0 changes none of them (and no dummy flag)."""
+    rng = np.random.default_rng(seed)
+    KQ, ov = rng.standard_normal((H, d + 1, d + 1)), rng.standard_normal((H, d + 1))
+    p, q = pattern_metrics(circuits_from_arrays(KQ, ov)), pattern_metrics(circuits_from_arrays(a * KQ, b * ov))
+    for name in ("kq_offdiag_fraction", "kq_response_row_fraction", "kq_diag_cv", "ov_offresponse_fraction"):
+        np.testing.assert_allclose(getattr(q, name), getattr(p, name), rtol=1e-10, atol=1e-14)
+    for name in ("omega_cv", "zero_sum_ratio", "sign_match_fraction"):
+        assert getattr(q, name) == pytest.approx(getattr(p, name), rel=1e-10, abs=1e-14)
+    assert (q.n_dummy, q.n_positive, q.n_negative) == (p.n_dummy, p.n_positive, p.n_negative)

@@ -406,3 +406,7 @@ def test_summary_and_outputs(tmp_path):
         np.testing.assert_array_equal(z["losses"], res.losses)
     with pytest.raises(TypeError, match="seed"):
         summarize_run(res, n_eval=500)
+    with pytest.raises(ValueError, match="`n_eval`"):
+        summarize_run(res, n_eval=1, seed=0)
+    with pytest.raises(ValueError, match="`result`"):
+        summarize_run(summ, seed=0)
