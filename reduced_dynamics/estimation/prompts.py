@@ -394,7 +394,11 @@ class Prompts:
     def scores(self) -> np.ndarray:
         """Inner products ``s_l = x_lᵀx_q``, shape ``(n, L)``."""
         if self._scores is None:
-            return self._cache("_scores", np.einsum("nld,nd->nl", self._X, self._x_q))
+            if self._tokens is not None:  # X is a strided view: batched matmul (the training code's rounding)
+                s = np.matmul(self._X, self._x_q[:, :, None])[..., 0]
+            else:
+                s = np.einsum("nld,nd->nl", self._X, self._x_q)
+            return self._cache("_scores", s)
         return self._scores
 
     @property
