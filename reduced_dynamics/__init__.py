@@ -32,19 +32,10 @@ from reduced_dynamics.estimation.predictors import (
     LinearAttention,
     MultiHead,
     Predictor,
-    PromptStats,
     SingleHead,
     VanillaGD,
     Zero,
-    bayes_ridge,
     conditional_loss,
-    debiased_gd,
-    linear_attention,
-    multi_head,
-    prompt_stats,
-    sample_prompt_stats,
-    single_head,
-    vanilla_gd,
 )
 from reduced_dynamics.estimation.prompts import Prompts, sample_prompts
 from reduced_dynamics.estimation.risk import (
@@ -60,9 +51,7 @@ from reduced_dynamics.model.attention import (
     MODEL_KINDS,
     AttentionModel,
     ReducedModel,
-    TokenBatch,
     make_model,
-    sample_tokens,
 )
 from reduced_dynamics.model.circuits import Circuits, PatternMetrics, extract_circuits, pattern_metrics
 from reduced_dynamics.model.training import (
@@ -113,9 +102,6 @@ __all__ = [
     # data
     "Prompts",
     "sample_prompts",
-    "PromptStats",
-    "prompt_stats",
-    "sample_prompt_stats",
     # predictors
     "Predictor",
     "MultiHead",
@@ -125,12 +111,6 @@ __all__ = [
     "LinearAttention",
     "BayesRidge",
     "Zero",
-    "multi_head",
-    "single_head",
-    "vanilla_gd",
-    "debiased_gd",
-    "linear_attention",
-    "bayes_ridge",
     "conditional_loss",
     # Monte Carlo risk engine
     "RiskEstimate",
@@ -144,9 +124,7 @@ __all__ = [
     "MODEL_KINDS",
     "AttentionModel",
     "ReducedModel",
-    "TokenBatch",
     "make_model",
-    "sample_tokens",
     "TrainConfig",
     "TrainResult",
     "train",
