@@ -69,3 +69,44 @@ def test_api_pages_cover_every_subpackage():
         assert re.search(rf"^   {page}$", index, re.M), f"docs/api/index.rst does not list {page}"
         text = (DOCS / "api" / f"{page}.rst").read_text(encoding="utf-8")
         assert f"reduced_dynamics.{sub}" in text or f":group: {sub}" in text
+
+
+def _rd_api():
+    sys.path.insert(0, str(DOCS / "_ext"))
+    try:
+        return importlib.import_module("rd_api")
+    finally:
+        sys.path.remove(str(DOCS / "_ext"))
+
+
+def test_absolute_value_bars_are_escaped_only_in_running_text():
+    lines = [
+        "Largest |ω_h| over heads, ``|x|`` and :math:`|y|` stay as they are, and a literal",
+        "``spanning |the| line",
+        "break`` too.",
+        "",
+        ".. math::",
+        "",
+        "   |a| + |b|",
+        "",
+        ">>> abs(-1)  # |x|",
+        "1",
+        "",
+        "After the blocks: |z|.",
+    ]
+    out = list(lines)
+    _rd_api()._escape_bars(None, "function", "f", None, {}, out)
+    expected = list(lines)
+    expected[0] = "Largest \\|ω_h\\| over heads, ``|x|`` and :math:`|y|` stay as they are, and a literal"
+    expected[-1] = "After the blocks: \\|z\\|."
+    assert out == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "anchor"),
+    [("See docs/theory.md#drift-law.", "drift-law"), ("(docs/theory.md#theorem-1)", "theorem-1")],
+)
+def test_theory_citations_become_checked_links(text, anchor):
+    lines = [text]
+    _rd_api()._theory_links(None, "function", "f", None, {}, lines)
+    assert lines == [text.replace(f"docs/theory.md#{anchor}", f":theory:`{anchor}`")]

@@ -170,7 +170,8 @@ class PublicApi(SphinxDirective):
             if names:
                 lines += _render([(f"{package}.{n}", getattr(pkg, n)) for n in names])
             if extra:
-                lines += ["Also in this module (import it from the module):", ""]
+                lead = "Also in this module" if names else "In this module"
+                lines += [f"{lead}, not re-exported at the top level (``from {mod} import ...``):", ""]
                 lines += _render([(n, getattr(module, n)) for n in extra], relative=True)
             if mod == package and reexported:
                 for n in reexported:
@@ -408,6 +409,59 @@ def theory_role(name, rawtext, text, lineno, inliner, options=None, content=None
     return [node], []
 
 
+# ------------------------------------------------------------------ absolute values in plain text
+#: inline markup whose content must not be touched: literals, roles, interpreted text
+_PROTECTED_RE = re.compile(r"(``.+?``|:[\w:.+-]+:`[^`]*`|`[^`]*`_?_?)", re.S)
+_INDENTED_BLOCK_RE = re.compile(r"^\s*\.\. [\w:-]+::|::\s*$")
+
+
+def _escape_bars(app, what, name, obj, options, lines):
+    """Escape ``|`` in running text, so ``|ω_h|`` is an absolute value, not a substitution.
+
+    The package's docstrings are written for ``help()`` readers and use no reST substitutions;
+    literals (also across lines), roles, directive bodies (``.. math::``), literal blocks and
+    doctests are left alone.
+    """
+    protected = set()
+    block_indent = None  # inside a directive body or literal block: the opening line's indentation
+    in_doctest = False
+    for i, line in enumerate(lines):
+        stripped = line.lstrip()
+        indent = len(line) - len(stripped)
+        if in_doctest:
+            if stripped:
+                protected.add(i)
+                continue
+            in_doctest = False
+        if block_indent is not None:
+            if not stripped or indent > block_indent:
+                protected.add(i)
+                continue
+            block_indent = None
+        if stripped.startswith(">>>"):
+            in_doctest = True
+            protected.add(i)
+            continue
+        if _INDENTED_BLOCK_RE.search(line):
+            block_indent = indent
+            if stripped.startswith(".."):
+                protected.add(i)
+    start = 0
+    while start < len(lines):  # runs of consecutive unprotected lines, treated as one text
+        if start in protected:
+            start += 1
+            continue
+        end = start
+        while end < len(lines) and end not in protected:
+            end += 1
+        text = "\n".join(lines[start:end])
+        if "|" in text:
+            parts = _PROTECTED_RE.split(text)
+            text = "".join(p if k % 2 else p.replace("|", "\\|") for k, p in enumerate(parts))
+            lines[start:end] = text.split("\n")
+        start = end
+
+
 # ------------------------------------------------------------------ docstring completeness
 #: numpydoc checks applied to the top-level public functions (``package.__all__``): every parameter
 #: documented, a Returns section. (PR02, a documented parameter that does not exist, is checked for
@@ -443,5 +497,6 @@ def setup(app):
     app.connect("env-purge-doc", _purge)
     app.connect("missing-reference", _resolve)
     app.connect("autodoc-process-docstring", _theory_links)
+    app.connect("autodoc-process-docstring", _escape_bars)
     app.connect("autodoc-process-docstring", _check_public_function)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
