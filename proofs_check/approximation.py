@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from reduced_dynamics._validation import check_finite_float, check_positive_float, check_probability
 from reduced_dynamics.dynamics.flow import initial_state, integrate_flow
 from reduced_dynamics.dynamics.loss import approx_loss
 from reduced_dynamics.dynamics.manifold import mu_gamma, single_head_optimum
@@ -77,6 +78,9 @@ def approximation_error(gamma, eta, setting, *, n, seed, quantile=0.99, n_positi
     docs/theory.md#approximation
     """
     setting = as_setting(setting, "approximation_error")
+    gamma = check_positive_float("gamma", gamma)
+    eta = check_finite_float("eta", eta)
+    quantile = check_probability("quantile", quantile, open_interval=False)
     n_positive = _heads_count("n_positive", n_positive)
     n_negative = _heads_count("n_negative", n_negative)
     omega = np.array([gamma] * n_positive + [-gamma] * n_negative)

@@ -120,9 +120,19 @@ def _rho_mp(sigma2: float, xi: float, dps: int):
 def bound_relative_slack_mp(*, sigma2, xi, dps=50):
     """``1 − ρ`` computed naively, ``(U − r)/(U − 1)``, in mpmath with ``dps`` correct digits (cross-check).
 
-    The working precision grows until the differences keep ``dps`` digits.
-    Returns an ``mpmath.mpf`` for scalar ``sigma2`` (> 0) and ``xi`` (> 0), else an
-    object ndarray of ``mpf`` of their broadcast shape.
+    The working precision grows until the naive differences keep ``dps`` digits.
+
+    Parameters
+    ----------
+    sigma2, xi : float or array_like, > 0
+        Broadcast together.
+    dps : int, >= 16
+        Correct decimal digits of the result.
+
+    Returns
+    -------
+    mpmath.mpf or ndarray of object
+        An ``mpf`` for scalar inputs, else an object array of ``mpf`` of the broadcast shape.
     """
     return _mp_broadcast(_relative_slack_mp, sigma2, xi, allow_zero_sigma2=False, dps=dps)
 
@@ -130,8 +140,19 @@ def bound_relative_slack_mp(*, sigma2, xi, dps=50):
 def bound_rho_mp(*, sigma2, xi, dps=50):
     """``ρ = (r − 1)/(U − 1)`` computed naively in mpmath with ``dps`` correct digits (cross-check).
 
-    Returns an ``mpmath.mpf`` for scalar ``sigma2`` (> 0) and ``xi`` (> 0), else an
-    object ndarray of ``mpf`` of their broadcast shape.
+    The working precision grows until the naive differences keep ``dps`` digits.
+
+    Parameters
+    ----------
+    sigma2, xi : float or array_like, > 0
+        Broadcast together.
+    dps : int, >= 16
+        Correct decimal digits of the result.
+
+    Returns
+    -------
+    mpmath.mpf or ndarray of object
+        An ``mpf`` for scalar inputs, else an object array of ``mpf`` of the broadcast shape.
     """
     return _mp_broadcast(_rho_mp, sigma2, xi, allow_zero_sigma2=False, dps=dps)
 

@@ -641,8 +641,20 @@ def _risk_ratio_bound_mp(sigma2: float, xi: float, dps: int):
 def gd_risk_limit_mp(*, sigma2, xi, dps=DEFAULT_DPS):
     """:func:`gd_risk_limit` in mpmath with ``dps`` decimal digits.
 
-    Returns an ``mpmath.mpf`` for scalar ``sigma2`` and ``xi``, else an object
-    ndarray of ``mpf`` of their broadcast shape (``dps >= 16``).
+    Parameters
+    ----------
+    sigma2 : float or array_like, >= 0
+    xi : float or array_like, > 0
+        Broadcast against ``sigma2``.
+    dps : int, >= 16
+        Decimal digits of the result.
+
+    Returns
+    -------
+    mpmath.mpf or ndarray of object
+        An ``mpf`` for scalar ``sigma2`` and ``xi``; else an object array of
+        ``mpf`` of their broadcast shape. Each float is converted to ``mpf``
+        exactly.
     """
     return _mp_broadcast(_gd_risk_limit_mp, sigma2, xi, allow_zero_sigma2=True, dps=dps)
 
@@ -650,26 +662,62 @@ def gd_risk_limit_mp(*, sigma2, xi, dps=DEFAULT_DPS):
 def bayes_risk_limit_mp(*, sigma2, xi, dps=DEFAULT_DPS):
     """:func:`bayes_risk_limit` in mpmath (the closed form of docs/theory.md#bayes-ratio, evaluated at ``dps`` digits).
 
-    Returns an ``mpmath.mpf`` for scalar ``sigma2`` and ``xi``, else an object
-    ndarray of ``mpf`` of their broadcast shape (``dps >= 16``).
+    Parameters
+    ----------
+    sigma2 : float or array_like, >= 0
+    xi : float or array_like, > 0
+        Broadcast against ``sigma2``.
+    dps : int, >= 16
+        Decimal digits of the result.
+
+    Returns
+    -------
+    mpmath.mpf or ndarray of object
+        An ``mpf`` for scalar ``sigma2`` and ``xi``; else an object array of
+        ``mpf`` of their broadcast shape. Each float is converted to ``mpf``
+        exactly.
     """
     return _mp_broadcast(_bayes_risk_limit_mp, sigma2, xi, allow_zero_sigma2=True, dps=dps)
 
 
 def risk_ratio_limit_mp(*, sigma2, xi, dps=DEFAULT_DPS):
-    """:func:`risk_ratio_limit` in mpmath (``σ² > 0``).
+    """:func:`risk_ratio_limit` in mpmath.
 
-    Returns an ``mpmath.mpf`` for scalar ``sigma2`` and ``xi``, else an object
-    ndarray of ``mpf`` of their broadcast shape (``dps >= 16``).
+    Parameters
+    ----------
+    sigma2 : float or array_like, > 0
+    xi : float or array_like, > 0
+        Broadcast against ``sigma2``.
+    dps : int, >= 16
+        Decimal digits of the result.
+
+    Returns
+    -------
+    mpmath.mpf or ndarray of object
+        An ``mpf`` for scalar ``sigma2`` and ``xi``; else an object array of
+        ``mpf`` of their broadcast shape. Each float is converted to ``mpf``
+        exactly.
     """
     return _mp_broadcast(_risk_ratio_limit_mp, sigma2, xi, allow_zero_sigma2=False, dps=dps)
 
 
 def risk_ratio_bound_mp(*, sigma2, xi, dps=DEFAULT_DPS):
-    """:func:`risk_ratio_bound` in mpmath (``σ² > 0``).
+    """:func:`risk_ratio_bound` in mpmath.
 
-    Returns an ``mpmath.mpf`` for scalar ``sigma2`` and ``xi``, else an object
-    ndarray of ``mpf`` of their broadcast shape (``dps >= 16``).
+    Parameters
+    ----------
+    sigma2 : float or array_like, > 0
+    xi : float or array_like, > 0
+        Broadcast against ``sigma2``.
+    dps : int, >= 16
+        Decimal digits of the result.
+
+    Returns
+    -------
+    mpmath.mpf or ndarray of object
+        An ``mpf`` for scalar ``sigma2`` and ``xi``; else an object array of
+        ``mpf`` of their broadcast shape. Each float is converted to ``mpf``
+        exactly.
     """
     return _mp_broadcast(_risk_ratio_bound_mp, sigma2, xi, allow_zero_sigma2=False, dps=dps)
 

@@ -1,6 +1,6 @@
 r"""Checks of the gradient-flow statements of docs/theory.md#gradient-flow (and Theorem 1b).
 
-Derived here (see README, "Derivations and deviations"):
+Derived here (docs/theory.md#drift-law, docs/theory.md#deviations):
 
 **Drift law.** On the slow manifold with p positive and n negative non-dummy
 heads (H = p + n), the Taylor form of L̃ gives, to leading order in γ,
@@ -131,7 +131,8 @@ def check_manifold(setting, *, quick=False) -> CheckResult:
         name="manifold",
         passed=bool(ok),
         predicted=(
-            "S_γ: sign-matched, homogeneous; mean OV mass (M₊−M₋)/2 below μ_γ by the relative amount η*cd³γ⁴/3; "
+            "S_γ: sign-matched, homogeneous; mean OV mass (M₊+M₋)/2 (masses of each sign, as magnitudes) below μ_γ "
+            "by the relative amount η*cd³γ⁴/3; "
             "Σμ = d³ηγ⁵(p−n)/(3H); η*−η_eff ∝ γ⁴ with constant η*²cd³/2"
         ),
         measured=(

@@ -164,3 +164,19 @@ def test_check_result_error_implies_failure():
     assert "ERROR" in repr(r) and "no convergence" in r.measured
     with pytest.raises(TypeError, match="JSON-friendly"):
         CheckResult("demo", True, "p", "m", "t", data={"f": object()})
+
+
+@pytest.mark.parametrize(
+    "args,kwargs,name",
+    [
+        ((0.0, 0.88), {}, "gamma"),
+        ((0.01, float("nan")), {}, "eta"),
+        ((0.01, 0.88), {"quantile": 1.5}, "quantile"),
+        ((0.01, 0.88), {"n_positive": 0}, "n_positive"),
+        ((0.01, 0.88), {"seed": None}, "seed"),
+    ],
+)
+def test_approximation_error_bad_input(args, kwargs, name):
+    kw = {"n": 100, "seed": 0, **kwargs}
+    with pytest.raises(ValueError, match=f"`{name}`"):
+        approximation_error(*args, PAPER, **kw)
