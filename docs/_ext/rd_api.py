@@ -163,10 +163,7 @@ class PublicApi(SphinxDirective):
             if mod == package:
                 extra = []
             title = f"``{mod}``"
-            lines += [title, "-" * len(title), "", f".. py:module:: {mod}", ""]
-            summary = _summary(module)
-            if summary:
-                lines += [summary, ""]
+            lines += [title, "-" * len(title), "", f".. automodule:: {mod}", ""]  # its docstring, in full
             if names:
                 lines += _render([(f"{package}.{n}", getattr(pkg, n)) for n in names])
             if extra:
@@ -202,10 +199,10 @@ class ModuleApi(SphinxDirective):
                 elsewhere.append(exported[id(obj)])
             else:
                 own.append((n, obj))
-        lines = [f".. py:module:: {modname}", ""]
-        summary = _summary(module)
-        if summary and not self.options.get("names"):
-            lines += [summary, ""]
+        if self.options.get("names"):  # a few names of the module: not its docstring
+            lines = [f".. py:module:: {modname}", ""]
+        else:
+            lines = [f".. automodule:: {modname}", ""]
         if own:
             lines += _render(own, relative=True)
         if elsewhere:
@@ -227,12 +224,6 @@ def _public_name(obj, but: str) -> str | None:
 
 def _is_code(obj) -> bool:
     return inspect.isclass(obj) or inspect.isroutine(obj)
-
-
-def _summary(module) -> str:
-    """The first paragraph of a module's docstring."""
-    doc = inspect.getdoc(module) or ""
-    return doc.strip().split("\n\n")[0].strip()
 
 
 def _parse(directive, lines):
