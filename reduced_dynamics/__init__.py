@@ -6,18 +6,42 @@ The public API is declared here; see README.md for the science and examples.
 """
 
 from reduced_dynamics.crosscheck import SgdFlowComparison, SingleHeadMcOptimum, sgd_vs_flow, single_head_mc_optimum
-from reduced_dynamics.derive.symbolic import derive_approx_loss, generated_loss_functions, sympy2numpy
+from reduced_dynamics.derive.symbolic import (
+    GeneratedLossFunctions,
+    derive_approx_loss,
+    generated_loss_functions,
+    sympy2numpy,
+)
 from reduced_dynamics.dynamics.corrected_loss import corrected_loss, corrected_loss_grad
-from reduced_dynamics.dynamics.diagnostics import StageTolerances, manifold_gap, stage_times, trajectory_diagnostics
-from reduced_dynamics.dynamics.flow import FlowResult, flow_at_times, gradient_descent, initial_state, integrate_flow
+from reduced_dynamics.dynamics.diagnostics import (
+    ManifoldGap,
+    StageTimes,
+    StageTolerances,
+    TrajectoryDiagnostics,
+    manifold_gap,
+    stage_times,
+    trajectory_diagnostics,
+)
+from reduced_dynamics.dynamics.flow import (
+    FlowFinal,
+    FlowPath,
+    FlowResult,
+    flow_at_times,
+    gradient_descent,
+    initial_state,
+    integrate_flow,
+)
 from reduced_dynamics.dynamics.loss import (
     MAX_EXPONENT,
+    LossGradient,
     LossOverflowError,
     approx_loss,
     approx_loss_grad,
     approx_loss_hessian,
+    optimal_mu,
 )
 from reduced_dynamics.dynamics.manifold import (
+    SingleHeadOptimum,
     drift_law_gamma,
     eta_star,
     flow_eta_gap,
@@ -74,12 +98,15 @@ __all__ = [
     "approx_loss",
     "approx_loss_grad",
     "approx_loss_hessian",
+    "optimal_mu",
+    "LossGradient",
     # exact O(1/L) expansion of the risk
     "corrected_loss",
     "corrected_loss_grad",
     # symbolic derivation
     "derive_approx_loss",
     "generated_loss_functions",
+    "GeneratedLossFunctions",
     "sympy2numpy",
     # closed-form landmarks
     "eta_star",
@@ -87,10 +114,13 @@ __all__ = [
     "mu_gamma",
     "manifold_loss",
     "single_head_optimum",
+    "SingleHeadOptimum",
     "drift_law_gamma",
     "flow_eta_gap",
     # flow
     "FlowResult",
+    "FlowFinal",
+    "FlowPath",
     "initial_state",
     "integrate_flow",
     "gradient_descent",
@@ -99,6 +129,9 @@ __all__ = [
     "trajectory_diagnostics",
     "stage_times",
     "manifold_gap",
+    "TrajectoryDiagnostics",
+    "StageTimes",
+    "ManifoldGap",
     # data
     "Prompts",
     "sample_prompts",

@@ -24,6 +24,18 @@ minus :func:`closed_form_loss` simplifies to 0 for H = 1..4 and that
 
 Numpy code is generated once per H and cached (:func:`sympy2numpy`,
 :func:`generated_loss_functions`).
+
+Call convention of the generated code: a :class:`GeneratedFunction` is called
+like the rest of the package, ``f(omega, mu, setting)`` with a single state
+``omega, mu`` of shape ``(H,)`` and a scalar :class:`~reduced_dynamics.setting.Setting`.
+The raw lambdified function, with the numeric signature
+``f.func(omega_1, ..., omega_H, mu_1, ..., mu_H, d, L, sigma2)`` (the order of
+:func:`state_symbols` then :func:`problem_symbols`), stays available as
+``f.func`` for code that works with bare numbers.
+
+References
+----------
+docs/theory.md#approximate-loss
 """
 
 from __future__ import annotations
@@ -35,9 +47,14 @@ from functools import cache
 import numpy as np
 import sympy as sp
 
+from reduced_dynamics._results import FrozenResult
 from reduced_dynamics._validation import check_nonnegative_int, check_positive_int
+from reduced_dynamics.setting import as_setting
 
 __all__ = [
+    "ProblemSymbols",
+    "StateSymbols",
+    "GeneratedLossFunctions",
     "problem_symbols",
     "state_symbols",
     "tilted_mean",
@@ -54,20 +71,70 @@ __all__ = [
 ]
 
 
-def problem_symbols():
-    """Return the positive problem symbols ``(d, L, sigma2)``."""
-    d = sp.Symbol("d", positive=True)
-    L = sp.Symbol("L", positive=True)
-    sigma2 = sp.Symbol("sigma2", nonnegative=True)
-    return d, L, sigma2
+@dataclass(frozen=True)
+class ProblemSymbols(FrozenResult):
+    """The sympy symbols of the data model (:func:`problem_symbols`).
+
+    Attributes
+    ----------
+    d : sympy.Symbol
+        Covariate dimension (positive).
+    L : sympy.Symbol
+        Prompt length (positive).
+    sigma2 : sympy.Symbol
+        Noise variance (non-negative).
+    """
+
+    d: sp.Symbol
+    L: sp.Symbol
+    sigma2: sp.Symbol
 
 
-def state_symbols(H: int):
-    """Return the real state symbols ``(omega_1..omega_H), (mu_1..mu_H)``."""
+@dataclass(frozen=True)
+class StateSymbols(FrozenResult):
+    """The sympy symbols of the reduced state of H heads (:func:`state_symbols`).
+
+    Attributes
+    ----------
+    omega : tuple of sympy.Symbol, length H
+        ``omega_1 .. omega_H`` (real).
+    mu : tuple of sympy.Symbol, length H
+        ``mu_1 .. mu_H`` (real).
+
+    Notes
+    -----
+    :attr:`theta` is ``omega + mu``, the coordinate order of the gradient and Hessian.
+    """
+
+    omega: tuple
+    mu: tuple
+
+    @property
+    def theta(self) -> tuple:
+        """``(omega_1..omega_H, mu_1..mu_H)``."""
+        return (*self.omega, *self.mu)
+
+
+def problem_symbols() -> ProblemSymbols:
+    """The problem symbols ``d`` (positive), ``L`` (positive), ``sigma2`` (non-negative)."""
+    return ProblemSymbols(
+        d=sp.Symbol("d", positive=True),
+        L=sp.Symbol("L", positive=True),
+        sigma2=sp.Symbol("sigma2", nonnegative=True),
+    )
+
+
+def state_symbols(H: int) -> StateSymbols:
+    """The real state symbols ``omega_1..omega_H`` and ``mu_1..mu_H``."""
     H = check_positive_int("H", H)
     omega = sp.symbols(f"omega_1:{H + 1}", real=True)
     mu = sp.symbols(f"mu_1:{H + 1}", real=True)
-    return tuple(omega), tuple(mu)
+    return StateSymbols(omega=tuple(omega), mu=tuple(mu))
+
+
+def _symbols(H: int):
+    ps, ss = problem_symbols(), state_symbols(H)
+    return ps.d, ps.L, ps.sigma2, ss.omega, ss.mu
 
 
 @cache
@@ -119,8 +186,7 @@ def derive_approx_loss(H: int) -> sp.Expr:
         In the symbols of :func:`problem_symbols` and :func:`state_symbols`.
     """
     H = check_positive_int("H", H)
-    d, L, sigma2 = problem_symbols()
-    omega, mu = state_symbols(H)
+    d, L, sigma2, omega, mu = _symbols(H)
     tilt = tilted_mean()  # coefficient of x_q in the tilted mean of x, as function of omega
     w = sp.Symbol("omega", real=True)
     signal_gain = sum(mu[h] * tilt.subs(w, omega[h]) for h in range(H))  # E[ŷ | β, x_q] / βᵀx_q
@@ -135,8 +201,7 @@ def derive_approx_loss(H: int) -> sp.Expr:
 def closed_form_loss(H: int) -> sp.Expr:
     r"""docs/theory.md#reduced-model closed form ``1 + σ² − 2μᵀω + μᵀ(ωωᵀ + (1+σ²)/L exp∘(d ωωᵀ))μ``."""
     H = check_positive_int("H", H)
-    d, L, sigma2 = problem_symbols()
-    omega, mu = state_symbols(H)
+    d, L, sigma2, omega, mu = _symbols(H)
     w, m = sp.Matrix(omega), sp.Matrix(mu)
     E = sp.Matrix(H, H, lambda i, j: sp.exp(d * omega[i] * omega[j]))
     quad = (m.T * (w * w.T + (1 + sigma2) / L * E) * m)[0, 0]
@@ -150,8 +215,7 @@ def taylor_form_loss(H: int, order: int) -> sp.Expr:
     """
     H = check_positive_int("H", H)
     order = check_nonnegative_int("order", order)
-    d, L, sigma2 = problem_symbols()
-    omega, mu = state_symbols(H)
+    d, L, sigma2, omega, mu = _symbols(H)
     c = (1 + sigma2) / L
     inner = lambda k: sum(mu[h] * omega[h] ** k for h in range(H))  # noqa: E731
     out = sigma2 + (1 - inner(1)) ** 2 + c * inner(0) ** 2
@@ -161,36 +225,57 @@ def taylor_form_loss(H: int, order: int) -> sp.Expr:
 
 
 @cache
-def loss_gradient(H: int) -> tuple[sp.Expr, ...]:
-    """Symbolic gradient of :func:`derive_approx_loss` in ``(ω_1..ω_H, μ_1..μ_H)`` order."""
+def loss_gradient(H: int) -> sp.Matrix:
+    """Symbolic gradient of :func:`derive_approx_loss`: a (2H × 1) column in ``(ω_1..ω_H, μ_1..μ_H)`` order."""
     expr = derive_approx_loss(H)
-    omega, mu = state_symbols(H)
-    return tuple(sp.diff(expr, s) for s in (*omega, *mu))
+    return sp.Matrix([sp.diff(expr, s) for s in state_symbols(H).theta])
 
 
 @cache
 def loss_hessian(H: int) -> sp.Matrix:
     """Symbolic Hessian (2H × 2H) of :func:`derive_approx_loss`."""
-    omega, mu = state_symbols(H)
-    return sp.hessian(derive_approx_loss(H), (*omega, *mu))
+    return sp.hessian(derive_approx_loss(H), state_symbols(H).theta)
 
 
 @dataclass(frozen=True)
 class GeneratedFunction:
     """A numpy callable generated from a sympy expression.
 
-    Call it as ``f(omega, mu, d, L, sigma2)`` with ``omega, mu`` of shape ``(H,)``.
-    ``repr`` shows the expression it was generated from.
+    Call it as ``f(omega, mu, setting)`` with ``omega, mu`` of shape ``(H,)``
+    and a scalar :class:`~reduced_dynamics.setting.Setting` (the package's
+    argument order). The raw lambdified function keeps its numeric signature
+    ``f.func(omega_1..omega_H, mu_1..mu_H, d, L, sigma2)``. ``repr`` shows the
+    expression it was generated from.
+
+    Attributes
+    ----------
+    expr : sympy.Expr or sympy.Matrix
+        The expression.
+    func : callable
+        The raw lambdified function (numeric signature above).
+    H : int
+        Number of heads.
     """
 
     expr: object
     func: Callable
     H: int
 
-    def __call__(self, omega, mu, d, L, sigma2):
+    def __call__(self, omega, mu, setting):
+        """Evaluate at one state ``omega, mu`` (shape (H,)) in ``setting`` (scalar).
+
+        Returns
+        -------
+        ndarray
+            Shape ``()`` for a scalar expression, the matrix shape otherwise
+            (``(2H, 1)`` for the gradient, ``(2H, 2H)`` for the Hessian).
+        """
+        setting = as_setting(setting, "GeneratedFunction")
         omega = np.asarray(omega, dtype=np.float64)
         mu = np.asarray(mu, dtype=np.float64)
-        return np.asarray(self.func(*omega, *mu, d, L, sigma2), dtype=np.float64)
+        if omega.shape != (self.H,) or mu.shape != (self.H,):
+            raise ValueError(f"`omega` and `mu` must have shape ({self.H},), got {omega.shape} and {mu.shape}")
+        return np.asarray(self.func(*omega, *mu, setting.d, setting.L, setting.sigma2), dtype=np.float64)
 
     def __repr__(self) -> str:
         text = str(self.expr)
@@ -200,27 +285,59 @@ class GeneratedFunction:
 
 
 def sympy2numpy(expr, H: int) -> GeneratedFunction:
-    """Generate a numpy callable of ``(ω_1..ω_H, μ_1..μ_H, d, L, σ²)`` (common subexpressions shared)."""
-    omega, mu = state_symbols(H)
-    d, L, sigma2 = problem_symbols()
+    """Generate a numpy callable from ``expr`` in the symbols of :func:`state_symbols` and :func:`problem_symbols`.
+
+    Common subexpressions are shared (``cse=True``). The result is called as
+    ``f(omega, mu, setting)``; its raw form ``f.func(ω_1..ω_H, μ_1..μ_H, d, L, σ²)``.
+    """
+    d, L, sigma2, omega, mu = _symbols(H)
     func = sp.lambdify((*omega, *mu, d, L, sigma2), expr, modules="numpy", cse=True)
     return GeneratedFunction(expr=expr, func=func, H=H)
 
 
+@dataclass(frozen=True)
+class GeneratedLossFunctions(FrozenResult):
+    """Numpy code generated from the derived loss for H heads (:func:`generated_loss_functions`).
+
+    Attributes
+    ----------
+    loss : GeneratedFunction
+        ``loss(omega, mu, setting)`` -> ndarray of shape ``()``.
+    gradient : GeneratedFunction
+        ``gradient(omega, mu, setting)`` -> ndarray of shape ``(2H, 1)`` in ``(ω, μ)`` order.
+    hessian : GeneratedFunction
+        ``hessian(omega, mu, setting)`` -> ndarray of shape ``(2H, 2H)``.
+    """
+
+    loss: GeneratedFunction
+    gradient: GeneratedFunction
+    hessian: GeneratedFunction
+
+
 @cache
-def generated_loss_functions(H: int) -> tuple[GeneratedFunction, GeneratedFunction, GeneratedFunction]:
-    """Numpy callables ``(loss, gradient, hessian)`` generated from the derived loss; cached per H.
+def generated_loss_functions(H: int) -> GeneratedLossFunctions:
+    """Numpy callables (loss, gradient, Hessian) generated from the derived loss; cached per H.
+
+    Parameters
+    ----------
+    H : int, >= 1
 
     Returns
     -------
-    loss : GeneratedFunction -> float
-    gradient : GeneratedFunction -> ndarray, shape (2H,)
-    hessian : GeneratedFunction -> ndarray, shape (2H, 2H)
+    GeneratedLossFunctions
+        Each function is called as ``f(omega, mu, setting)``.
+
+    Examples
+    --------
+    >>> from reduced_dynamics.setting import Setting
+    >>> fns = generated_loss_functions(1)
+    >>> round(float(fns.loss([0.0], [0.0], Setting(d=5, L=40, sigma2=0.1))), 12)
+    1.1
     """
     H = check_positive_int("H", H)
     expr = derive_approx_loss(H)
-    return (
-        sympy2numpy(expr, H),
-        sympy2numpy(sp.Matrix(loss_gradient(H)), H),
-        sympy2numpy(loss_hessian(H), H),
+    return GeneratedLossFunctions(
+        loss=sympy2numpy(expr, H),
+        gradient=sympy2numpy(loss_gradient(H), H),
+        hessian=sympy2numpy(loss_hessian(H), H),
     )

@@ -80,17 +80,20 @@ expansion neglects, it is *not* the true risk's γ² coefficient.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from reduced_dynamics._validation import (
-    check_finite_float,
-    check_heads_pair,
-    check_positive_int,
-    check_problem,
-)
+from reduced_dynamics._results import FrozenResult
+from reduced_dynamics._validation import check_finite_float, check_positive_int
+from reduced_dynamics.dynamics.loss import LossGradient, _state_pair
+from reduced_dynamics.setting import as_setting, legacy_setting
 
 __all__ = [
     "MAX_OMEGA2",
+    "CorrectedLossTerms",
+    "ManifoldCoefficients",
+    "McRiskEstimates",
     "corrected_loss_terms",
     "corrected_loss",
     "corrected_loss_grad",
@@ -100,15 +103,23 @@ __all__ = [
     "corrected_drift_constant",
     "corrected_drift_gamma",
     "integrate_corrected_flow",
+    "mc_risk_cv",
 ]
 
 #: Largest allowed ``max_h ω_h²``: the χ² averages need ``1 − 2ω_hω_k > 0``; we keep a margin.
 MAX_OMEGA2 = 0.45
 
 
-def _prepare(omega, mu, d, L, sigma2):
-    d, L, sigma2 = check_problem(d, L, sigma2)
-    omega, mu = check_heads_pair(omega, mu)
+def _scalar(setting, where):
+    """``(d, L, sigma2)`` of a scalar, isotropic setting."""
+    setting = as_setting(setting, where)
+    setting.require_isotropic(where)
+    return setting.d, setting.L, setting.sigma2
+
+
+def _prepare(omega, mu, setting, where):
+    d, L, sigma2 = _scalar(setting, where)
+    omega, mu = _state_pair(omega, mu)
     w2 = float(np.max(omega * omega)) if omega.size else 0.0
     if w2 >= MAX_OMEGA2:
         raise ValueError(
@@ -132,37 +143,66 @@ def _pieces(omega, mu, d, sigma2):
     return G, Gp, b, bp
 
 
-def corrected_loss_terms(omega, mu, *, d, L, sigma2):
-    r"""Return ``(R0, R1)`` of the expansion :math:`\mathcal E = R_0 + R_1/L + O(L^{-2})`.
+def _float_or_array(x):
+    x = np.asarray(x)
+    return float(x) if x.ndim == 0 else x
+
+
+@dataclass(frozen=True)
+class CorrectedLossTerms(FrozenResult):
+    r"""The two terms of the expansion :math:`\mathcal E = R_0 + R_1/L + O(L^{-2})`.
+
+    Attributes
+    ----------
+    R0 : float or ndarray, shape (...)
+        :math:`R_0 = \sigma^2 + (1 - \mu^\top\omega)^2` (the L → ∞ risk).
+    R1 : float or ndarray, shape (...)
+        :math:`R_1`, the coefficient of :math:`1/L` (module docstring).
+    """
+
+    R0: float | np.ndarray
+    R1: float | np.ndarray
+
+
+@legacy_setting
+def corrected_loss_terms(omega, mu, setting) -> CorrectedLossTerms:
+    r"""The terms ``R0, R1`` of the expansion :math:`\mathcal E = R_0 + R_1/L + O(L^{-2})`.
 
     Parameters
     ----------
     omega, mu : array_like, shape (..., H)
-    d, L, sigma2 : problem constants (``L`` is validated but unused)
+        Broadcast over their leading axes (same H); ``max ω_h² < MAX_OMEGA2``.
+    setting : Setting
+        Scalar and isotropic (``setting.L`` does not enter ``R0, R1``).
 
     Returns
     -------
-    R0, R1 : float or ndarray, shape (...)
+    CorrectedLossTerms
+        ``R0`` and ``R1``, floats for a single state, else arrays of shape ``(...)``.
+
+    References
+    ----------
+    docs/theory.md#corrected-loss
     """
-    omega, mu, d, L, sigma2 = _prepare(omega, mu, d, L, sigma2)
+    omega, mu, d, _, sigma2 = _prepare(omega, mu, setting, "corrected_loss_terms")
     G, _, b, _ = _pieces(omega, mu, d, sigma2)
     u = np.sum(mu * omega, axis=-1)
     R0 = sigma2 + (1.0 - u) ** 2
     R1 = 2.0 * (1.0 - u) * np.sum(mu * omega * b, axis=-1) + np.einsum("...h,...hk,...k->...", mu, G, mu)
-    if np.ndim(R0) == 0:
-        return float(R0), float(R1)
-    return R0, R1
+    return CorrectedLossTerms(R0=_float_or_array(R0), R1=_float_or_array(R1))
 
 
-def corrected_loss(omega, mu, *, d, L, sigma2):
+@legacy_setting
+def corrected_loss(omega, mu, setting):
     r"""Risk of the reduced model to order 1/L: :math:`R_0 + R_1/L` (module docstring).
 
     Parameters
     ----------
     omega, mu : array_like, shape (..., H)
-        KQ scales and OV values; ``max ω_h² < MAX_OMEGA2``.
-    d, L : int, >= 1
-    sigma2 : float, >= 0
+        KQ scales and OV values, broadcast over their leading axes (same H);
+        ``max ω_h² < MAX_OMEGA2``.
+    setting : Setting
+        Scalar and isotropic.
 
     Returns
     -------
@@ -171,13 +211,31 @@ def corrected_loss(omega, mu, *, d, L, sigma2):
     Raises
     ------
     ValueError
-        Invalid ``d``, ``L``, ``sigma2``, shapes, non-finite state, or ``omega`` too large.
+        Shapes, non-finite state, ``omega`` too large, or an array-valued / anisotropic setting.
+
+    References
+    ----------
+    docs/theory.md#corrected-loss
     """
-    R0, R1 = corrected_loss_terms(omega, mu, d=d, L=L, sigma2=sigma2)
-    return R0 + R1 / check_positive_int("L", L)
+    terms = corrected_loss_terms(omega, mu, setting)
+    return _float_or_array(np.asarray(terms.R0) + np.asarray(terms.R1) / setting.L)
 
 
-def corrected_loss_grad(omega, mu, *, d, L, sigma2):
+def _corrected_grad_arrays(omega, mu, d, L, sigma2):
+    G, Gp, b, bp = _pieces(omega, mu, d, sigma2)
+    u = np.sum(mu * omega, axis=-1)[..., None]
+    v = np.sum(mu * omega * b, axis=-1)[..., None]
+    Gmu = np.einsum("...hk,...k->...h", G, mu)
+    Gpmw = np.einsum("...hk,...k->...h", Gp, mu * omega)
+    r1_mu = -2.0 * omega * v + 2.0 * (1.0 - u) * omega * b + 2.0 * Gmu
+    r1_w = -2.0 * mu * v + 2.0 * (1.0 - u) * mu * (b + omega * bp) + 2.0 * mu * Gpmw
+    grad_mu = -2.0 * (1.0 - u) * omega + r1_mu / L
+    grad_w = -2.0 * (1.0 - u) * mu + r1_w / L
+    return grad_w, grad_mu
+
+
+@legacy_setting
+def corrected_loss_grad(omega, mu, setting) -> LossGradient:
     r"""Analytic gradient of :func:`corrected_loss`.
 
     With :math:`u = \mu^\top\omega`, :math:`b_h = (1-2\omega_h^2)^{-d/2-1}`,
@@ -191,33 +249,51 @@ def corrected_loss_grad(omega, mu, *, d, L, sigma2):
         \partial_{\omega_j} = -2(1-u)\mu_j + \tfrac1L\big[-2\mu_j v + 2(1-u)\mu_j(b_j + \omega_j b_j')
             + 2\mu_j \textstyle\sum_k \mu_k\omega_k g'(\omega_j\omega_k)\big]
 
+    Parameters
+    ----------
+    omega, mu : array_like, shape (..., H)
+        Broadcast over their leading axes (same H).
+    setting : Setting
+        Scalar and isotropic.
+
     Returns
     -------
-    grad_omega, grad_mu : ndarray, shape (..., H)
+    LossGradient
+        ``.omega`` and ``.mu``, each of the broadcast shape ``(..., H)``.
+
+    References
+    ----------
+    docs/theory.md#corrected-loss
     """
-    omega, mu, d, L, sigma2 = _prepare(omega, mu, d, L, sigma2)
-    G, Gp, b, bp = _pieces(omega, mu, d, sigma2)
-    u = np.sum(mu * omega, axis=-1)[..., None]
-    v = np.sum(mu * omega * b, axis=-1)[..., None]
-    Gmu = np.einsum("...hk,...k->...h", G, mu)
-    Gpmw = np.einsum("...hk,...k->...h", Gp, mu * omega)
-    r1_mu = -2.0 * omega * v + 2.0 * (1.0 - u) * omega * b + 2.0 * Gmu
-    r1_w = -2.0 * mu * v + 2.0 * (1.0 - u) * mu * (b + omega * bp) + 2.0 * mu * Gpmw
-    grad_mu = -2.0 * (1.0 - u) * omega + r1_mu / L
-    grad_w = -2.0 * (1.0 - u) * mu + r1_w / L
-    return grad_w, grad_mu
+    omega, mu, d, L, sigma2 = _prepare(omega, mu, setting, "corrected_loss_grad")
+    gw, gm = _corrected_grad_arrays(omega, mu, d, L, sigma2)
+    return LossGradient(omega=gw, mu=gm)
 
 
-def corrected_loss_hessian_fd(omega, mu, *, d, L, sigma2, h=1e-6):
+@legacy_setting
+def corrected_loss_hessian_fd(omega, mu, setting, *, h=1e-6):
     """Hessian in ``θ = (ω, μ)`` by central differences of the analytic gradient (single state).
 
+    Parameters
+    ----------
+    omega, mu : array_like, shape (H,)
+    setting : Setting
+        Scalar and isotropic.
+    h : float, > 0
+        Relative step of the differences.
+
     Returns
     -------
-    ndarray, shape (2H, 2H), symmetrised.
+    ndarray, shape (2H, 2H)
+        Symmetrised.
     """
-    omega, mu, d, L, sigma2 = _prepare(omega, mu, d, L, sigma2)
+    omega, mu, d, L, sigma2 = _prepare(omega, mu, setting, "corrected_loss_hessian_fd")
     if omega.ndim != 1:
         raise ValueError(f"`omega` must have shape (H,) here, got {omega.shape}")
+    return _fd_hessian(omega, mu, d, L, sigma2, h)
+
+
+def _fd_hessian(omega, mu, d, L, sigma2, h=1e-6):
     H = omega.size
     th = np.concatenate([omega, mu])
     out = np.empty((2 * H, 2 * H))
@@ -226,8 +302,8 @@ def corrected_loss_hessian_fd(omega, mu, *, d, L, sigma2, h=1e-6):
         tp, tm = th.copy(), th.copy()
         tp[i] += step
         tm[i] -= step
-        gp = np.concatenate(corrected_loss_grad(tp[:H], tp[H:], d=d, L=L, sigma2=sigma2))
-        gm = np.concatenate(corrected_loss_grad(tm[:H], tm[H:], d=d, L=L, sigma2=sigma2))
+        gp = np.concatenate(_corrected_grad_arrays(tp[:H], tp[H:], d, L, sigma2))
+        gm = np.concatenate(_corrected_grad_arrays(tm[:H], tm[H:], d, L, sigma2))
         out[:, i] = (gp - gm) / (2 * step)
     return 0.5 * (out + out.T)
 
@@ -235,76 +311,151 @@ def corrected_loss_hessian_fd(omega, mu, *, d, L, sigma2, h=1e-6):
 # ----------------------------------------------------------- solution manifold
 
 
-def corrected_eta_star(d, L, sigma2) -> float:
+@legacy_setting
+def corrected_eta_star(setting):
     r"""Minimiser over η of the γ → 0 limit :math:`\sigma^2 + (1-\eta)^2 + [((1+\sigma^2)d+1)\eta^2 + 2(1-\eta)\eta]/L`.
 
     :math:`\eta_c^* = (L-1)/(L-1+(1+\sigma^2)d)` (differs from η* = L/(L+(1+σ²)d) at O(1/L²),
     the order the expansion neglects).
-    """
-    d, L, sigma2 = check_problem(d, L, sigma2)
-    return (L - 1.0) / (L - 1.0 + (1.0 + sigma2) * d)
 
-
-def corrected_manifold_coefficients(eta, *, d, sigma2) -> tuple[float, float, float]:
-    r"""Coefficients of :math:`R_1 = a_0 + a_2\gamma^2 + a_4\gamma^4 + O(\gamma^6)` on the manifold at fixed η.
+    Parameters
+    ----------
+    setting : Setting
+        May be array-valued (the result broadcasts).
 
     Returns
     -------
-    a0, a2, a4 : float
-        :math:`a_0 = [(1+\sigma^2)d+1]\eta^2 + 2(1-\eta)\eta`,
-        :math:`a_2 = 2(d+2)(1-\eta)\eta`,
-        :math:`a_4 = (d+2)(d+4)[\eta^2((1+\sigma^2)d/6 + 1/2) + (1-\eta)\eta]`.
+    float or ndarray, shape ``setting.shape``
+
+    References
+    ----------
+    docs/theory.md#corrected-loss
     """
-    eta = check_finite_float("eta", eta)
-    d = check_positive_int("d", d)
-    _, _, sigma2 = check_problem(d, 1, sigma2)
-    a0 = ((1 + sigma2) * d + 1) * eta**2 + 2 * (1 - eta) * eta
+    setting = as_setting(setting)
+    L = np.asarray(setting.L, dtype=np.float64)
+    return _float_or_array((L - 1.0) / (L - 1.0 + (1.0 + np.asarray(setting.sigma2)) * np.asarray(setting.d)))
+
+
+@dataclass(frozen=True)
+class ManifoldCoefficients(FrozenResult):
+    r"""Coefficients of :math:`R_1 = a_0 + a_2\gamma^2 + a_4\gamma^4 + O(\gamma^6)` on the manifold at fixed η.
+
+    Attributes
+    ----------
+    a0 : float or ndarray
+        :math:`[(1+\sigma^2)d+1]\eta^2 + 2(1-\eta)\eta`.
+    a2 : float or ndarray
+        :math:`2(d+2)(1-\eta)\eta`.
+    a4 : float or ndarray
+        :math:`(d+2)(d+4)[\eta^2((1+\sigma^2)d/6 + 1/2) + (1-\eta)\eta]`.
+
+    Each has the broadcast shape of ``eta`` and ``setting.shape``.
+    """
+
+    a0: float | np.ndarray
+    a2: float | np.ndarray
+    a4: float | np.ndarray
+
+
+@legacy_setting
+def corrected_manifold_coefficients(eta, setting) -> ManifoldCoefficients:
+    r"""Coefficients of :math:`R_1 = a_0 + a_2\gamma^2 + a_4\gamma^4 + O(\gamma^6)` on the manifold at fixed η.
+
+    Parameters
+    ----------
+    eta : float or array_like
+        Effective step :math:`\eta = 2\gamma M`.
+    setting : Setting
+        ``L`` does not enter; may be array-valued (the result broadcasts).
+
+    Returns
+    -------
+    ManifoldCoefficients
+        ``a0, a2, a4``.
+
+    References
+    ----------
+    docs/theory.md#corrected-loss
+    """
+    setting = as_setting(setting)
+    eta = np.asarray(eta, dtype=np.float64)
+    if not np.all(np.isfinite(eta)):
+        raise ValueError(f"`eta` must be a finite real number, got {eta!r}")
+    d = np.broadcast_to(np.asarray(setting.d, dtype=np.float64), setting.shape)
+    s2 = np.broadcast_to(np.asarray(setting.sigma2, dtype=np.float64), setting.shape)
+    a0 = ((1 + s2) * d + 1) * eta**2 + 2 * (1 - eta) * eta
     a2 = 2 * (d + 2) * (1 - eta) * eta
-    a4 = (d + 2) * (d + 4) * (eta**2 * ((1 + sigma2) * d / 6 + 0.5) + (1 - eta) * eta)
-    return float(a0), float(a2), float(a4)
+    a4 = (d + 2) * (d + 4) * (eta**2 * ((1 + s2) * d / 6 + 0.5) + (1 - eta) * eta)
+    return ManifoldCoefficients(a0=_float_or_array(a0), a2=_float_or_array(a2), a4=_float_or_array(a4))
 
 
-def corrected_drift_constant(*, d, L, sigma2, eta=None) -> float:
+@legacy_setting
+def corrected_drift_constant(setting, *, eta=None):
     r"""Constant K of the γ⁴-driven drift :math:`\gamma(t) \approx (K\,(pn/H)\,t)^{-1/6}`.
 
     :math:`K = 96\,a_4/(L\eta^2)`, η defaulting to :func:`corrected_eta_star`;
-    L̃'s analogue is :math:`16 c d^3`.
+    L̃'s analogue is :math:`16 c d^3`. Time as in :func:`reduced_dynamics.integrate_flow`.
+
+    Parameters
+    ----------
+    setting : Setting
+        Scalar.
+    eta : float, optional
+
+    Returns
+    -------
+    float
+
+    References
+    ----------
+    docs/theory.md#corrected-loss
     """
-    d, L, sigma2 = check_problem(d, L, sigma2)
-    eta = corrected_eta_star(d, L, sigma2) if eta is None else check_finite_float("eta", eta)
-    _, _, a4 = corrected_manifold_coefficients(eta, d=d, sigma2=sigma2)
-    return 96.0 * a4 / (L * eta**2)
+    d, L, sigma2 = _scalar(setting, "corrected_drift_constant")
+    eta = corrected_eta_star(setting) if eta is None else check_finite_float("eta", eta)
+    a4 = corrected_manifold_coefficients(eta, setting).a4
+    return float(96.0 * a4 / (L * eta**2))
 
 
-def corrected_drift_gamma(t, *, d, L, sigma2, n_positive=1, n_negative=1, gamma0=None, t0=0.0, include_gamma2=True):
+@legacy_setting
+def corrected_drift_gamma(t, setting, *, n_positive=1, n_negative=1, gamma0=None, t0=0.0, include_gamma2=True):
     r"""Drift law of the corrected flow along the solution manifold.
 
     Solves :math:`\dot\gamma = -\kappa(A\gamma^5 + B\gamma^7)`,
     :math:`\kappa = 4pn/H`, :math:`A = 2a_2/(L\eta^2)`, :math:`B = 4a_4/(L\eta^2)` at
     η = :func:`corrected_eta_star`. Without ``gamma0`` and with ``include_gamma2=False``
     this is :math:`\gamma = (K (pn/H) t)^{-1/6}`. With ``gamma0`` the solution starts at
-    ``γ(t0) = gamma0`` (exact implicit solution, solved by Newton/bisection per time).
+    ``γ(t0) = gamma0`` (exact implicit solution, solved by bisection per time).
 
     Parameters
     ----------
     t : float or array_like, > t0 (or > 0 without gamma0)
+        Flow time (as in :func:`reduced_dynamics.integrate_flow`).
+    setting : Setting
+        Scalar.
+    n_positive, n_negative : int, >= 1
     gamma0 : float, optional
+    t0 : float
     include_gamma2 : bool
         Keep the (formally O(1/L²)) γ² term.
 
     Returns
     -------
     float or ndarray, like ``t``
+
+    References
+    ----------
+    docs/theory.md#corrected-loss
     """
-    d, L, sigma2 = check_problem(d, L, sigma2)
+    d, L, sigma2 = _scalar(setting, "corrected_drift_gamma")
     from reduced_dynamics.dynamics.manifold import _head_counts  # shared validation of p, n
 
     p, n = _head_counts(n_positive, n_negative)
     t = np.asarray(t, dtype=np.float64)
     if not np.all(np.isfinite(t)):
         raise ValueError(f"`t` must be finite, got {t!r}")
-    eta = corrected_eta_star(d, L, sigma2)
-    _, a2, a4 = corrected_manifold_coefficients(eta, d=d, sigma2=sigma2)
+    eta = corrected_eta_star(setting)
+    coef = corrected_manifold_coefficients(eta, setting)
+    a2, a4 = coef.a2, coef.a4
     kappa = 4.0 * p * n / (p + n)
     A = (2.0 * a2 / (L * eta**2)) if include_gamma2 else 0.0
     B = 4.0 * a4 / (L * eta**2)
@@ -355,25 +506,43 @@ def corrected_drift_gamma(t, *, d, L, sigma2, n_positive=1, n_negative=1, gamma0
     return float(out) if out.ndim == 0 else out
 
 
-def integrate_corrected_flow(omega0, mu0, times, *, d, L, sigma2, rtol=1e-9, atol=1e-12, method="Radau"):
+@legacy_setting
+def integrate_corrected_flow(omega0, mu0, times, setting, *, rtol=1e-9, atol=1e-12, method="Radau"):
     r"""Gradient flow :math:`\dot\theta = -\nabla(R_0 + R_1/L)` from ``(omega0, mu0)``, output at ``times``.
 
-    Stiff solver (Radau) with the finite-difference Hessian as Jacobian.
+    Stiff solver (Radau) with the finite-difference Hessian as Jacobian. Same
+    time convention as :func:`reduced_dynamics.integrate_flow` (descent of the
+    loss itself, not of half of it).
+
+    Parameters
+    ----------
+    omega0, mu0 : array_like, shape (H,)
+    times : array_like, shape (T,)
+        Non-decreasing output times, ``times[0] >= 0``; the flow starts at 0.
+    setting : Setting
+        Scalar and isotropic.
+    rtol, atol : float
+    method : str
+        A :func:`scipy.integrate.solve_ivp` method.
 
     Returns
     -------
-    omega, mu : ndarray, shape (T, H)
+    FlowPath
+        ``t`` (= ``times``), ``omega`` and ``mu`` of shape (T, H).
+
+    References
+    ----------
+    docs/theory.md#corrected-loss
     """
     from reduced_dynamics.dynamics.flow import flow_at_times
 
-    omega0, mu0, d, L, sigma2 = _prepare(omega0, mu0, d, L, sigma2)
-    kw = dict(d=d, L=L, sigma2=sigma2)
+    omega0, mu0, d, L, sigma2 = _prepare(omega0, mu0, setting, "integrate_corrected_flow")
     return flow_at_times(
-        lambda w, m: corrected_loss_grad(w, m, **kw),
+        lambda w, m: _corrected_grad_arrays(w, m, d, L, sigma2),
         omega0,
         mu0,
         times,
-        hessian=lambda w, m: corrected_loss_hessian_fd(w, m, **kw),
+        hessian=lambda w, m: _fd_hessian(w, m, d, L, sigma2),
         method=method,
         rtol=rtol,
         atol=atol,
@@ -428,7 +597,25 @@ def _mc_chunk(rng, m, d, L, sigma2, states, cv):
     return out
 
 
-def mc_risk_cv(states, *, d, L, sigma2, n, seed, cv=True, chunk_elems=4_000_000):
+@dataclass(frozen=True)
+class McRiskEstimates(FrozenResult):
+    """Monte Carlo risks of several reduced states on one common sample (:func:`mc_risk_cv`).
+
+    Attributes
+    ----------
+    mean : ndarray, shape (S,)
+        Estimated risk of each of the S states.
+    stderr : ndarray, shape (S,)
+        Its standard error (of the control-variate residual when ``cv=True``;
+        NaN if there are too few prompts for the degrees of freedom).
+    """
+
+    mean: np.ndarray
+    stderr: np.ndarray
+
+
+@legacy_setting
+def mc_risk_cv(states, setting, *, n, seed, cv=True, chunk_elems=4_000_000) -> McRiskEstimates:
     r"""Rao–Blackwellised Monte Carlo risk of several reduced states on one sample, with control variates.
 
     The per-prompt loss is exactly :func:`reduced_dynamics.estimation.predictors.conditional_loss`
@@ -446,25 +633,37 @@ def mc_risk_cv(states, *, d, L, sigma2, n, seed, cv=True, chunk_elems=4_000_000)
 
     Parameters
     ----------
-    states : sequence of (omega, mu) pairs (sequences of floats of equal length)
-    d, L : int
-    sigma2 : float
-    n : int, number of prompts
-    seed : int, >= 0
+    states : sequence of (omega, mu) pairs
+        Each ``omega``, ``mu`` a sequence of H floats (H may differ between states).
+    setting : Setting
+        Scalar and isotropic.
+    n : int, >= 1
+        Number of prompts.
+    seed : int >= 0 or numpy.random.Generator
+        Required. An int seeds ``SeedSequence([seed, L])``; a Generator supplies that int.
     cv : bool
-    chunk_elems : int, prompts·L per chunk
+        Use the control variates.
+    chunk_elems : int
+        Prompts·L per chunk (memory bound).
 
     Returns
     -------
-    list of (mean, stderr) per state
+    McRiskEstimates
+        ``mean`` and ``stderr``, one entry per state.
+
+    References
+    ----------
+    docs/theory.md#corrected-loss
     """
-    d, L, sigma2 = check_problem(d, L, sigma2)
+    d, L, sigma2 = _scalar(setting, "mc_risk_cv")
     n = check_positive_int("n", n)
+    if isinstance(seed, np.random.Generator):
+        seed = int(seed.integers(2**63))
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"`seed` must be a non-negative integer, got {seed!r}")
+        raise ValueError(f"`seed` must be an integer >= 0 or a numpy Generator, got {seed!r}")
     st = []
     for w, mu in states:
-        w, mu = check_heads_pair(w, mu)
+        w, mu = _state_pair(w, mu)
         if w.ndim != 1:
             raise ValueError(f"`states` entries must be (omega, mu) of shape (H,), got {w.shape}")
         st.append((tuple(float(v) for v in w), tuple(float(v) for v in mu)))
@@ -478,7 +677,7 @@ def mc_risk_cv(states, *, d, L, sigma2, n, seed, cv=True, chunk_elems=4_000_000)
         for a, o in zip(acc, _mc_chunk(rng, mm, d, L, sigma2, st, cv)):
             a.append(o)
         done += mm
-    res = []
+    means, ses = [], []
     for a in acc:
         y = np.concatenate([l for l, _ in a])
         if cv:
@@ -489,5 +688,6 @@ def mc_risk_cv(states, *, d, L, sigma2, n, seed, cv=True, chunk_elems=4_000_000)
         else:
             dof = 1
         se = y.std(ddof=dof) / np.sqrt(y.size) if y.size > dof else float("nan")
-        res.append((float(y.mean()), float(se)))
-    return res
+        means.append(float(y.mean()))
+        ses.append(float(se))
+    return McRiskEstimates(mean=np.array(means), stderr=np.array(ses))

@@ -10,8 +10,8 @@ Definitions (tolerances in :class:`StageTolerances`):
 - **zero-sum OV**: ``|Σμ| / Σ|μ| < zero_sum``;
 - **homogeneous KQ**: ``(max − min)/mean`` of ``|ω_h|`` over non-dummy heads ``< homogeneous``;
 - **γ**: mean ``|ω_h|`` over non-dummy heads;
-- **manifold gap**: ``|M₊ − μ_γ(γ)| / μ_γ(γ)`` and ``|M₋ + μ_γ(γ)| / μ_γ(γ)`` with ``M₊ = Σ_{μ_h>0} μ_h``,
-  ``M₋ = Σ_{μ_h<0} μ_h``.
+- **manifold gap**: ``|M₊ − μ_γ(γ)| / μ_γ(γ)`` and ``|M₋ − μ_γ(γ)| / μ_γ(γ)`` with the positive and
+  negative OV masses ``M₊ = Σ_{μ_h>0} μ_h`` and ``M₋ = −Σ_{μ_h<0} μ_h`` (both >= 0).
 
 A *stage time* is the first output time from which the pattern holds at every
 later output time of the run (so a pattern that holds by chance at
@@ -24,14 +24,24 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from reduced_dynamics._results import FrozenResult
 from reduced_dynamics._validation import check_probability
+from reduced_dynamics.setting import as_setting, legacy_setting
 
-__all__ = ["StageTolerances", "trajectory_diagnostics", "stage_times", "manifold_gap"]
+__all__ = [
+    "StageTolerances",
+    "TrajectoryDiagnostics",
+    "StageTimes",
+    "ManifoldGap",
+    "trajectory_diagnostics",
+    "stage_times",
+    "manifold_gap",
+]
 
 
 @dataclass(frozen=True)
 class StageTolerances:
-    """Tolerances of the pattern diagnostics (each in (0, 1)).
+    """Tolerances of the pattern diagnostics (each in (0, 1)); a configuration, not a result.
 
     Attributes
     ----------
@@ -51,6 +61,10 @@ class StageTolerances:
         for name in ("dummy", "zero_sum", "homogeneous"):
             check_probability(f"tolerances.{name}", getattr(self, name))
 
+    def to_dict(self) -> dict:
+        """The three tolerances as a JSON-friendly dict."""
+        return {"dummy": self.dummy, "zero_sum": self.zero_sum, "homogeneous": self.homogeneous}
+
 
 def _dummy_mask(omega, mu, tol):
     aw, am = np.abs(omega), np.abs(mu)
@@ -59,23 +73,89 @@ def _dummy_mask(omega, mu, tol):
     return (aw <= tol * mw) & (am <= tol * mm)
 
 
-def trajectory_diagnostics(omega, mu, tolerances: StageTolerances | None = None) -> dict[str, np.ndarray]:
-    """Per-time diagnostics of a trajectory.
+def _scalarise(value):
+    """0-d arrays -> Python scalars (float, int or bool); arrays unchanged."""
+    value = np.asarray(value)
+    if value.ndim:
+        return value
+    return value.item()
+
+
+def _pair(omega, mu):
+    from reduced_dynamics.dynamics.loss import _state_pair
+
+    return _state_pair(omega, mu)
+
+
+@dataclass(frozen=True)
+class TrajectoryDiagnostics(FrozenResult):
+    """Per-time pattern diagnostics of a state or trajectory (:func:`trajectory_diagnostics`).
+
+    Every field has shape ``(...)``, the leading shape of the state (``(T,)``
+    for a trajectory of T times); for a single state of shape ``(H,)`` the
+    fields are Python scalars. Definitions in the module docstring.
+
+    Attributes
+    ----------
+    gamma : float or ndarray
+        γ, mean ``|ω_h|`` over non-dummy heads.
+    eta_eff : float or ndarray
+        Effective step ``μᵀω``.
+    sum_mu : float or ndarray
+        ``Σ_h μ_h``.
+    zero_sum_ratio : float or ndarray
+        ``|Σμ| / Σ|μ|`` (inf when μ = 0).
+    homogeneity : float or ndarray
+        ``(max − min)/mean`` of ``|ω_h|`` over non-dummy heads (inf when γ = 0).
+    sign_matched : bool or ndarray of bool
+        Every non-dummy head has ``sign ω_h = sign μ_h``.
+    zero_sum : bool or ndarray of bool
+        ``zero_sum_ratio < tolerances.zero_sum``.
+    homogeneous : bool or ndarray of bool
+        ``homogeneity < tolerances.homogeneous``.
+    n_dummy : int or ndarray of int
+        Number of dummy heads.
+    n_positive : int or ndarray of int
+        Number p of non-dummy heads with ``μ_h > 0``.
+    n_negative : int or ndarray of int
+        Number n of non-dummy heads with ``μ_h < 0``.
+    """
+
+    gamma: float | np.ndarray
+    eta_eff: float | np.ndarray
+    sum_mu: float | np.ndarray
+    zero_sum_ratio: float | np.ndarray
+    homogeneity: float | np.ndarray
+    sign_matched: bool | np.ndarray
+    zero_sum: bool | np.ndarray
+    homogeneous: bool | np.ndarray
+    n_dummy: int | np.ndarray
+    n_positive: int | np.ndarray
+    n_negative: int | np.ndarray
+
+
+def trajectory_diagnostics(omega, mu, *, tolerances: StageTolerances | None = None) -> TrajectoryDiagnostics:
+    """Per-time diagnostics of a state or a trajectory.
 
     Parameters
     ----------
-    omega, mu : ndarray, shape (T, H) or (H,)
+    omega, mu : array_like, shape (..., H)
+        A state ``(H,)`` or a trajectory ``(T, H)`` (any leading axes;
+        ``omega`` and ``mu`` broadcast over them).
     tolerances : StageTolerances, optional
+        Defaults to ``StageTolerances()``.
 
     Returns
     -------
-    dict of ndarray, each shape (T,) (or scalar arrays for a single state)
-        ``gamma, eta_eff, sum_mu, zero_sum_ratio, homogeneity, sign_matched,
-        zero_sum, homogeneous, n_dummy, n_positive, n_negative``.
+    TrajectoryDiagnostics
+        Fields of shape ``(...)``; Python scalars for a single state.
+
+    References
+    ----------
+    docs/theory.md#emergent-patterns
     """
     tol = tolerances or StageTolerances()
-    omega = np.asarray(omega, dtype=np.float64)
-    mu = np.asarray(mu, dtype=np.float64)
+    omega, mu = _pair(omega, mu)
     dummy = _dummy_mask(omega, mu, tol.dummy)
     active = ~dummy
     aw = np.abs(omega)
@@ -91,23 +171,23 @@ def trajectory_diagnostics(omega, mu, tolerances: StageTolerances | None = None)
     matched = np.all(np.where(active, np.sign(omega) == np.sign(mu), True), axis=-1)
     pos = np.sum(active & (mu > 0), axis=-1)
     neg = np.sum(active & (mu < 0), axis=-1)
-    return {
-        "gamma": gamma,
-        "eta_eff": np.sum(omega * mu, axis=-1),
-        "sum_mu": sum_mu,
-        "zero_sum_ratio": zsr,
-        "homogeneity": homogeneity,
-        "sign_matched": matched,
-        "zero_sum": zsr < tol.zero_sum,
-        "homogeneous": homogeneity < tol.homogeneous,
-        "n_dummy": np.sum(dummy, axis=-1),
-        "n_positive": pos,
-        "n_negative": neg,
-    }
+    return TrajectoryDiagnostics(
+        gamma=_scalarise(gamma),
+        eta_eff=_scalarise(np.sum(omega * mu, axis=-1)),
+        sum_mu=_scalarise(sum_mu),
+        zero_sum_ratio=_scalarise(zsr),
+        homogeneity=_scalarise(homogeneity),
+        sign_matched=_scalarise(matched),
+        zero_sum=_scalarise(zsr < tol.zero_sum),
+        homogeneous=_scalarise(homogeneity < tol.homogeneous),
+        n_dummy=_scalarise(np.sum(dummy, axis=-1)),
+        n_positive=_scalarise(pos),
+        n_negative=_scalarise(neg),
+    )
 
 
 def _first_time_holding_to_end(t, flags) -> float | None:
-    flags = np.asarray(flags, dtype=bool)
+    flags = np.atleast_1d(np.asarray(flags, dtype=bool))
     if flags.size == 0 or not flags[-1]:
         return None
     bad = np.nonzero(~flags)[0]
@@ -115,50 +195,132 @@ def _first_time_holding_to_end(t, flags) -> float | None:
     return float(t[idx])
 
 
-def stage_times(t, omega, mu, tolerances: StageTolerances | None = None) -> dict[str, float | None]:
+@dataclass(frozen=True)
+class StageTimes(FrozenResult):
+    """Times from which each pattern holds at every later output time of the run (:func:`stage_times`).
+
+    Attributes
+    ----------
+    sign_matching : float or None
+        Sign matching ``sign ω_h = sign μ_h`` of the non-dummy heads.
+    zero_sum : float or None
+        Zero-sum OV ``|Σμ|/Σ|μ| < tolerances.zero_sum``.
+    homogeneous : float or None
+        Homogeneous KQ ``(max − min)/mean |ω_h| < tolerances.homogeneous``.
+
+    ``None`` for a pattern that does not hold at the end of the run.
+    ``to_dict()`` gives ``{"sign_matching": .., "zero_sum": .., "homogeneous": ..}``.
+    """
+
+    sign_matching: float | None
+    zero_sum: float | None
+    homogeneous: float | None
+
+    @property
+    def all_reached(self) -> bool:
+        """True when every pattern holds at the end of the run."""
+        return None not in (self.sign_matching, self.zero_sum, self.homogeneous)
+
+
+def stage_times(t, omega, mu, *, tolerances: StageTolerances | None = None) -> StageTimes:
     """Times from which sign matching, zero-sum OV and homogeneous |ω| hold to the end.
 
     Parameters
     ----------
-    t : ndarray, shape (T,)
-    omega, mu : ndarray, shape (T, H)
+    t : array_like, shape (T,)
+        Output times.
+    omega, mu : array_like, shape (T, H)
     tolerances : StageTolerances, optional
 
     Returns
     -------
-    dict
-        ``{"sign_matching": t1, "zero_sum": t2, "homogeneous": t3}``; ``None``
-        for a pattern that does not hold at the end of the run.
+    StageTimes
+
+    References
+    ----------
+    docs/theory.md#stages
     """
-    diag = trajectory_diagnostics(omega, mu, tolerances)
-    return {
-        "sign_matching": _first_time_holding_to_end(t, diag["sign_matched"]),
-        "zero_sum": _first_time_holding_to_end(t, diag["zero_sum"]),
-        "homogeneous": _first_time_holding_to_end(t, diag["homogeneous"]),
-    }
+    diag = trajectory_diagnostics(omega, mu, tolerances=tolerances)
+    t = np.atleast_1d(np.asarray(t, dtype=np.float64))
+    if t.shape != np.atleast_1d(diag.gamma).shape:
+        raise ValueError(
+            f"`t` must have one entry per state of the trajectory, got {t.shape} for states of shape {np.shape(omega)}"
+        )
+    return StageTimes(
+        sign_matching=_first_time_holding_to_end(t, diag.sign_matched),
+        zero_sum=_first_time_holding_to_end(t, diag.zero_sum),
+        homogeneous=_first_time_holding_to_end(t, diag.homogeneous),
+    )
 
 
-def manifold_gap(omega, mu, *, d, L, sigma2, tolerances: StageTolerances | None = None):
+@dataclass(frozen=True)
+class ManifoldGap(FrozenResult):
+    """Distance of a state's OV masses from the solution manifold S_γ (:func:`manifold_gap`).
+
+    Sign convention: both masses are reported as non-negative numbers,
+    ``M_plus = Σ_{μ_h>0} μ_h`` and ``M_minus = −Σ_{μ_h<0} μ_h``; on S_γ both
+    equal ``mu_gamma``.
+
+    Attributes
+    ----------
+    gamma : float or ndarray, shape (...)
+        γ of the state (mean ``|ω_h|`` over non-dummy heads).
+    mu_gamma : float or ndarray, shape (...)
+        The predicted mass μ_γ(γ) of each sign.
+    M_plus : float or ndarray, shape (...)
+        Measured positive OV mass (>= 0).
+    M_minus : float or ndarray, shape (...)
+        Measured negative OV mass, as a magnitude (>= 0).
+    gap : float or ndarray, shape (...)
+        ``max(|M_plus − mu_gamma|, |M_minus − mu_gamma|) / mu_gamma``.
+
+    Floats for a single state ``(H,)``, arrays of the leading shape otherwise.
+    """
+
+    gamma: float | np.ndarray
+    mu_gamma: float | np.ndarray
+    M_plus: float | np.ndarray
+    M_minus: float | np.ndarray
+    gap: float | np.ndarray
+
+
+@legacy_setting
+def manifold_gap(omega, mu, setting, *, tolerances: StageTolerances | None = None) -> ManifoldGap:
     """Relative distance of a state's OV masses from the solution manifold S_γ.
 
     Parameters
     ----------
-    omega, mu : ndarray, shape (H,) or (T, H)
-    d, L, sigma2 : problem constants
+    omega, mu : array_like, shape (..., H)
+        A state ``(H,)`` or trajectory ``(T, H)``.
+    setting : Setting
+        May be array-valued (broadcasts against the leading axes).
+    tolerances : StageTolerances, optional
+        Used to tell dummy heads apart (for γ).
 
     Returns
     -------
-    dict
-        ``gamma``, ``mu_gamma`` (prediction), ``M_plus``, ``M_minus`` (measured)
-        and ``gap`` = max of the two relative gaps.
+    ManifoldGap
+        ``gamma``, ``mu_gamma`` (prediction), ``M_plus``, ``M_minus`` (measured,
+        both >= 0) and ``gap``.
+
+    References
+    ----------
+    docs/theory.md#solution-manifold
     """
     from reduced_dynamics.dynamics.manifold import mu_gamma
 
-    diag = trajectory_diagnostics(omega, mu, tolerances)
-    mu = np.asarray(mu, dtype=np.float64)
-    gamma = np.asarray(diag["gamma"])
-    mg = mu_gamma(np.maximum(gamma, 1e-300), d=d, L=L, sigma2=sigma2)
+    setting = as_setting(setting)
+    omega, mu = _pair(omega, mu)
+    diag = trajectory_diagnostics(omega, mu, tolerances=tolerances)
+    gamma = np.asarray(diag.gamma, dtype=np.float64)
+    mg = np.asarray(mu_gamma(np.maximum(gamma, 1e-300), setting))
     m_plus = np.sum(np.where(mu > 0, mu, 0.0), axis=-1)
-    m_minus = np.sum(np.where(mu < 0, mu, 0.0), axis=-1)
-    gap = np.maximum(np.abs(m_plus - mg), np.abs(m_minus + mg)) / mg
-    return {"gamma": gamma, "mu_gamma": mg, "M_plus": m_plus, "M_minus": m_minus, "gap": gap}
+    m_minus = -np.sum(np.where(mu < 0, mu, 0.0), axis=-1)
+    gap = np.maximum(np.abs(m_plus - mg), np.abs(m_minus - mg)) / mg
+    return ManifoldGap(
+        gamma=_scalarise(np.broadcast_to(gamma, gap.shape)),
+        mu_gamma=_scalarise(mg),
+        M_plus=_scalarise(np.broadcast_to(m_plus, gap.shape)),
+        M_minus=_scalarise(np.broadcast_to(m_minus, gap.shape)),
+        gap=_scalarise(gap),
+    )

@@ -14,9 +14,22 @@ Jacobian (``−Hessian``), output at log-spaced times, and two events:
 leaving the overflow-safe region of ``exp(d ωωᵀ)`` and stationarity
 (``|∇L̃|`` below a threshold, reached only for H = 1).
 
+Time convention (factor 2)
+--------------------------
+We descend :math:`\tilde L` itself: :math:`\dot\theta = -\nabla\tilde L(\theta)`,
+and gradient descent with step η is :math:`\theta \leftarrow \theta - \eta\nabla\tilde L`,
+its time being ``η × steps``. The authors' code descends :math:`\tilde L/2`;
+its learning rate ``lr`` is our step ``η = lr/2``, and its time
+:math:`\tau` (``lr × steps``) is twice ours, :math:`\tau = 2t`. Every time-dependent
+law of this package is in our time: the drift law
+:math:`\gamma(t) = (16 c d^3 (pn/H) t)^{-1/6}` reads
+:math:`\gamma(\tau) = (8 c d^3 (pn/H) \tau)^{-1/6}` in the authors' time
+(``tests/reduced_dynamics/dynamics/test_flow.py`` integrates the flow of
+:math:`\tilde L/2` and checks the constant 8).
+
 References
 ----------
-docs/theory.md#reduced-model, docs/theory.md#gradient-flow.
+docs/theory.md#reduced-model, docs/theory.md#gradient-flow, docs/theory.md#drift-law.
 """
 
 from __future__ import annotations
@@ -24,32 +37,41 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cached_property
 
 import numpy as np
 from scipy.integrate import solve_ivp
 
+from reduced_dynamics._results import FrozenResult
 from reduced_dynamics._validation import (
     check_finite_array,
-    check_heads_pair,
     check_nonnegative_float,
     check_positive_float,
     check_positive_int,
-    check_problem,
 )
-from reduced_dynamics.dynamics.diagnostics import StageTolerances, stage_times, trajectory_diagnostics
+from reduced_dynamics.dynamics.diagnostics import (
+    StageTimes,
+    StageTolerances,
+    TrajectoryDiagnostics,
+    stage_times,
+    trajectory_diagnostics,
+)
 from reduced_dynamics.dynamics.loss import (
     MAX_EXPONENT,
     LossOverflowError,
-    approx_loss,
-    approx_loss_grad,
-    approx_loss_hessian,
-    max_exponent,
+    _grad_arrays,
+    _hessian_arrays,
+    _loss_values,
+    _prepare,
+    _state_pair,
 )
 from reduced_dynamics.estimation.prompts import as_generator
+from reduced_dynamics.setting import Setting, as_setting, legacy_setting
 
 __all__ = [
     "FlowResult",
+    "FlowFinal",
+    "FlowPath",
     "initial_state",
     "integrate_flow",
     "gradient_descent",
@@ -72,145 +94,290 @@ STATUS_MESSAGES = {
 }
 
 
-@dataclass(frozen=True, repr=False)
-class FlowResult:
-    """Trajectory of the gradient flow (or of gradient descent) on L̃.
-
-    Fields mirror :class:`scipy.integrate.OdeResult` (``t, y, status, message,
-    success, nfev, njev, nlu``) plus the diagnostics of this package.
+@dataclass(frozen=True)
+class FlowFinal(FrozenResult):
+    """The last state of a :class:`FlowResult` and its scalar summaries.
 
     Attributes
     ----------
+    t : float
+        Last output time.
+    omega, mu : ndarray, shape (H,)
+        Last state (read-only).
+    loss : float
+        ``L̃`` there.
+    grad_norm : float
+        ``|∇L̃|`` there.
+    gamma : float
+        γ, mean ``|ω_h|`` over non-dummy heads.
+    eta_eff : float
+        Effective step ``μᵀω``.
+    eta_star : float
+        The optimal step η* of the setting (the limit of ``eta_eff`` for H >= 2).
+    inf_loss : float or None
+        ``inf L̃ = 1 + σ² − η*`` for H >= 2; ``None`` for H = 1 (L̃ then has a finite minimiser).
+    sum_mu : float
+        ``Σ μ_h``.
+    zero_sum_ratio : float
+        ``|Σμ|/Σ|μ|``.
+    n_dummy, n_positive, n_negative : int
+        Numbers of dummy heads and of positive / negative non-dummy heads.
+    """
+
+    t: float
+    omega: np.ndarray
+    mu: np.ndarray
+    loss: float
+    grad_norm: float
+    gamma: float
+    eta_eff: float
+    eta_star: float
+    inf_loss: float | None
+    sum_mu: float
+    zero_sum_ratio: float
+    n_dummy: int
+    n_positive: int
+    n_negative: int
+
+
+@dataclass(frozen=True, repr=False)
+class FlowResult(FrozenResult):
+    """Trajectory of the gradient flow (or of gradient descent) on L̃.
+
+    Returned by :func:`integrate_flow` and :func:`gradient_descent`. Frozen;
+    every ndarray is read-only. The solver fields mirror
+    :class:`scipy.integrate.OdeResult` (``status, message, success, nfev, njev, nlu``).
+    Times are in the convention of the module docstring (descent of L̃, not L̃/2).
+
+    Attributes
+    ----------
+    success : bool
+        True for status 0 (reached ``t_end``) or 1 (stationary point).
+    status : int
+        Key of :data:`STATUS_MESSAGES`: 0 reached ``t_end``; 1 stationary
+        (``|∇L̃| < stationarity_tol``); 2 left the overflow-safe region;
+        3 gradient descent diverged; -1 solver failure.
+    message : str
+        ``STATUS_MESSAGES[status]``, saying what to try next (plus the solver's message on failure).
     t : ndarray, shape (T,)
-        Output times (for gradient descent: ``eta * step``).
+        Output times (for gradient descent: ``eta × step``).
     omega, mu : ndarray, shape (T, H)
         The state at each output time.
     loss : ndarray, shape (T,)
         ``L̃(ω(t), μ(t))``.
     grad_norm : ndarray, shape (T,)
         Euclidean norm of the full gradient ``(∇_ω L̃, ∇_μ L̃)``.
-    status : int
-        Key of :data:`STATUS_MESSAGES` (0: reached ``t_end``; 1: stationary;
-        2: left the overflow-safe region; 3: GD diverged; -1: solver failure).
-    message : str
-    success : bool
-        ``status >= 0`` and not an overflow exit.
-    nfev, njev, nlu : int
-        Counts of gradient, Hessian evaluations and LU decompositions.
-    d, L, sigma2 : problem constants.
+    setting : Setting
+        The (scalar, isotropic) data model of the run.
     method : str
-        ``solve_ivp`` method, or ``"gd"`` for gradient descent.
+        The ``solve_ivp`` method, or ``"gd"`` for gradient descent.
+    nfev : int
+        Number of gradient evaluations.
+    njev : int
+        Number of Hessian (Jacobian) evaluations (0 for explicit methods and GD).
+    nlu : int
+        Number of LU decompositions (0 for explicit methods and GD).
     seconds : float
-        Wall time.
+        Wall time of the integration.
     tolerances : StageTolerances
-        Tolerances used for the stage diagnostics.
+        Tolerances of the pattern diagnostics.
+
+    Notes
+    -----
+    Derived quantities (properties, computed from the fields):
+
+    - ``y`` : ndarray (2H, T), the state as rows ``(ω_1..ω_H, μ_1..μ_H)``, like ``OdeResult.y``;
+    - ``n_heads`` : int, H;
+    - ``diagnostics`` : :class:`~reduced_dynamics.dynamics.diagnostics.TrajectoryDiagnostics`
+      with fields of shape (T,);
+    - ``gamma`` : ndarray (T,), γ(t), mean ``|ω_h|`` over non-dummy heads;
+    - ``eta_eff`` : ndarray (T,), ``μᵀω``;
+    - ``sum_mu`` : ndarray (T,), ``Σ_h μ_h``;
+    - ``stage_times`` : :class:`~reduced_dynamics.dynamics.diagnostics.StageTimes`;
+    - ``final`` : :class:`FlowFinal`, the last state and its scalar summaries;
+    - ``n_positive``, ``n_negative`` : int, numbers p and n of positive and negative
+      non-dummy heads at the end state;
+    - ``drift_law(t=None)`` : the drift law γ(t) for this run's setting and p, n;
+    - ``summary()`` : a JSON-friendly dict for the command line.
     """
 
+    success: bool
+    status: int
+    message: str
     t: np.ndarray
     omega: np.ndarray
     mu: np.ndarray
     loss: np.ndarray
     grad_norm: np.ndarray
-    status: int
-    message: str
-    success: bool
+    setting: Setting
+    method: str
     nfev: int
     njev: int
     nlu: int
-    d: int
-    L: int
-    sigma2: float
-    method: str
     seconds: float
     tolerances: StageTolerances = field(default_factory=StageTolerances)
 
     # --- scipy-like view -------------------------------------------------
     @property
     def y(self) -> np.ndarray:
-        """State as ``(2H, T)``, rows ``(ω_1..ω_H, μ_1..μ_H)``, like ``OdeResult.y``."""
+        """State as ``(2H, T)``, rows ``(ω_1..ω_H, μ_1..μ_H)``, like ``OdeResult.y`` (a new array)."""
         return np.concatenate([self.omega, self.mu], axis=1).T
 
     @property
     def n_heads(self) -> int:
+        """Number of heads H."""
         return self.omega.shape[1]
 
     # --- derived diagnostics ---------------------------------------------
-    @property
-    def diagnostics(self) -> dict[str, np.ndarray]:
-        """Per-time diagnostics: gamma, eta_eff, sum_mu, zero_sum_ratio, homogeneity, sign_matched, n_dummy."""
-        return trajectory_diagnostics(self.omega, self.mu, self.tolerances)
+    @cached_property
+    def diagnostics(self) -> TrajectoryDiagnostics:
+        """Per-time pattern diagnostics, each field of shape (T,) (computed once)."""
+        return trajectory_diagnostics(self.omega, self.mu, tolerances=self.tolerances)
 
     @property
     def gamma(self) -> np.ndarray:
         """γ(t): mean |ω_h| over non-dummy heads, shape (T,)."""
-        return self.diagnostics["gamma"]
+        return self.diagnostics.gamma
 
     @property
     def eta_eff(self) -> np.ndarray:
         """η_eff(t) = μᵀω, shape (T,)."""
-        return np.sum(self.omega * self.mu, axis=1)
+        return self.diagnostics.eta_eff
 
     @property
     def sum_mu(self) -> np.ndarray:
         """Σ_h μ_h(t), shape (T,)."""
-        return np.sum(self.mu, axis=1)
+        return self.diagnostics.sum_mu
 
-    @property
-    def stage_times(self) -> dict[str, float | None]:
+    @cached_property
+    def stage_times(self) -> StageTimes:
         """First output time from which each pattern holds until the end of the run (None if never)."""
-        return stage_times(self.t, self.omega, self.mu, self.tolerances)
+        return stage_times(self.t, self.omega, self.mu, tolerances=self.tolerances)
 
     @property
-    def final(self) -> dict[str, Any]:
-        """Final state and scalar summaries (JSON-friendly)."""
+    def n_positive(self) -> int:
+        """Number p of positive non-dummy heads (``μ_h > 0``) at the end state."""
+        return int(self.diagnostics.n_positive[-1])
+
+    @property
+    def n_negative(self) -> int:
+        """Number n of negative non-dummy heads (``μ_h < 0``) at the end state."""
+        return int(self.diagnostics.n_negative[-1])
+
+    @cached_property
+    def final(self) -> FlowFinal:
+        """The last state and its scalar summaries."""
         from reduced_dynamics.dynamics.manifold import eta_star, inf_loss
 
         diag = self.diagnostics
-        return {
-            "t": float(self.t[-1]),
-            "omega": self.omega[-1].tolist(),
-            "mu": self.mu[-1].tolist(),
-            "loss": float(self.loss[-1]),
-            "grad_norm": float(self.grad_norm[-1]),
-            "gamma": float(diag["gamma"][-1]),
-            "eta_eff": float(self.eta_eff[-1]),
-            "eta_star": eta_star(self.d, self.L, self.sigma2),
-            "inf_loss": inf_loss(self.d, self.L, self.sigma2) if self.n_heads >= 2 else None,
-            "sum_mu": float(self.sum_mu[-1]),
-            "zero_sum_ratio": float(diag["zero_sum_ratio"][-1]),
-            "n_dummy": int(diag["n_dummy"][-1]),
-        }
+        return FlowFinal(
+            t=float(self.t[-1]),
+            omega=self.omega[-1],
+            mu=self.mu[-1],
+            loss=float(self.loss[-1]),
+            grad_norm=float(self.grad_norm[-1]),
+            gamma=float(diag.gamma[-1]),
+            eta_eff=float(diag.eta_eff[-1]),
+            eta_star=eta_star(self.setting),
+            inf_loss=inf_loss(self.setting) if self.n_heads >= 2 else None,
+            sum_mu=float(diag.sum_mu[-1]),
+            zero_sum_ratio=float(diag.zero_sum_ratio[-1]),
+            n_dummy=int(diag.n_dummy[-1]),
+            n_positive=int(diag.n_positive[-1]),
+            n_negative=int(diag.n_negative[-1]),
+        )
 
-    def summary(self) -> dict[str, Any]:
-        """Everything a run reports: status, final values, stage times, counts."""
+    def drift_law(self, t=None):
+        """The drift law γ(t) = (16 c d³ (pn/H) t)^(−1/6) for this run (docs/theory.md#drift-law).
+
+        Uses the run's setting and the numbers p = :attr:`n_positive` and
+        n = :attr:`n_negative` of positive and negative non-dummy heads at the
+        end state (H = p + n in the law; dummy heads do not count).
+
+        Parameters
+        ----------
+        t : float or array_like, optional
+            Times (> 0) in this result's time units. Default: the output times
+            :attr:`t`, where the law is ``inf`` at ``t = 0``.
+
+        Returns
+        -------
+        float or ndarray
+            γ predicted at ``t``.
+
+        Raises
+        ------
+        ValueError
+            If the end state lacks a positive or a negative non-dummy head
+            (H = 1, or all heads of one sign): the law needs p, n >= 1.
+        """
+        from reduced_dynamics.dynamics.manifold import drift_law_gamma
+
+        p, n = self.n_positive, self.n_negative
+        if p < 1 or n < 1:
+            raise ValueError(
+                "`drift_law` needs at least one positive and one negative non-dummy head at the end state, "
+                f"got n_positive={p}, n_negative={n}"
+            )
+        if t is not None:
+            return drift_law_gamma(t, self.setting, n_positive=p, n_negative=n)
+        out = np.full(self.t.shape, np.inf)
+        pos = self.t > 0
+        out[pos] = drift_law_gamma(self.t[pos], self.setting, n_positive=p, n_negative=n)
+        return out
+
+    def summary(self) -> dict:
+        """Everything a run reports, as a JSON-friendly dict (for the command line and JSON files).
+
+        Keys: ``success, status, message, method, n_heads, d, L, sigma2, nfev,
+        njev, nlu, seconds``, the fields of :attr:`final` and ``stage_times``
+        (a dict ``{"sign_matching", "zero_sum", "homogeneous"}``).
+        """
         out = {
             "success": self.success,
             "status": self.status,
             "message": self.message,
             "method": self.method,
             "n_heads": self.n_heads,
-            "d": self.d,
-            "L": self.L,
-            "sigma2": self.sigma2,
+            "d": self.setting.d,
+            "L": self.setting.L,
+            "sigma2": self.setting.sigma2,
             "nfev": self.nfev,
             "njev": self.njev,
             "nlu": self.nlu,
             "seconds": self.seconds,
         }
-        out.update(self.final)
-        out["stage_times"] = self.stage_times
+        out.update(self.final.to_dict())
+        out["stage_times"] = self.stage_times.to_dict()
         return out
 
     def __repr__(self) -> str:
         f = self.final
         return (
             f"FlowResult(success={self.success}, status={self.status}, message={self.message!r}, "
-            f"method={self.method!r}, H={self.n_heads}, t_end={f['t']:.4g}, n_times={len(self.t)}, "
-            f"loss={f['loss']:.8g}, gamma={f['gamma']:.4g}, eta_eff={f['eta_eff']:.6g}, nfev={self.nfev})"
+            f"method={self.method!r}, H={self.n_heads}, setting={self.setting!r}, t_end={f.t:.4g}, "
+            f"n_times={len(self.t)}, loss={f.loss:.8g}, gamma={f.gamma:.4g}, eta_eff={f.eta_eff:.6g}, nfev={self.nfev})"
         )
 
 
-def initial_state(n_heads, *, kind="random", scale=0.01, seed=0, omega0=None, mu0=None):
+@dataclass(frozen=True)
+class FlowPath(FrozenResult):
+    """States of a flow at requested times (:func:`flow_at_times`, :func:`integrate_corrected_flow`).
+
+    Attributes
+    ----------
+    t : ndarray, shape (T,)
+        The requested output times.
+    omega, mu : ndarray, shape (T, H)
+        The state at each time.
+    """
+
+    t: np.ndarray
+    omega: np.ndarray
+    mu: np.ndarray
+
+
+def initial_state(n_heads, *, kind="random", scale=0.01, seed=None, omega0=None, mu0=None):
     """Initial state for the flow.
 
     Parameters
@@ -218,19 +385,27 @@ def initial_state(n_heads, *, kind="random", scale=0.01, seed=0, omega0=None, mu
     n_heads : int
         Number of heads H >= 1.
     kind : {"random", "symmetric", "given"}
-        ``random``: i.i.d. ``N(0, scale²)`` entries from ``seed``;
+        ``random``: i.i.d. ``N(0, scale²)`` entries drawn from ``seed``;
         ``symmetric``: ``ω = scale·(+1, −1, +1, ...)``, ``μ = ω`` (a ± pair per two heads);
         ``given``: use ``omega0`` and ``mu0``.
-    scale : float
-        Size of the initial entries (> 0).
-    seed : int or numpy.random.Generator
-        Used by ``random``.
+    scale : float, > 0
+        Size of the initial entries.
+    seed : int >= 0 or numpy.random.Generator
+        Required for ``kind="random"`` (there is no default seed); unused otherwise.
     omega0, mu0 : array_like, shape (H,), optional
         Used by ``given``.
 
     Returns
     -------
-    omega0, mu0 : ndarray, shape (H,)
+    ndarray, shape (2, H)
+        Row 0 is ``omega0``, row 1 is ``mu0`` (so ``w0, m0 = initial_state(...)`` and
+        ``integrate_flow(*initial_state(...), setting)`` work).
+
+    Examples
+    --------
+    >>> initial_state(4, kind="symmetric", scale=0.1)
+    array([[ 0.1, -0.1,  0.1, -0.1],
+           [ 0.1, -0.1,  0.1, -0.1]])
     """
     n_heads = check_positive_int("n_heads", n_heads)
     if kind == "given" or (omega0 is not None or mu0 is not None):
@@ -242,15 +417,16 @@ def initial_state(n_heads, *, kind="random", scale=0.01, seed=0, omega0=None, mu
             raise ValueError(
                 f"`omega0` and `mu0` must have shape ({n_heads},) for n_heads={n_heads}, got {omega0.shape} and {mu0.shape}"
             )
-        return omega0.copy(), mu0.copy()
+        return np.stack([omega0, mu0])
     scale = check_positive_float("scale", scale)
     if kind == "random":
+        if seed is None:
+            raise ValueError("`seed` is required for kind='random' (an integer >= 0 or a numpy Generator)")
         rng = as_generator(seed)
-        z = rng.standard_normal((2, n_heads)) * scale
-        return z[0], z[1]
+        return rng.standard_normal((2, n_heads)) * scale
     if kind == "symmetric":
         signs = np.where(np.arange(n_heads) % 2 == 0, 1.0, -1.0)
-        return scale * signs, scale * signs.copy()
+        return np.stack([scale * signs, scale * signs])
     raise ValueError(f"`kind` must be one of 'random', 'symmetric', 'given', got {kind!r}")
 
 
@@ -260,20 +436,27 @@ def _log_times(t_end: float, n_eval: int, t_first: float) -> np.ndarray:
     return np.concatenate([[0.0], np.geomspace(t_first, t_end, n_eval - 1)])
 
 
-def _evaluate_along(omega, mu, d, L, sigma2):
-    loss = approx_loss(omega, mu, d=d, L=L, sigma2=sigma2)
-    gw, gm = approx_loss_grad(omega, mu, d=d, L=L, sigma2=sigma2)
+def _evaluate_along(omega, mu, setting):
+    omega, mu, d, c, s2, E = _prepare(omega, mu, setting, "integrate_flow")
+    loss = _loss_values(omega, mu, c, s2, E)
+    gw, gm = _grad_arrays(omega, mu, d, c, E)
     gnorm = np.sqrt(np.sum(gw * gw, axis=-1) + np.sum(gm * gm, axis=-1))
     return np.atleast_1d(loss), np.atleast_1d(gnorm)
 
 
+def _single_state(omega0, mu0):
+    omega0, mu0 = _state_pair(omega0, mu0, ("omega0", "mu0"))
+    if omega0.ndim != 1:
+        raise ValueError(f"`omega0` must have shape (H,), got {omega0.shape}")
+    return omega0.copy(), mu0.copy()
+
+
+@legacy_setting
 def integrate_flow(
     omega0,
     mu0,
+    setting,
     *,
-    d,
-    L,
-    sigma2,
     t_end=1e5,
     method="Radau",
     rtol=1e-8,
@@ -284,30 +467,34 @@ def integrate_flow(
     exponent_cap=None,
     tolerances: StageTolerances | None = None,
 ) -> FlowResult:
-    r"""Integrate the gradient flow of L̃ from ``(omega0, mu0)``.
+    r"""Integrate the gradient flow :math:`\dot\theta = -\nabla\tilde L(\theta)` from ``(omega0, mu0)``.
+
+    **Time convention.** We descend L̃ itself. The authors' code descends
+    L̃/2: their learning rate ``lr`` corresponds to our step ``lr/2`` and their
+    time τ = ``lr × steps`` to our ``t = τ/2``; the drift constant 16 of
+    :func:`reduced_dynamics.drift_law_gamma` becomes 8 in their time
+    (module docstring; docs/theory.md#drift-law).
 
     Parameters
     ----------
     omega0, mu0 : array_like, shape (H,)
         Initial state (see :func:`initial_state`).
-    d, L : int
-        Problem dimension and prompt length (>= 1).
-    sigma2 : float
-        Noise variance (>= 0).
-    t_end : float
-        Final time (> 0). The slow drift along S_γ continues to any t.
+    setting : Setting
+        Scalar and isotropic.
+    t_end : float, > 0
+        Final time. The slow drift along S_γ continues to any t.
     method : str
         A :func:`scipy.integrate.solve_ivp` method. Implicit methods
         (``Radau`` default, ``BDF``, ``LSODA``) receive the analytic Jacobian.
-    rtol, atol : float
-        Solver tolerances (> 0).
-    n_eval : int
-        Number of output times (>= 2): 0 and log-spaced from ``t_first`` to ``t_end``.
-    t_first : float
-        First positive output time (> 0).
-    stationarity_tol : float
-        Terminate when ``|∇L̃| < stationarity_tol`` (>= 0; 0 disables).
-    exponent_cap : float, optional
+    rtol, atol : float, > 0
+        Solver tolerances.
+    n_eval : int, >= 2
+        Number of output times: 0 and log-spaced from ``t_first`` to ``t_end``.
+    t_first : float, > 0
+        First positive output time.
+    stationarity_tol : float, >= 0
+        Terminate when ``|∇L̃| < stationarity_tol`` (0 disables).
+    exponent_cap : float in (0, MAX_EXPONENT], optional
         Terminate when ``d·max ω²`` reaches this (default 0.95·MAX_EXPONENT).
     tolerances : StageTolerances, optional
         Tolerances of the stage diagnostics.
@@ -316,18 +503,28 @@ def integrate_flow(
     -------
     FlowResult
 
+    Raises
+    ------
+    LossOverflowError
+        The initial state is outside the overflow-safe region, or the solver
+        broke down near it.
+
+    References
+    ----------
+    docs/theory.md#gradient-flow, docs/theory.md#stages
+
     Examples
     --------
     >>> from reduced_dynamics import initial_state, integrate_flow
+    >>> from reduced_dynamics.setting import Setting
     >>> w0, m0 = initial_state(2, scale=0.01, seed=0)
-    >>> res = integrate_flow(w0, m0, d=5, L=40, sigma2=0.1, t_end=1e3)
-    >>> bool(res.success), sorted(res.stage_times)
-    (True, ['homogeneous', 'sign_matching', 'zero_sum'])
+    >>> res = integrate_flow(w0, m0, Setting(d=5, L=40, sigma2=0.1), t_end=1e3)
+    >>> bool(res.success), res.stage_times.all_reached
+    (True, True)
     """
-    d, L, sigma2 = check_problem(d, L, sigma2)
-    omega0, mu0 = check_heads_pair(omega0, mu0)
-    if omega0.ndim != 1:
-        raise ValueError(f"`omega0` must have shape (H,), got {omega0.shape}")
+    setting = as_setting(setting, "integrate_flow")
+    setting.require_isotropic("integrate_flow")
+    omega0, mu0 = _single_state(omega0, mu0)
     t_end = check_positive_float("t_end", t_end)
     rtol = check_positive_float("rtol", rtol)
     atol = check_positive_float("atol", atol)
@@ -341,22 +538,28 @@ def integrate_flow(
     cap = 0.95 * MAX_EXPONENT if exponent_cap is None else check_positive_float("exponent_cap", exponent_cap)
     if cap > MAX_EXPONENT:
         raise ValueError(f"`exponent_cap` must be in (0, {MAX_EXPONENT:g}], got {exponent_cap}")
-    if float(max_exponent(omega0, d)) >= cap:
+    d = setting.d
+    start_expo = d * float(np.max(omega0**2))
+    if start_expo >= cap:
         raise LossOverflowError(
-            f"initial state is outside the overflow-safe region: d·max(ω0²) = {float(max_exponent(omega0, d)):.4g} >= {cap:.4g}"
+            f"initial state is outside the overflow-safe region: d·max(ω0²) = {start_expo:.4g} >= {cap:.4g}"
         )
     tol = tolerances or StageTolerances()
     H = omega0.shape[0]
-    kw = dict(d=d, L=L, sigma2=sigma2)
     counts = {"njev": 0}
 
+    def grad(y):
+        w, m, dd, c, _, E = _prepare(y[:H], y[H:], setting, "integrate_flow")
+        return _grad_arrays(w, m, dd, c, E)
+
     def rhs(_t, y):
-        gw, gm = approx_loss_grad(y[:H], y[H:], **kw)
+        gw, gm = grad(y)
         return -np.concatenate([gw, gm])
 
     def jac(_t, y):
         counts["njev"] += 1
-        return -approx_loss_hessian(y[:H], y[H:], **kw)
+        w, m, dd, c, _, E = _prepare(y[:H], y[H:], setting, "integrate_flow")
+        return -_hessian_arrays(w, m, dd, c, E)
 
     def ev_overflow(_t, y):
         return cap - d * float(np.max(y[:H] ** 2))
@@ -365,7 +568,7 @@ def integrate_flow(
     ev_overflow.direction = -1
 
     def ev_stationary(_t, y):
-        gw, gm = approx_loss_grad(y[:H], y[H:], **kw)
+        gw, gm = grad(y)
         return math.log(math.sqrt(float(gw @ gw + gm @ gm)) + 1e-300) - math.log(stationarity_tol)
 
     ev_stationary.terminal = True
@@ -397,7 +600,7 @@ def integrate_flow(
         # scipy's linear algebra refuses a non-finite iteration matrix: the step size collapsed because
         # exp(d ωωᵀ) makes the flow too stiff (only near the overflow cap); not a bad argument
         raise LossOverflowError(
-            f"the integrator broke down ({exc}) with d·max(ω0²) = {float(max_exponent(omega0, d)):.4g}: the flow is "
+            f"the integrator broke down ({exc}) with d·max(ω0²) = {start_expo:.4g}: the flow is "
             "too stiff near the overflow cap. Try a smaller |omega0|."
         ) from None
     seconds = time.perf_counter() - start
@@ -419,90 +622,130 @@ def integrate_flow(
         status, message = 1, STATUS_MESSAGES[1]
     else:
         status, message = 0, STATUS_MESSAGES[0]
-    loss, gnorm = _evaluate_along(omega, mu, d, L, sigma2)
+    loss, gnorm = _evaluate_along(omega, mu, setting)
     return FlowResult(
+        success=status in (0, 1),
+        status=status,
+        message=message,
         t=t,
         omega=omega,
         mu=mu,
         loss=loss,
         grad_norm=gnorm,
-        status=status,
-        message=message,
-        success=status in (0, 1),
+        setting=setting,
+        method=method,
         nfev=int(sol.nfev),
         njev=int(sol.njev) if method in IMPLICIT_METHODS else 0,
         nlu=int(sol.nlu),
-        d=d,
-        L=L,
-        sigma2=sigma2,
-        method=method,
         seconds=seconds,
         tolerances=tol,
     )
 
 
+def _record_steps(n_steps: int, n_records: int) -> np.ndarray:
+    """Exactly ``n_records`` distinct steps in ``[0, n_steps]``, including both ends, close to log-spaced.
+
+    Rounded ``geomspace(1, n_steps)`` values collide at small steps; each
+    collision is pushed to the next free integer (and the tail is kept clear
+    so the last record is ``n_steps``). Needs ``n_records <= n_steps + 1``.
+    """
+    target = np.concatenate([[0.0], np.geomspace(1.0, n_steps, n_records - 1)])
+    target[-1] = n_steps  # (geomspace with one point returns its start)
+    steps = np.empty(n_records, dtype=np.int64)
+    steps[0] = 0
+    for k in range(1, n_records):
+        want = int(round(target[k]))
+        steps[k] = min(max(want, steps[k - 1] + 1), n_steps - (n_records - 1 - k))
+    return steps
+
+
+@legacy_setting
 def gradient_descent(
     omega0,
     mu0,
+    setting,
     *,
-    d,
-    L,
-    sigma2,
     eta,
     n_steps,
-    n_records=200,
+    n_records=None,
     tolerances: StageTolerances | None = None,
 ) -> FlowResult:
-    r"""Plain gradient descent on L̃: ``θ ← θ − η ∇L̃(θ)`` (the paper's update rule).
+    r"""Plain gradient descent on L̃: ``θ ← θ − η ∇L̃(θ)``.
 
-    Recorded at log-spaced steps; the result's ``t`` is ``η × step`` so it can
-    be overlaid on the flow.
+    Recorded at exactly ``n_records`` steps, close to log-spaced, including
+    step 0 and the last; the result's ``t`` is ``η × step`` so it can be
+    overlaid on :func:`integrate_flow`.
+
+    **Time convention.** We descend L̃ itself. The authors' code descends
+    L̃/2 (``θ ← θ − lr ∇(L̃/2)``): their learning rate ``lr`` is our
+    ``eta = lr/2``, their time ``lr × steps`` is twice our ``t``, and the drift
+    constant 16 of :func:`reduced_dynamics.drift_law_gamma` becomes 8 in
+    their time (module docstring).
 
     Parameters
     ----------
     omega0, mu0 : array_like, shape (H,)
-    d, L, sigma2 : problem constants
-    eta : float
-        Step size (> 0).
-    n_steps : int
-        Number of steps (>= 1).
-    n_records : int
-        Number of recorded iterates (>= 2), including step 0 and the last.
+    setting : Setting
+        Scalar and isotropic.
+    eta : float, > 0
+        Step size.
+    n_steps : int, >= 1
+        Number of steps.
+    n_records : int in [2, n_steps + 1], optional
+        Number of recorded iterates, including step 0 and the last step.
+        Default ``min(200, n_steps + 1)``.
+    tolerances : StageTolerances, optional
 
     Returns
     -------
     FlowResult
-        ``method == "gd"``; ``nfev`` counts gradient evaluations. Status 3 if
-        the iterates overflow (step too large).
+        ``method == "gd"``; ``nfev`` counts gradient evaluations. Exactly
+        ``n_records`` iterates unless the iterates overflow (status 3, step too
+        large): the record then stops at the last finite iterate.
+
+    Raises
+    ------
+    ValueError
+        ``n_records`` outside ``[2, n_steps + 1]`` (there are only
+        ``n_steps + 1`` distinct iterates), or other bad arguments.
+    LossOverflowError
+        The initial state is outside the overflow-safe region.
+
+    References
+    ----------
+    docs/theory.md#gradient-flow
     """
-    d, L, sigma2 = check_problem(d, L, sigma2)
-    omega, mu = check_heads_pair(omega0, mu0)
-    if omega.ndim != 1:
-        raise ValueError(f"`omega0` must have shape (H,), got {omega.shape}")
-    if float(max_exponent(omega, d)) > MAX_EXPONENT:
+    setting = as_setting(setting, "gradient_descent")
+    setting.require_isotropic("gradient_descent")
+    omega, mu = _single_state(omega0, mu0)
+    d = setting.d
+    if d * float(np.max(omega**2)) > MAX_EXPONENT:
         raise LossOverflowError(
-            f"initial state is outside the overflow-safe region: d·max(ω0²) = {float(max_exponent(omega, d)):.4g} > {MAX_EXPONENT:g}"
+            f"initial state is outside the overflow-safe region: d·max(ω0²) = {d * float(np.max(omega**2)):.4g} > {MAX_EXPONENT:g}"
         )
     eta = check_positive_float("eta", eta)
     n_steps = check_positive_int("n_steps", n_steps)
-    n_records = check_positive_int("n_records", n_records)
-    if n_records < 2:
-        raise ValueError(f"`n_records` must be an integer >= 2, got {n_records}")
-    steps = np.unique(np.concatenate([[0], np.geomspace(1, n_steps, n_records - 1).round().astype(int)]))
+    n_records = min(200, n_steps + 1) if n_records is None else check_positive_int("n_records", n_records)
+    if not 2 <= n_records <= n_steps + 1:
+        raise ValueError(
+            f"`n_records` must be an integer in [2, n_steps + 1] = [2, {n_steps + 1}] "
+            f"(there are only n_steps + 1 distinct iterates), got {n_records}"
+        )
+    steps = _record_steps(n_steps, n_records)
     record = set(steps.tolist())
-    omega, mu = omega.copy(), mu.copy()
     rec_w, rec_m, rec_s = [], [], []
     status, message = 0, "Completed all steps."
     start = time.perf_counter()
     nfev = 0
     last_good = None  # (step, omega, mu) of the latest iterate with a finite loss and gradient
     for k in range(n_steps + 1):
-        if not (np.all(np.isfinite(omega)) and np.all(np.isfinite(mu))) or float(max_exponent(omega, d)) > MAX_EXPONENT:
+        if not (np.all(np.isfinite(omega)) and np.all(np.isfinite(mu))) or d * float(np.max(omega**2)) > MAX_EXPONENT:
             status, message = 3, STATUS_MESSAGES[3]
             break
         try:
-            approx_loss(omega, mu, d=d, L=L, sigma2=sigma2)
-            gw, gm = approx_loss_grad(omega, mu, d=d, L=L, sigma2=sigma2)
+            w, m, dd, c, s2, E = _prepare(omega, mu, setting, "gradient_descent")
+            _loss_values(w, m, c, s2, E)
+            gw, gm = _grad_arrays(w, m, dd, c, E)
         except (LossOverflowError, ValueError):
             status, message = 3, STATUS_MESSAGES[3]
             break
@@ -528,42 +771,50 @@ def gradient_descent(
             "L̃ or its gradient is not finite in float64 at the initial state; reduce |mu0| or |omega0|"
         )
     W, M = np.array(rec_w), np.array(rec_m)
-    loss, gnorm = _evaluate_along(W, M, d, L, sigma2)
+    loss, gnorm = _evaluate_along(W, M, setting)
     return FlowResult(
+        success=status == 0,
+        status=status,
+        message=message,
         t=eta * np.array(rec_s, dtype=float),
         omega=W,
         mu=M,
         loss=loss,
         grad_norm=gnorm,
-        status=status,
-        message=message,
-        success=status == 0,
+        setting=setting,
+        method="gd",
         nfev=nfev,
         njev=0,
         nlu=0,
-        d=d,
-        L=L,
-        sigma2=sigma2,
-        method="gd",
         seconds=seconds,
         tolerances=tolerances or StageTolerances(),
     )
 
 
+def _grad_parts(g):
+    """A gradient callable's output -> ``(grad_omega, grad_mu)`` (accepts a LossGradient or a pair)."""
+    if hasattr(g, "omega") and hasattr(g, "mu"):
+        return g.omega, g.mu
+    gw, gm = g
+    return gw, gm
+
+
 def flow_at_times(
     grad, omega0, mu0, times, *, hessian=None, omega_rate=1.0, method="Radau", rtol=1e-9, atol=1e-12, what="flow"
-):
+) -> FlowPath:
     r"""Integrate :math:`\dot\omega = -r\,g_\omega(\omega,\mu),\ \dot\mu = -g_\mu(\omega,\mu)` for any gradient ``g``.
 
     The shared engine of the comparison flows (the L̃ flow with a slowed ω in
     :mod:`reduced_dynamics.crosscheck.core`, the Monte Carlo risk's flow, the flow of
     :mod:`reduced_dynamics.dynamics.corrected_loss`); :func:`integrate_flow` remains the
-    fully diagnosed integrator of L̃ itself.
+    fully diagnosed integrator of L̃ itself. No data model enters here (it lives in ``grad``).
 
     Parameters
     ----------
     grad : callable
-        ``grad(omega, mu) -> (grad_omega, grad_mu)``, each shape (H,).
+        ``grad(omega, mu)`` returning a
+        :class:`~reduced_dynamics.dynamics.loss.LossGradient` or a pair
+        ``(grad_omega, grad_mu)``, each of shape (H,).
     omega0, mu0 : array_like, shape (H,)
     times : array_like, shape (T,)
         Non-decreasing output times, ``times[0] >= 0``; the flow starts at t = 0.
@@ -578,16 +829,15 @@ def flow_at_times(
 
     Returns
     -------
-    omega, mu : ndarray, shape (T, H)
+    FlowPath
+        ``t`` (the requested times), ``omega`` and ``mu`` of shape (T, H).
 
     Raises
     ------
     RuntimeError
         The solver failed.
     """
-    omega0, mu0 = check_heads_pair(omega0, mu0)
-    if omega0.ndim != 1:
-        raise ValueError(f"`omega0` must have shape (H,), got {omega0.shape}")
+    omega0, mu0 = _single_state(omega0, mu0)
     times = check_finite_array("times", times, ndim=1)
     if times[0] < 0 or np.any(np.diff(times) < 0):
         raise ValueError("`times` must be non-negative and non-decreasing")
@@ -596,7 +846,7 @@ def flow_at_times(
     P = np.concatenate([np.full(H, r), np.ones(H)])
 
     def rhs(_t, y):
-        gw, gm = grad(y[:H], y[H:])
+        gw, gm = _grad_parts(grad(y[:H], y[H:]))
         return -P * np.concatenate([gw, gm])
 
     extra = {}
@@ -610,4 +860,4 @@ def flow_at_times(
         if sol.status != 0:
             raise RuntimeError(f"{what} integration failed: {sol.message}")
         Y = sol.y.T
-    return Y[:, :H].copy(), Y[:, H:].copy()
+    return FlowPath(t=times, omega=Y[:, :H].copy(), mu=Y[:, H:].copy())

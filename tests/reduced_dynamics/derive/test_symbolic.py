@@ -8,6 +8,9 @@ from hypothesis import strategies as st
 
 from reduced_dynamics import approx_loss, approx_loss_grad, approx_loss_hessian
 from reduced_dynamics.derive.symbolic import (
+    GeneratedLossFunctions,
+    ProblemSymbols,
+    StateSymbols,
     closed_form_loss,
     derive_approx_loss,
     fluctuation_kernel,
@@ -18,6 +21,7 @@ from reduced_dynamics.derive.symbolic import (
     taylor_form_loss,
     tilted_mean,
 )
+from reduced_dynamics.setting import Setting
 
 
 def test_tilted_mean_is_omega():
@@ -50,8 +54,9 @@ def test_taylor_form_matches_to_order(H, order):
     """Closed form and the Taylor form truncated at k = order agree through O(ε^(2·order+1))
     under ω → εω, and differ at O(ε^(2·order+2)) by exactly the first omitted term."""
     eps = sp.Symbol("eps", positive=True)
-    omega, mu = state_symbols(H)
-    d, L, sigma2 = problem_symbols()
+    ss, ps = state_symbols(H), problem_symbols()
+    omega, mu = ss.omega, ss.mu
+    d, L, sigma2 = ps.d, ps.L, ps.sigma2
     scale = {w: eps * w for w in omega}
     closed = closed_form_loss(H).subs(scale, simultaneous=True)
     taylor = taylor_form_loss(H, order).subs(scale, simultaneous=True)
@@ -67,30 +72,51 @@ states = st.integers(min_value=1, max_value=6).flatmap(
         st.lists(st.floats(-3.0, 3.0), min_size=H, max_size=H),
     )
 )
-problems = st.tuples(st.integers(1, 8), st.integers(1, 100), st.floats(0.0, 2.0))
+problems = st.builds(
+    lambda d, L, s2: Setting(d=d, L=L, sigma2=s2), st.integers(1, 8), st.integers(1, 100), st.floats(0.0, 2.0)
+)
 
 
-@given(state=states, problem=problems)
-def test_generated_matches_vectorised(state, problem):
+@given(state=states, setting=problems)
+def test_generated_matches_vectorised(state, setting):
     """sympy-generated loss, gradient and Hessian equal the hand-written numpy ones (rtol 1e-11)."""
     omega, mu = map(np.array, state)
-    d, L, s2 = problem
     H = len(omega)
-    f, g, h = generated_loss_functions(H)
-    kw = dict(d=d, L=L, sigma2=s2)
-    num_loss = approx_loss(omega, mu, **kw)
-    num_grad = np.concatenate(approx_loss_grad(omega, mu, **kw))
-    num_hess = approx_loss_hessian(omega, mu, **kw)
+    fns = generated_loss_functions(H)
+    num_loss = approx_loss(omega, mu, setting)
+    num_grad = approx_loss_grad(omega, mu, setting).theta
+    num_hess = approx_loss_hessian(omega, mu, setting)
     for sym, num in [
-        (f(omega, mu, d, L, s2), num_loss),
-        (g(omega, mu, d, L, s2).ravel(), num_grad),
-        (h(omega, mu, d, L, s2), num_hess),
+        (fns.loss(omega, mu, setting), num_loss),
+        (fns.gradient(omega, mu, setting).ravel(), num_grad),
+        (fns.hessian(omega, mu, setting), num_hess),
     ]:
         err = np.abs(np.asarray(sym) - num) / (1e-11 + 1e-11 * np.abs(num))
         assert np.max(err) <= 1.0
 
 
+def test_generated_raw_signature_equals_setting_call():
+    """The raw lambdified form f.func(ω_1..ω_H, μ_1..μ_H, d, L, σ²) gives the same number as f(ω, μ, setting)."""
+    fns = generated_loss_functions(2)
+    s = Setting(d=3, L=17, sigma2=0.4)
+    w, m = [0.2, -0.3], [1.5, -0.7]
+    assert float(fns.loss.func(*w, *m, 3, 17, 0.4)) == float(fns.loss(w, m, s))
+    with pytest.raises(ValueError, match="`omega` and `mu` must have shape"):
+        fns.loss([0.1], [0.2], s)
+    with pytest.raises(ValueError, match="`setting` must be scalar"):
+        fns.loss(w, m, Setting(d=3, L=[17, 18], sigma2=0.4))
+
+
+def test_symbol_containers():
+    ps, ss = problem_symbols(), state_symbols(3)
+    assert isinstance(ps, ProblemSymbols) and isinstance(ss, StateSymbols)
+    assert str(ps.d) == "d" and ps.d.is_positive and ps.sigma2.is_nonnegative
+    assert [str(s) for s in ss.theta] == ["omega_1", "omega_2", "omega_3", "mu_1", "mu_2", "mu_3"]
+
+
 def test_generated_functions_are_cached_and_show_expression():
     a = generated_loss_functions(2)
+    assert isinstance(a, GeneratedLossFunctions)
     assert generated_loss_functions(2) is a
-    assert "exp(d*omega_1*omega_2)" in repr(a[0]).replace(" ", "") or "exp(d*omega_1**2)" in repr(a[0]).replace(" ", "")
+    text = repr(a.loss).replace(" ", "")
+    assert "exp(d*omega_1*omega_2)" in text or "exp(d*omega_1**2)" in text

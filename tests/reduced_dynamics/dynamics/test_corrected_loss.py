@@ -4,6 +4,9 @@ import numpy as np
 import pytest
 
 from reduced_dynamics.dynamics.corrected_loss import (
+    CorrectedLossTerms,
+    ManifoldCoefficients,
+    McRiskEstimates,
     corrected_drift_constant,
     corrected_drift_gamma,
     corrected_eta_star,
@@ -14,9 +17,15 @@ from reduced_dynamics.dynamics.corrected_loss import (
     integrate_corrected_flow,
     mc_risk_cv,
 )
+from reduced_dynamics.dynamics.flow import FlowPath
 from reduced_dynamics.dynamics.loss import approx_loss
+from reduced_dynamics.setting import Setting
 
 D, S2 = 5, 0.1
+
+
+def S(L):
+    return Setting(d=D, L=L, sigma2=S2)
 
 
 @pytest.mark.parametrize("H", [1, 2, 3, 4])
@@ -24,53 +33,75 @@ def test_gradient_matches_central_differences(H):
     rng = np.random.default_rng(H)
     for _ in range(3):
         w, m = rng.uniform(-0.4, 0.4, H), rng.normal(0, 2, H)
-        gw, gm = corrected_loss_grad(w, m, d=D, L=40, sigma2=S2)
+        g = corrected_loss_grad(w, m, S(40))
         th = np.r_[w, m]
         fd = np.empty(2 * H)
         for i in range(2 * H):
             e = np.zeros(2 * H)
             e[i] = 1e-6
-            fd[i] = (
-                corrected_loss(*np.split(th + e, 2), d=D, L=40, sigma2=S2)
-                - corrected_loss(*np.split(th - e, 2), d=D, L=40, sigma2=S2)
-            ) / 2e-6
-        np.testing.assert_allclose(np.r_[gw, gm], fd, rtol=1e-6, atol=1e-7)
+            fd[i] = (corrected_loss(*np.split(th + e, 2), S(40)) - corrected_loss(*np.split(th - e, 2), S(40))) / 2e-6
+        np.testing.assert_allclose(g.theta, fd, rtol=1e-6, atol=1e-7)
 
 
 def test_batched_equals_single():
     rng = np.random.default_rng(0)
     W, M = rng.uniform(-0.3, 0.3, (4, 3)), rng.normal(0, 1, (4, 3))
-    batch = corrected_loss(W, M, d=D, L=50, sigma2=S2)
-    gw, gm = corrected_loss_grad(W, M, d=D, L=50, sigma2=S2)
+    batch = corrected_loss(W, M, S(50))
+    g = corrected_loss_grad(W, M, S(50))
     for i in range(4):
-        assert batch[i] == pytest.approx(corrected_loss(W[i], M[i], d=D, L=50, sigma2=S2), rel=1e-13)
-        g1 = corrected_loss_grad(W[i], M[i], d=D, L=50, sigma2=S2)
-        np.testing.assert_allclose(gw[i], g1[0], rtol=1e-12)
-        np.testing.assert_allclose(gm[i], g1[1], rtol=1e-12)
+        assert batch[i] == pytest.approx(corrected_loss(W[i], M[i], S(50)), rel=1e-13)
+        g1 = corrected_loss_grad(W[i], M[i], S(50))
+        np.testing.assert_allclose(g.omega[i], g1.omega, rtol=1e-12)
+        np.testing.assert_allclose(g.mu[i], g1.mu, rtol=1e-12)
+
+
+def test_omega_and_mu_broadcast():
+    """One ω against a batch of μ equals the explicitly broadcast call."""
+    rng = np.random.default_rng(1)
+    w, M = rng.uniform(-0.3, 0.3, 3), rng.normal(0, 1, (5, 3))
+    W = np.broadcast_to(w, M.shape).copy()
+    np.testing.assert_array_equal(corrected_loss(w, M, S(50)), corrected_loss(W, M, S(50)))
+    np.testing.assert_array_equal(corrected_loss_grad(w, M, S(50)).omega, corrected_loss_grad(W, M, S(50)).omega)
 
 
 def test_terms_and_limits():
     # R0 = σ² + (1 − μᵀω)²; at ω = 0, R1 = (1+σ²)(Σμ)² (the sample mean of y: variance (1+σ²)/L)
-    R0, R1 = corrected_loss_terms([0.0, 0.0], [1.0, 0.5], d=D, L=10, sigma2=S2)
-    assert R0 == pytest.approx(S2 + 1.0)
-    assert R1 == pytest.approx((1 + S2) * 1.5**2)
+    terms = corrected_loss_terms([0.0, 0.0], [1.0, 0.5], S(10))
+    assert isinstance(terms, CorrectedLossTerms)
+    assert terms.R0 == pytest.approx(S2 + 1.0)
+    assert terms.R1 == pytest.approx((1 + S2) * 1.5**2)
     # manifold expansion at fixed η: R1 = a0 + a2 γ² + a4 γ⁴ + O(γ⁶)
     eta = 0.9
-    a0, a2, a4 = corrected_manifold_coefficients(eta, d=D, sigma2=S2)
+    co = corrected_manifold_coefficients(eta, S(10))
+    assert isinstance(co, ManifoldCoefficients)
     for p, n in [(1, 1), (2, 1), (2, 3)]:
         rem = []
         for g in (0.02, 0.04):
             M = eta / (2 * g)
             w = np.r_[[g] * p, [-g] * n]
             m = np.r_[[M / p] * p, [-M / n] * n]
-            _, R1 = corrected_loss_terms(w, m, d=D, L=10, sigma2=S2)
-            rem.append((R1 - a0 - a2 * g**2 - a4 * g**4) / g**6)
+            R1 = corrected_loss_terms(w, m, S(10)).R1
+            rem.append((R1 - co.a0 - co.a2 * g**2 - co.a4 * g**4) / g**6)
         assert abs(rem[0] - rem[1]) < 0.1 * abs(rem[1])  # the remainder is O(γ⁶)
     # drift constant: K = 96 a4/(L η²) = (16/L)(d+2)(d+4)[(1+σ²)d + 3 + 6(1−η)/η]
     L = 200
-    es = corrected_eta_star(D, L, S2)
-    K = corrected_drift_constant(d=D, L=L, sigma2=S2)
+    es = corrected_eta_star(S(L))
+    K = corrected_drift_constant(S(L))
     assert K == pytest.approx(16 / L * (D + 2) * (D + 4) * ((1 + S2) * D + 3 + 6 * (1 - es) / es), rel=1e-12)
+
+
+def test_corrected_eta_star_by_hand_and_broadcast():
+    """η_c* = (L−1)/(L−1+(1+σ²)d); broadcasts over an array setting."""
+    assert corrected_eta_star(S(40)) == pytest.approx(39 / (39 + 1.1 * 5), rel=1e-15)
+    out = corrected_eta_star(Setting(d=D, L=[10, 40], sigma2=S2))
+    np.testing.assert_allclose(out, [9 / (9 + 5.5), 39 / (39 + 5.5)], rtol=1e-15)
+    co = corrected_manifold_coefficients(0.9, Setting(d=[[2], [5]], L=[10, 40, 50], sigma2=S2))
+    assert co.a4.shape == (2, 3)
+
+
+def test_array_setting_is_refused_by_the_loss():
+    with pytest.raises(ValueError, match="`setting` must be scalar"):
+        corrected_loss([0.1], [1.0], Setting(d=5, L=[10, 40], sigma2=0.1))
 
 
 @pytest.mark.parametrize(
@@ -83,18 +114,28 @@ def test_terms_and_limits():
 )
 def test_invalid_problem_raises(kwargs, name):
     with pytest.raises(ValueError, match=f"`{name}`"):
-        corrected_loss([0.1], [1.0], **kwargs)
+        corrected_loss([0.1], [1.0], Setting(**kwargs))
 
 
 def test_invalid_state_raises():
     with pytest.raises(ValueError, match="`omega`"):
-        corrected_loss([0.7], [1.0], d=D, L=40, sigma2=S2)
+        corrected_loss([0.7], [1.0], S(40))
     with pytest.raises(ValueError):
-        corrected_loss([0.1, 0.2], [1.0], d=D, L=40, sigma2=S2)
+        corrected_loss([0.1, 0.2], [1.0], S(40))
     with pytest.raises(ValueError, match="`n`"):
-        mc_risk_cv([([0.1], [1.0])], d=D, L=40, sigma2=S2, n=0, seed=0)
+        mc_risk_cv([([0.1], [1.0])], S(40), n=0, seed=0)
     with pytest.raises(ValueError, match="`seed`"):
-        mc_risk_cv([([0.1], [1.0])], d=D, L=40, sigma2=S2, n=10, seed=-1)
+        mc_risk_cv([([0.1], [1.0])], S(40), n=10, seed=-1)
+
+
+def test_mc_risk_cv_seed_generator_and_result():
+    """A Generator seed is accepted and reproducible; the result is frozen with one entry per state."""
+    states = [([0.1], [1.0]), ([0.2, -0.1], [1.0, -0.5])]
+    a = mc_risk_cv(states, S(40), n=500, seed=np.random.default_rng(3))
+    b = mc_risk_cv(states, S(40), n=500, seed=np.random.default_rng(3))
+    assert isinstance(a, McRiskEstimates) and a.mean.shape == a.stderr.shape == (2,)
+    np.testing.assert_array_equal(a.mean, b.mean)
+    assert not a.mean.flags.writeable
 
 
 def test_error_against_monte_carlo_shrinks_like_inverse_L_squared():
@@ -102,10 +143,10 @@ def test_error_against_monte_carlo_shrinks_like_inverse_L_squared():
     states = [([0.25, -0.1], [2.0, -1.5]), ([0.2, -0.15, 0.1], [1.0, -2.0, 1.2])]
     err_c, err_a, se = {}, {}, {}
     for L, n in [(160, 60_000), (640, 30_000)]:
-        mc = mc_risk_cv(states, d=D, L=L, sigma2=S2, n=n, seed=1)
-        err_c[L] = np.array([corrected_loss(w, m, d=D, L=L, sigma2=S2) - r for (w, m), (r, _) in zip(states, mc)])
-        err_a[L] = np.array([approx_loss(w, m, d=D, L=L, sigma2=S2) - r for (w, m), (r, _) in zip(states, mc)])
-        se[L] = np.array([s for _, s in mc])
+        mc = mc_risk_cv(states, S(L), n=n, seed=1)
+        err_c[L] = np.array([corrected_loss(w, m, S(L)) - r for (w, m), r in zip(states, mc.mean)])
+        err_a[L] = np.array([approx_loss(w, m, S(L)) - r for (w, m), r in zip(states, mc.mean)])
+        se[L] = mc.stderr
     for L in err_c:
         assert np.all(np.abs(err_c[L]) > 5 * se[L])  # the O(1/L²) remainder is resolved
         assert np.all(np.abs(err_c[L]) < np.abs(err_a[L]) / 10)
@@ -120,26 +161,28 @@ def test_error_against_monte_carlo_shrinks_like_inverse_L_squared():
 def test_corrected_drift_law_matches_corrected_flow(p, n):
     L, g0 = 200, 0.2
     H = p + n
-    eta = corrected_eta_star(D, L, S2)
+    eta = corrected_eta_star(S(L))
     M = eta / (2 * g0)
     w0 = np.r_[[g0] * p, [-g0] * n]
     m0 = np.r_[[M / p] * p, [-M / n] * n]
     ts = np.array([0.0, 10.0, 1e2, 1e3, 1e4, 1e5])
-    W, Mu = integrate_corrected_flow(w0, m0, ts, d=D, L=L, sigma2=S2)
+    path = integrate_corrected_flow(w0, m0, ts, S(L))
+    assert isinstance(path, FlowPath)
+    W, Mu = path.omega, path.mu
     g = np.abs(W).mean(axis=1)
     # homogeneous |ω| and η in quasi-equilibrium at the end
     assert np.ptp(np.abs(W[-1])) < 1e-4 * g[-1]
     assert abs(W[-1] @ Mu[-1] - eta) < 1e-3
     # (a) two-term law started at γ(10) follows the flow (measured ≤ 1.6e-3)
-    law = corrected_drift_gamma(ts[1:], d=D, L=L, sigma2=S2, n_positive=p, n_negative=n, gamma0=g[1], t0=ts[1])
+    law = corrected_drift_gamma(ts[1:], S(L), n_positive=p, n_negative=n, gamma0=g[1], t0=ts[1])
     np.testing.assert_allclose(law, g[1:], rtol=4e-3)
     # (b) local rate: γ̇ / (−κ(Aγ⁵ + Bγ⁷)) → 1 as γ → 0 (measured 1.0031 at γ ≈ 0.125, 0.9974 at 0.085)
-    _, a2, a4 = corrected_manifold_coefficients(eta, d=D, sigma2=S2)
-    kappa, A, B = 4 * p * n / H, 2 * a2 / (L * eta**2), 4 * a4 / (L * eta**2)
+    co = corrected_manifold_coefficients(eta, S(L))
+    kappa, A, B = 4 * p * n / H, 2 * co.a2 / (L * eta**2), 4 * co.a4 / (L * eta**2)
     for k in (-2, -1):
-        gw, _ = corrected_loss_grad(W[k], Mu[k], d=D, L=L, sigma2=S2)
+        gw = corrected_loss_grad(W[k], Mu[k], S(L)).omega
         rate = np.mean(-np.sign(W[k]) * gw)
         assert rate / (-kappa * (A * g[k] ** 5 + B * g[k] ** 7)) == pytest.approx(1.0, abs=1e-2)
     # (c) the γ⁴-only law (γ² term dropped) is already off by several % in this window
-    law4 = corrected_drift_gamma(ts[-1], d=D, L=L, sigma2=S2, n_positive=p, n_negative=n, include_gamma2=False)
+    law4 = corrected_drift_gamma(ts[-1], S(L), n_positive=p, n_negative=n, include_gamma2=False)
     assert 0.01 < law4 / g[-1] - 1 < 0.1
