@@ -1,7 +1,12 @@
 """Command-line interface: ``reduced-dynamics <command> [options]``.
 
-Each command lives in its own module ``reduced_dynamics._cmd_<name>`` that
+Each command lives in its own module ``reduced_dynamics.cli.<name>`` that
 defines ``HELP`` (one line), ``add_arguments(parser)`` and ``main(args) -> int``.
+Every command that depends on the data model takes ``--d --L --sigma2`` and
+builds ONE :class:`~reduced_dynamics.setting.Setting` from them
+(:mod:`reduced_dynamics.cli._setting`), which it passes on.
+:func:`build_parser` returns the complete parser (all subcommands), e.g. for
+the documentation's CLI reference.
 Bad input (``ValueError``), an overflow of ``exp(d ωωᵀ)`` (``OverflowError``) and
 an unwritable output path (``OSError``) each become one line on stderr and exit
 status 2, never a traceback.
@@ -13,7 +18,7 @@ import argparse
 import importlib
 import sys
 
-__all__ = ["main", "COMMANDS"]
+__all__ = ["main", "build_parser", "COMMANDS"]
 
 #: command name -> module implementing it
 COMMANDS = {
@@ -45,7 +50,15 @@ def _available():
     return out
 
 
-def build_parser():
+def build_parser() -> argparse.ArgumentParser:
+    """The complete ``reduced-dynamics`` argument parser, with every subcommand and its options.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        ``parse_args(["run", "--d", "3"])`` gives the namespace a command's
+        ``main`` receives; ``format_help()`` is the top-level ``--help``.
+    """
     parser = _Parser(prog="reduced-dynamics", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     modules = _available()
@@ -57,6 +70,11 @@ def build_parser():
 
 
 def main(argv=None) -> int:
+    """Run ``reduced-dynamics`` with ``argv`` (default ``sys.argv[1:]``); return the exit status.
+
+    0 on success, 1 when a command reports a failed result, 2 on bad input
+    (one line on stderr naming the parameter), 130 on Ctrl-C.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "_module", None) is None:

@@ -7,6 +7,7 @@ import sys
 import textwrap
 import time
 
+from reduced_dynamics.cli._setting import add_setting_arguments, setting_from_args
 from reduced_dynamics.io import atomic_write_json, to_jsonable
 
 HELP = "Run the numerical checks of docs/theory.md#gradient-flow, docs/theory.md#predictors, docs/theory.md#theorem-1 and print predicted / measured / tolerance / PASS-FAIL (exit 1 on any FAIL)."
@@ -14,9 +15,7 @@ HELP = "Run the numerical checks of docs/theory.md#gradient-flow, docs/theory.md
 
 def add_arguments(p):
     p.add_argument("--quick", action="store_true", help="smaller grids and shorter runs (under a minute)")
-    p.add_argument("--d", type=int, default=5, help="dimension d (default 5)")
-    p.add_argument("--L", type=int, default=40, help="prompt length L (default 40)")
-    p.add_argument("--sigma2", type=float, default=0.1, help="noise variance σ² (default 0.1)")
+    add_setting_arguments(p)
     p.add_argument("--only", type=str, default=None, help="comma-separated subset of check names")
     p.add_argument("--out", type=str, default=None, help="also write the full results (with data) to this JSON file")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
@@ -36,6 +35,7 @@ def _table(results) -> str:
 def main(args) -> int:
     from proofs_check.checks import run_checks
 
+    setting = setting_from_args(args)
     only = [s.strip() for s in args.only.split(",") if s.strip()] if args.only else None
     t0 = time.perf_counter()
 
@@ -43,14 +43,14 @@ def main(args) -> int:
         if not args.json:
             sys.stderr.write(f"  {name}: {'PASS' if res.passed else 'FAIL'} ({seconds:.1f} s)\n")
 
-    results = run_checks(quick=args.quick, d=args.d, L=args.L, sigma2=args.sigma2, only=only, progress=progress)
+    results = run_checks(setting, quick=args.quick, only=only, progress=progress)
     passed = all(r.passed for r in results)
     payload = {
         "passed": passed,
         "quick": bool(args.quick),
-        "d": args.d,
-        "L": args.L,
-        "sigma2": args.sigma2,
+        "d": setting.d,
+        "L": setting.L,
+        "sigma2": setting.sigma2,
         "seconds": time.perf_counter() - t0,
         "checks": [{k: v for k, v in r.to_dict().items() if k != "data"} for r in results],
     }

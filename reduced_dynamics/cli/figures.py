@@ -22,18 +22,19 @@ def add_arguments(p):
 
 
 def main(args) -> int:
-    from reduced_dynamics.figures.registry import FIGURES, _check_names, run_figures
+    from reduced_dynamics.figures.registry import FIGURES, check_names, run_figures
 
     if args.list:
-        for name, fn in FIGURES.items():
-            print(f"{name}: {(fn.__doc__ or '').strip().splitlines()[0]}")
+        for name, spec in FIGURES.items():
+            print(f"{name}: {spec.description}")
         return 0
-    _check_names(args.only)  # validate before any work
+    check_names(args.only)  # validate before any work
     log = None if args.json else (lambda line: print(line, flush=True))
-    res = run_figures(out=args.out, quick=args.quick, only=args.only, seed=args.seed, log=log)
+    runs = run_figures(out=args.out, quick=args.quick, only=args.only, seed=args.seed, log=log)
+    res = {run.name: {"seconds": run.seconds, **run.key_numbers} for run in runs}
     if args.json:
         sys.stdout.write(json.dumps(to_jsonable(res)) + "\n")
     else:
         for name, key in res.items():
-            print(f"{name}: " + json.dumps(to_jsonable({k: v for k, v in key.items()})))
+            print(f"{name}: " + json.dumps(to_jsonable(key)))
     return 0

@@ -5,13 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from reduced_dynamics._validation import check_positive_int
+from reduced_dynamics.cli._setting import add_setting_arguments, setting_from_args
 from reduced_dynamics.io import atomic_savez
-from reduced_dynamics.plots.portrait import (
-    general_portrait_data,
-    plot_general_portrait,
-    plot_two_head_portrait,
-    two_head_portrait_data,
-)
 
 HELP = "Phase portraits: the invariant two-head plane (γ, m) and projections of the general-H flow."
 
@@ -23,9 +18,7 @@ def add_arguments(p):
         default=3,
         help="H of the general-H portrait (>= 2; default 3); H = 2 plane is always drawn",
     )
-    p.add_argument("--d", type=int, default=5, help="dimension d (default 5)")
-    p.add_argument("--L", type=int, default=40, help="prompt length L (default 40)")
-    p.add_argument("--sigma2", type=float, default=0.1, help="noise variance σ² (default 0.1)")
+    add_setting_arguments(p)
     p.add_argument(
         "--gamma-range",
         type=str,
@@ -51,6 +44,11 @@ def add_arguments(p):
 
 
 def main(args) -> int:
+    from reduced_dynamics.dynamics.portrait import general_portrait_data, two_head_portrait_data
+    from reduced_dynamics.plots.portrait import plot_general_portrait, plot_two_head_portrait
+    from reduced_dynamics.plots.style import save_figure
+
+    setting = setting_from_args(args)
     check_positive_int("n_heads", args.heads)
     if args.heads < 2:
         raise ValueError(f"`n_heads` must be an integer >= 2 for the general portrait, got {args.heads}")
@@ -58,9 +56,7 @@ def main(args) -> int:
         raise ValueError(f"`seed` must be a non-negative integer, got {args.seed}")
     out = Path(args.out)
     two = two_head_portrait_data(
-        d=args.d,
-        L=args.L,
-        sigma2=args.sigma2,
+        setting,
         gamma_range=args.gamma_range,
         m_range=args.m_range,
         resolution=args.resolution,
@@ -69,16 +65,14 @@ def main(args) -> int:
         seed=args.seed,
         init_scale=args.init_scale,
     )
-    gen = general_portrait_data(
-        n_heads=args.heads, d=args.d, L=args.L, sigma2=args.sigma2, n_traj=args.n_traj, t_end=args.t_end, seed=args.seed
-    )
+    gen = general_portrait_data(setting, n_heads=args.heads, n_traj=args.n_traj, t_end=args.t_end, seed=args.seed)
     stem = f"d{args.d}_L{args.L}_s{args.sigma2:g}_seed{args.seed}"
     f1 = out / f"portrait_two_head_{stem}"
     f2 = out / f"portrait_H{args.heads}_{stem}"
-    atomic_savez(f1.with_suffix(".npz"), **two)
-    plot_two_head_portrait(two, f1.with_suffix(".png"))
-    atomic_savez(f2.with_suffix(".npz"), **gen)
-    plot_general_portrait(gen, f2.with_suffix(".png"))
+    atomic_savez(f1.with_suffix(".npz"), **two.arrays)
+    save_figure(plot_two_head_portrait(two), f1.with_suffix(".png"))
+    atomic_savez(f2.with_suffix(".npz"), **gen.arrays)
+    save_figure(plot_general_portrait(gen), f2.with_suffix(".png"))
     g_end = abs(two["traj_gamma"][0, -1])
     print(
         f"two-head plane (d={args.d}, L={args.L}, σ²={args.sigma2:g}): trajectory 0 at t={args.t_end:g}: "

@@ -18,6 +18,7 @@ import time
 import numpy as np
 
 from reduced_dynamics._validation import check_positive_int
+from reduced_dynamics.cli._setting import add_setting_arguments, setting_from_args
 from reduced_dynamics.dynamics.manifold import eta_star, mu_gamma
 from reduced_dynamics.estimation.predictors import BayesRidge, DebiasedGD, MultiHead, SingleHead, VanillaGD
 from reduced_dynamics.estimation.risk import estimate_risks
@@ -30,9 +31,7 @@ DEFAULT_GAMMA = 0.1
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--d", type=int, default=5, help="dimension (default 5)")
-    parser.add_argument("--L", type=int, default=40, help="context length (default 40)")
-    parser.add_argument("--sigma2", type=float, default=0.1, help="noise variance (default 0.1)")
+    add_setting_arguments(parser)
     parser.add_argument("--prompts", type=int, default=200000, help="Monte Carlo prompts (default 200000)")
     parser.add_argument("--seed", type=int, default=0, help="seed (default 0)")
     parser.add_argument("--omega", type=float, nargs="+", default=None, help="KQ scales of the heads")
@@ -56,31 +55,32 @@ def _gd_risk():
 
 def main(args) -> int:
     t0 = time.perf_counter()
-    d, L, sigma2 = args.d, args.L, args.sigma2
-    eta = eta_star(d, L, sigma2)  # validates d, L, sigma2
+    setting = setting_from_args(args)
+    d, L, sigma2 = setting.d, setting.L, setting.sigma2
+    eta = eta_star(setting)
     if check_positive_int("prompts", args.prompts) < 2:
         raise ValueError(f"`prompts` must be an integer >= 2 (for a standard error), got {args.prompts}")
     if (args.omega is None) != (args.mu is None):
         raise ValueError("`omega` and `mu` must be given together")
     if args.omega is None:
-        m = mu_gamma(DEFAULT_GAMMA, d=d, L=L, sigma2=sigma2)
+        m = mu_gamma(DEFAULT_GAMMA, setting)
         omega, mu = (DEFAULT_GAMMA, -DEFAULT_GAMMA), (m, -m)
     else:
         omega, mu = tuple(args.omega), tuple(args.mu)
     stats_preds = {
         "multi_head": MultiHead(omega, mu),
-        "single_head": SingleHead.optimum(d, L, sigma2),
+        "single_head": SingleHead.optimum(setting),
         "gd": VanillaGD(eta),
         "debiased_gd": DebiasedGD(eta),
     }
-    common = dict(n=args.prompts, d=d, L=L, sigma2=sigma2, seed=args.seed, conditional=args.conditional)
-    res = estimate_risks(stats_preds, **common)
-    ridge = estimate_risks({"bayes_ridge": BayesRidge()}, **common)
+    common = dict(n_prompts=args.prompts, seed=args.seed, conditional=args.conditional)
+    res = estimate_risks(stats_preds, setting, **common)
+    ridge = estimate_risks({"bayes_ridge": BayesRidge()}, setting, **common)
     gd_risk = _gd_risk()
     exact = {name: None for name in (*stats_preds, "bayes_ridge")}
     if gd_risk is not None:
-        exact["gd"] = float(gd_risk(eta, d=d, L=L, sigma2=sigma2, debiased=False))
-        exact["debiased_gd"] = float(gd_risk(eta, d=d, L=L, sigma2=sigma2, debiased=True))
+        exact["gd"] = float(gd_risk(eta, setting, debiased=False))
+        exact["debiased_gd"] = float(gd_risk(eta, setting, debiased=True))
     estimates = {**res.estimates, **ridge.estimates}
     seconds = time.perf_counter() - t0
     out = {

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from reduced_dynamics._validation import check_heads_pair
+from reduced_dynamics.cli._setting import add_setting_arguments, setting_from_args
 from reduced_dynamics.dynamics.flow import EXPLICIT_METHODS, IMPLICIT_METHODS, initial_state, integrate_flow
 from reduced_dynamics.io import atomic_savez, atomic_write_json, to_jsonable
 
@@ -24,9 +25,7 @@ def _floats(text):
 
 def add_arguments(p):
     p.add_argument("--heads", type=int, default=2, help="number of heads H (default 2)")
-    p.add_argument("--d", type=int, default=5, help="dimension d (default 5)")
-    p.add_argument("--L", type=int, default=40, help="prompt length L (default 40)")
-    p.add_argument("--sigma2", type=float, default=0.1, help="noise variance σ² (default 0.1)")
+    add_setting_arguments(p)
     p.add_argument("--t-end", type=float, default=1e5, help="final time (default 1e5)")
     p.add_argument("--init", choices=["random", "symmetric"], default="random", help="initialisation (default random)")
     p.add_argument("--init-scale", type=float, default=0.01, help="scale of the initial entries (default 0.01)")
@@ -75,6 +74,7 @@ def text_summary(res) -> str:
 
 
 def main(args) -> int:
+    setting = setting_from_args(args)
     if (args.omega0 is None) != (args.mu0 is None):
         raise ValueError("`--omega0` and `--mu0` must be given together")
     if args.omega0 is not None:
@@ -85,9 +85,7 @@ def main(args) -> int:
     res = integrate_flow(
         w0,
         m0,
-        d=args.d,
-        L=args.L,
-        sigma2=args.sigma2,
+        setting,
         t_end=args.t_end,
         method=args.method,
         rtol=args.rtol,
@@ -98,7 +96,7 @@ def main(args) -> int:
     files = {}
     if args.out:
         out = Path(args.out)
-        stem = f"flow_H{res.n_heads}_d{res.d}_L{res.L}_s{res.sigma2:g}_seed{args.seed}"
+        stem = f"flow_H{res.n_heads}_d{setting.d}_L{setting.L}_s{setting.sigma2:g}_seed{args.seed}"
         files["trajectory"] = str(
             atomic_savez(
                 out / f"{stem}.npz",
@@ -112,9 +110,9 @@ def main(args) -> int:
             )
         )
         if not args.no_plot:
-            from reduced_dynamics.plots.style import plot_flow_summary
+            from reduced_dynamics.plots.style import plot_flow_summary, save_figure
 
-            plot_flow_summary(res, out / f"{stem}.png")
+            save_figure(plot_flow_summary(res), out / f"{stem}.png")
             files["portrait"] = str(out / f"{stem}.png")
         files["summary"] = str(out / f"{stem}.json")
         atomic_write_json(out / f"{stem}.json", {**summary, "files": files})

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from reduced_dynamics._validation import check_positive_int
+from reduced_dynamics.cli._setting import add_setting_arguments, setting_from_args
 from reduced_dynamics.io import to_jsonable
 from reduced_dynamics.model.attention import MODEL_KINDS
 from reduced_dynamics.model.training import OPTIMIZERS, TrainConfig, summarize_run, train, write_outputs
@@ -17,9 +18,7 @@ HELP = "train an attention model (numpy, fresh prompts each step) and extract it
 def add_arguments(parser) -> None:
     a = parser.add_argument
     a("--heads", type=int, default=2, help="number of heads H (default 2)")
-    a("--d", type=int, default=5, help="covariate dimension (default 5)")
-    a("--L", type=int, default=40, help="context length (default 40)")
-    a("--sigma2", type=float, default=0.1, help="noise variance (default 0.1)")
+    add_setting_arguments(parser, what="of the training prompts")
     a("--steps", type=int, default=10_000, help="optimizer steps (default 10000)")
     a("--batch", type=int, default=256, help="prompts per step (default 256)")
     a("--lr", type=float, default=1e-3, help="learning rate (default 1e-3)")
@@ -36,16 +35,18 @@ def add_arguments(parser) -> None:
 
 
 def main(args) -> int:
+    setting = setting_from_args(args)
+    check_positive_int("heads", args.heads)
+    if args.param not in MODEL_KINDS:
+        raise ValueError(f"`param` must be one of {', '.join(MODEL_KINDS)}, got {args.param!r}")
     config = TrainConfig(
+        setting=setting,
         n_heads=args.heads,
-        d=args.d,
-        L=args.L,
-        sigma2=args.sigma2,
         steps=args.steps,
         batch=args.batch,
         lr=args.lr,
         optimizer=args.optimizer,
-        param=args.param,
+        parameterisation=args.param,
         seed=args.seed,
     )
     n_eval = check_positive_int("n-eval", args.n_eval)
@@ -63,20 +64,20 @@ def main(args) -> int:
     if result.status == 2:  # diverged: no meaningful circuits or risks to summarise
         sys.stderr.write(f"reduced-dynamics train: {result.message} (stopped at step {result.step})\n")
         return 1
-    summary = summarize_run(result, n_eval=n_eval)
+    summary = summarize_run(result, n_eval=n_eval, seed=12345)
     if args.out is not None:
         write_outputs(args.out, result, summary)
     if args.json:
-        sys.stdout.write(json.dumps(to_jsonable(summary), indent=2) + "\n")
+        sys.stdout.write(json.dumps(to_jsonable(summary.to_dict()), indent=2) + "\n")
     else:
         fmt = lambda a: "[" + ", ".join(f"{x:+.4f}" for x in a) + "]"  # noqa: E731
-        p = summary["patterns"]
+        p = summary.patterns
         sys.stdout.write(
             f"{result.message} steps={result.step} ({result.steps_per_second:.0f} steps/s)\n"
-            f"omega={fmt(summary['omega'])} mu={fmt(summary['mu'])} eta_eff={summary['eta_eff']:.4f}\n"
-            f"zero_sum={p['zero_sum_ratio']:.3f} sign_match={p['sign_match_fraction']:.2f} "
-            f"kq_offdiag_max={p['kq_offdiag_fraction_max']:.3f} ov_off_max={p['ov_offresponse_fraction_max']:.3f}\n"
-            f"risk={summary['risk']:.4f}±{summary['risk_stderr']:.4f} reduced={summary['risk_reduced']:.4f} "
-            f"debiased_gd={summary['risk_debiased_gd']:.4f}\n"
+            f"omega={fmt(summary.omega)} mu={fmt(summary.mu)} eta_eff={summary.eta_eff:.4f}\n"
+            f"zero_sum={p.zero_sum_ratio:.3f} sign_match={p.sign_match_fraction:.2f} "
+            f"kq_offdiag_max={p.kq_offdiag_fraction_max:.3f} ov_off_max={p.ov_offresponse_fraction_max:.3f}\n"
+            f"risk={summary.risk:.4f}±{summary.risk_stderr:.4f} reduced={summary.risk_reduced:.4f} "
+            f"debiased_gd={summary.risk_debiased_gd:.4f}\n"
         )
     return 0 if result.status in (0, 1) else 1

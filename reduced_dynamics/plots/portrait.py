@@ -1,57 +1,15 @@
-r"""Phase portraits of the reduced (ω, μ) gradient flow (docs/theory.md#gradient-flow).
+r"""Phase-portrait plots of the reduced (ω, μ) gradient flow.
 
-Two pictures:
-
-**Two-head symmetric plane.** For ``H = 2`` the plane
-:math:`P = \{\omega = (\gamma, -\gamma),\ \mu = (m, -m)\}` is invariant under the
-flow :math:`\dot\theta = -\nabla\tilde L(\theta)`. On :math:`P`
-(:math:`E = e^{\circ d\omega\omega^\top}` has :math:`E_{11}=E_{22}=e^{d\gamma^2}`,
-:math:`E_{12}=e^{-d\gamma^2}`, :math:`c = (1+\sigma^2)/L`),
-
-.. math::
-
-    \partial_{\omega_1}\tilde L = -\partial_{\omega_2}\tilde L
-        = 2m\,\big(2\gamma m - 1 + 2cd\,\gamma m\cosh(d\gamma^2)\big), \\
-    \partial_{\mu_1}\tilde L = -\partial_{\mu_2}\tilde L
-        = 2\,\big((2\gamma m - 1)\gamma + 2cm\sinh(d\gamma^2)\big),
-
-so the gradient lies in :math:`P` and, with :math:`\theta = (\gamma, -\gamma, m, -m)`,
-:math:`\dot\gamma = \dot\omega_1 = -\partial_{\omega_1}\tilde L` and
-:math:`\dot m = \dot\mu_1 = -\partial_{\mu_1}\tilde L`. Equivalently, with the
-restricted loss :math:`\ell(\gamma, m) = \tilde L(\gamma, -\gamma, m, -m)
-= 1 + \sigma^2 - 4\gamma m + 4\gamma^2 m^2 + 4cm^2\sinh(d\gamma^2)`,
-
-.. math:: \dot\gamma = -\tfrac12\,\partial_\gamma\ell, \qquad \dot m = -\tfrac12\,\partial_m\ell .
-
-Nullclines: :math:`\dot m = 0` exactly on the solution-manifold curve
-:math:`m = \mu_\gamma(\gamma) = \gamma / (2(\gamma^2 + c\sinh d\gamma^2))`;
-:math:`\dot\gamma = 0` on :math:`m = 0` and on
-:math:`m = 1/(2\gamma(1 + cd\cosh d\gamma^2))`. The two curves meet only as
-:math:`\gamma\to0` (``tanh x = x`` only at ``x = 0``): no finite fixed point, the
-flow drifts along the narrow channel between them.
-
-The *single-head-like line* drawn in the plane is the orthogonal projection of
-the one-head-off family :math:`\{\omega = (w, 0),\ \mu = (\mu_1^*(w), 0)\}`,
-:math:`\mu_1^*(w) = w / (w^2 + c e^{dw^2})` (the best OV value of a lone head
-with KQ scale ``w``), i.e. :math:`(\gamma, m) = (w/2, \mu_1^*(w)/2)`; it ends at the
-projection of the H = 1 optimum :math:`w = 1/\sqrt d`.
-
-**Slow drift.** Along the channel, a slow-manifold expansion gives, for ``p``
-positive and ``n`` negative non-dummy heads (``H' = p + n``),
-
-.. math::
-
-    \gamma(t) \simeq \big(16\,c\,d^3\,(pn/H')\,t\big)^{-1/6}, \qquad
-    \eta^* - \eta_{\rm eff} \simeq \tfrac12\,\eta^{*2} c\, d^3 \gamma^4 ,
-
-(the second is 3× the on-manifold gap :math:`\eta^* - 2\gamma\mu_\gamma \simeq
-\eta^{*2} c d^3\gamma^4/6`, because the state lags behind ``S_γ`` by
-:math:`\delta m \simeq -\eta^{*2} c d^3 \gamma^3/6`); both are checked against
-the integrator in :mod:`reduced_dynamics.figures.registry` (``drift``).
+Draw the data of :func:`reduced_dynamics.dynamics.portrait.two_head_portrait_data`
+and :func:`reduced_dynamics.dynamics.portrait.general_portrait_data` (or their
+``.npz`` files); the analysis itself (vector field, nullclines, invariant plane)
+lives in :mod:`reduced_dynamics.dynamics.portrait`. Each function takes
+``fig=None`` (a Figure or a SubFigure of the caller's figure), draws, and
+returns it; nothing is saved here.
 
 References
 ----------
-docs/theory.md#reduced-model, docs/theory.md#gradient-flow; He, Pan, Chen, Yang (ICML 2025), Section 4.
+docs/theory.md#gradient-flow, docs/theory.md#solution-manifold; He, Pan, Chen, Yang (ICML 2025), Section 4.
 """
 
 from __future__ import annotations
@@ -60,346 +18,11 @@ import math
 
 import numpy as np
 
-from reduced_dynamics._validation import check_positive_float, check_positive_int, check_problem
-from reduced_dynamics.dynamics.flow import initial_state, integrate_flow
-from reduced_dynamics.dynamics.manifold import (
-    drift_law_gamma,
-    eta_star,
-    flow_eta_gap,
-    inf_loss,
-    mu_gamma,
-    single_head_optimum,
-)
+from reduced_dynamics.dynamics.manifold import flow_eta_gap, mu_gamma
+from reduced_dynamics.plots.style import OKABE_ITO, new_figure, styled
+from reduced_dynamics.setting import Setting
 
-__all__ = [
-    "embed_plane",
-    "project_plane",
-    "plane_loss",
-    "plane_vector_field",
-    "gamma_nullcline",
-    "single_head_line",
-    "check_range",
-    "two_head_portrait_data",
-    "general_portrait_data",
-    "plot_two_head_portrait",
-    "plot_general_portrait",
-]
-
-
-# ----------------------------------------------------------------------------- plane algebra
-def embed_plane(gamma, m):
-    """Map plane coordinates to the 4-D state ``ω = (γ, −γ)``, ``μ = (m, −m)``.
-
-    Parameters
-    ----------
-    gamma, m : array_like, shape (...)
-
-    Returns
-    -------
-    omega, mu : ndarray, shape (..., 2)
-    """
-    gamma, m = np.broadcast_arrays(np.asarray(gamma, float), np.asarray(m, float))
-    return np.stack([gamma, -gamma], axis=-1), np.stack([m, -m], axis=-1)
-
-
-def project_plane(omega, mu):
-    """Orthogonal projection of 2-head states onto the symmetric plane.
-
-    Parameters
-    ----------
-    omega, mu : array_like, shape (..., 2)
-
-    Returns
-    -------
-    gamma, m : ndarray, shape (...)
-        ``γ = (ω₁ − ω₂)/2``, ``m = (μ₁ − μ₂)/2``.
-    """
-    omega = np.asarray(omega, float)
-    mu = np.asarray(mu, float)
-    if omega.shape[-1] != 2 or mu.shape[-1] != 2:
-        raise ValueError(f"`omega` and `mu` must have last axis 2 (two heads), got {omega.shape} and {mu.shape}")
-    return 0.5 * (omega[..., 0] - omega[..., 1]), 0.5 * (mu[..., 0] - mu[..., 1])
-
-
-def plane_loss(gamma, m, *, d, L, sigma2):
-    r""":math:`\ell(\gamma, m) = 1+\sigma^2 - 4\gamma m + 4\gamma^2m^2 + 4cm^2\sinh(d\gamma^2)` (closed form)."""
-    d, L, sigma2 = check_problem(d, L, sigma2)
-    g = np.asarray(gamma, float)
-    m = np.asarray(m, float)
-    c = (1.0 + sigma2) / L
-    return 1.0 + sigma2 - 4 * g * m + 4 * g * g * m * m + 4 * c * m * m * np.sinh(d * g * g)
-
-
-def plane_vector_field(gamma, m, *, d, L, sigma2):
-    r"""Exact restriction of the flow to the symmetric plane: :math:`(\dot\gamma, \dot m)`.
-
-    .. math::
-
-        \dot\gamma = -2m\,(2\gamma m - 1 + 2cd\,\gamma m\cosh d\gamma^2), \qquad
-        \dot m = -2\,\big((2\gamma m - 1)\gamma + 2cm\sinh d\gamma^2\big).
-
-    Parameters
-    ----------
-    gamma, m : array_like, shape (...)
-    d, L, sigma2 : problem constants
-
-    Returns
-    -------
-    dgamma, dm : ndarray, shape (...)
-
-    Examples
-    --------
-    >>> from reduced_dynamics.plots.portrait import plane_vector_field
-    >>> [round(float(v), 12) for v in plane_vector_field(0.0, 0.5, d=5, L=40, sigma2=0.1)]
-    [1.0, 0.0]
-    """
-    d, L, sigma2 = check_problem(d, L, sigma2)
-    g = np.asarray(gamma, float)
-    m = np.asarray(m, float)
-    c = (1.0 + sigma2) / L
-    x = d * g * g
-    u = 2 * g * m
-    dg = -2 * m * (u - 1 + 2 * c * d * g * m * np.cosh(x))
-    dm = -2 * ((u - 1) * g + 2 * c * m * np.sinh(x))
-    return dg, dm
-
-
-def gamma_nullcline(gamma, *, d, L, sigma2):
-    r"""Non-trivial branch of :math:`\dot\gamma = 0`: :math:`m = 1/(2\gamma(1 + cd\cosh d\gamma^2))` (γ ≠ 0)."""
-    d, L, sigma2 = check_problem(d, L, sigma2)
-    g = np.asarray(gamma, float)
-    c = (1.0 + sigma2) / L
-    return 1.0 / (2 * g * (1 + c * d * np.cosh(d * g * g)))
-
-
-def single_head_line(w, *, d, L, sigma2):
-    r"""Projection onto the plane of the one-head-off family ``ω = (w, 0), μ = (μ₁*(w), 0)``.
-
-    :math:`\mu_1^*(w) = w/(w^2 + c e^{dw^2})` minimises the H = 1 loss at fixed ``w``.
-
-    Returns
-    -------
-    gamma, m : ndarray
-        ``(w/2, μ₁*(w)/2)``.
-    """
-    d, L, sigma2 = check_problem(d, L, sigma2)
-    w = np.asarray(w, float)
-    c = (1.0 + sigma2) / L
-    # w/(w² + c e^{dw²}) = w e^{−dw²}/(w² e^{−dw²} + c): no overflow for large d w² (the value underflows to 0)
-    decay = np.exp(-d * w * w)
-    return 0.5 * w, 0.5 * w * decay / (w * w * decay + c)
-
-
-def check_range(name, value, *, positive=False):
-    """Validate a ``(lo, hi)`` range given as a pair or the text ``"lo,hi"``."""
-    if isinstance(value, str):
-        try:
-            value = [float(v) for v in value.replace(",", " ").split()]
-        except ValueError:
-            raise ValueError(f"`{name}` must be two numbers 'lo,hi' with lo < hi, got {value!r}") from None
-    try:
-        lo, hi = (float(v) for v in value)
-    except (TypeError, ValueError):
-        raise ValueError(f"`{name}` must be two numbers 'lo,hi' with lo < hi, got {value!r}") from None
-    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-        raise ValueError(f"`{name}` must be two finite numbers 'lo,hi' with lo < hi, got {value!r}")
-    if positive and lo <= 0:
-        raise ValueError(f"`{name}` must satisfy 0 < lo < hi, got {value!r}")
-    return lo, hi
-
-
-def _interp_logt(t, y, t_marks):
-    """Interpolate the rows of ``y`` (shape (T, ...)) at ``t_marks`` in log t."""
-    pos = t > 0
-    lt = np.log10(t[pos])
-    yy = y[pos].reshape(pos.sum(), -1)
-    out = np.stack([np.interp(np.log10(t_marks), lt, yy[:, j]) for j in range(yy.shape[1])], axis=-1)
-    return out.reshape((len(t_marks),) + y.shape[1:])
-
-
-# ----------------------------------------------------------------------------- data
-def two_head_portrait_data(
-    *,
-    d=5,
-    L=40,
-    sigma2=0.1,
-    gamma_range=(-0.9, 0.9),
-    m_range=(-4.0, 4.0),
-    resolution=80,
-    n_traj=4,
-    t_end=1e5,
-    seed=0,
-    init_scale=0.3,
-    n_eval=300,
-):
-    """Everything the two-head portrait draws, as arrays (saved to ``.npz``).
-
-    Panel A: linear (γ, m) window; panel B: (log10|γ|, η = 2γm) for the slow drift.
-    Trajectories are integrated in 4-D from ``initial_state(2, scale=init_scale,
-    seed=seed + k)``, ``k < n_traj``, and projected with :func:`project_plane`.
-
-    Returns
-    -------
-    dict of ndarray
-    """
-    d, L, sigma2 = check_problem(d, L, sigma2)
-    g_lo, g_hi = check_range("gamma_range", gamma_range)
-    m_lo, m_hi = check_range("m_range", m_range)
-    resolution = check_positive_int("resolution", resolution)
-    if resolution < 10:
-        raise ValueError(f"`resolution` must be an integer >= 10, got {resolution}")
-    n_traj = check_positive_int("n_traj", n_traj)
-    t_end = check_positive_float("t_end", t_end)
-    if t_end < 1.0:
-        raise ValueError(f"`t_end` must be >= 1 for a portrait, got {t_end}")
-    init_scale = check_positive_float("init_scale", init_scale)
-    gmax = max(abs(g_lo), abs(g_hi))
-    if d * gmax * gmax > 500:
-        raise ValueError(f"`gamma_range` too wide for d={d}: need d·max|γ|² <= 500, got {d * gmax * gmax:.4g}")
-    out: dict = {
-        "d": d,
-        "L": L,
-        "sigma2": sigma2,
-        "eta_star": eta_star(d, L, sigma2),
-        "inf_loss": inf_loss(d, L, sigma2),
-    }
-    # panel A grid
-    G, M = np.meshgrid(np.linspace(g_lo, g_hi, resolution), np.linspace(m_lo, m_hi, resolution))
-    with np.errstate(over="ignore", invalid="ignore"):
-        dG, dM = plane_vector_field(G, M, d=d, L=L, sigma2=sigma2)
-        excess = plane_loss(G, M, d=d, L=L, sigma2=sigma2) - out["inf_loss"]
-    if not (np.all(np.isfinite(dG)) and np.all(np.isfinite(dM)) and np.all(np.isfinite(excess))):
-        raise ValueError(
-            f"`m_range` {m_range!r} is too wide for `gamma_range` {gamma_range!r} at d={d}: the vector field "
-            "overflows float64 on the grid; narrow the windows"
-        )
-    out.update(A_gamma=G, A_m=M, A_dgamma=dG, A_dm=dM, A_excess=excess)
-    # curves
-    gpos = np.linspace(max(1e-3, gmax / 400), gmax, 600)
-    out["curve_gamma"] = gpos
-    out["curve_mu_gamma"] = mu_gamma(gpos, d=d, L=L, sigma2=sigma2)
-    out["curve_gamma_null"] = gamma_nullcline(gpos, d=d, L=L, sigma2=sigma2)
-    w = np.linspace(1e-3, 2 * gmax, 600)
-    out["single_gamma"], out["single_m"] = single_head_line(w, d=d, L=L, sigma2=sigma2)
-    w1, mu1, loss1 = single_head_optimum(d, L, sigma2)
-    out["single_opt"] = np.array([w1 / 2, mu1 / 2, loss1])
-    # trajectories (4-D flow, projected)
-    n_dec = int(math.floor(math.log10(t_end)))
-    t_marks = 10.0 ** np.arange(-1, n_dec + 1)
-    trajs_g, trajs_m, marks_g, marks_m, t_all, offplane = [], [], [], [], [], []
-    for k in range(n_traj):
-        w0, m0 = initial_state(2, kind="random", scale=init_scale, seed=seed + k)
-        res = integrate_flow(w0, m0, d=d, L=L, sigma2=sigma2, t_end=t_end, n_eval=n_eval, t_first=1e-2)
-        gg, mm = project_plane(res.omega, res.mu)
-        trajs_g.append(gg)
-        trajs_m.append(mm)
-        t_all.append(res.t)
-        mk = _interp_logt(res.t, np.stack([gg, mm], axis=1), t_marks[t_marks <= res.t[-1]])
-        pad = np.full((len(t_marks), 2), np.nan)
-        pad[: len(mk)] = mk
-        marks_g.append(pad[:, 0])
-        marks_m.append(pad[:, 1])
-        # distance from the plane: |ω₁ + ω₂|, |μ₁ + μ₂|
-        offplane.append(np.hypot(res.omega.sum(1), res.mu.sum(1)))
-    T = max(len(t) for t in t_all)
-
-    def _pad(rows):
-        a = np.full((len(rows), T), np.nan)
-        for i, r in enumerate(rows):
-            a[i, : len(r)] = r
-        return a
-
-    out.update(
-        traj_t=_pad(t_all),
-        traj_gamma=_pad(trajs_g),
-        traj_m=_pad(trajs_m),
-        traj_offplane=_pad(offplane),
-        marks_t=t_marks,
-        marks_gamma=np.array(marks_g),
-        marks_m=np.array(marks_m),
-        traj_seeds=np.arange(seed, seed + n_traj),
-        init_scale=init_scale,
-    )
-    # panel B: (u = log10 |γ|, η = 2γm); |γ| lower end from the drift law at t_end
-    g_min = 0.5 * drift_law_gamma(max(t_end, 10.0), d=d, L=L, sigma2=sigma2)
-    u = np.linspace(math.log10(g_min), math.log10(gmax), resolution)
-    eta = np.linspace(-0.15, 1.15, resolution)
-    U, ETA = np.meshgrid(u, eta)
-    Gb = 10.0**U
-    Mb = ETA / (2 * Gb)
-    dGb, dMb = plane_vector_field(Gb, Mb, d=d, L=L, sigma2=sigma2)
-    out.update(
-        B_u=U,
-        B_eta=ETA,
-        B_du=dGb / (Gb * math.log(10.0)),
-        B_deta=2 * (dGb * Mb + Gb * dMb),
-        B_excess=plane_loss(Gb, Mb, d=d, L=L, sigma2=sigma2) - out["inf_loss"],
-    )
-    gb = 10.0 ** np.linspace(math.log10(g_min), math.log10(gmax), 400)
-    out["B_curve_gamma"] = gb
-    out["B_curve_eta_manifold"] = 2 * gb * mu_gamma(gb, d=d, L=L, sigma2=sigma2)
-    out["B_curve_eta_gnull"] = 2 * gb * gamma_nullcline(gb, d=d, L=L, sigma2=sigma2)
-    out["t_end"] = t_end
-    return out
-
-
-def general_portrait_data(
-    *, n_heads=3, d=5, L=40, sigma2=0.1, n_traj=4, t_end=1e5, seed=0, init_scale=0.01, n_eval=300
-):
-    """Trajectories of the 2H-dimensional flow from random inits, with stage times.
-
-    Returns
-    -------
-    dict of ndarray
-        ``t (K, T)``, ``omega, mu (K, T, H)``, ``stage (K, 3)`` (sign matching,
-        zero-sum, homogeneous; NaN if never), ``n_pos, n_neg, n_dummy (K,)``.
-    """
-    n_heads = check_positive_int("n_heads", n_heads)
-    if n_heads < 2:
-        raise ValueError(f"`n_heads` must be an integer >= 2 for the general portrait, got {n_heads}")
-    d, L, sigma2 = check_problem(d, L, sigma2)
-    n_traj = check_positive_int("n_traj", n_traj)
-    t_end = check_positive_float("t_end", t_end)
-    if t_end < 1.0:
-        raise ValueError(f"`t_end` must be >= 1 for a portrait, got {t_end}")
-    init_scale = check_positive_float("init_scale", init_scale)
-    ts, ws, ms, stages, npos, nneg, ndum = [], [], [], [], [], [], []
-    for k in range(n_traj):
-        w0, m0 = initial_state(n_heads, kind="random", scale=init_scale, seed=seed + k)
-        res = integrate_flow(w0, m0, d=d, L=L, sigma2=sigma2, t_end=t_end, n_eval=n_eval, t_first=1e-2)
-        ts.append(res.t)
-        ws.append(res.omega)
-        ms.append(res.mu)
-        st = res.stage_times
-        stages.append([np.nan if st[k2] is None else st[k2] for k2 in ("sign_matching", "zero_sum", "homogeneous")])
-        dg = res.diagnostics
-        npos.append(int(dg["n_positive"][-1]))
-        nneg.append(int(dg["n_negative"][-1]))
-        ndum.append(int(dg["n_dummy"][-1]))
-    T = max(len(t) for t in ts)
-    t_arr = np.full((n_traj, T), np.nan)
-    w_arr = np.full((n_traj, T, n_heads), np.nan)
-    m_arr = np.full((n_traj, T, n_heads), np.nan)
-    for i in range(n_traj):
-        n = len(ts[i])
-        t_arr[i, :n], w_arr[i, :n], m_arr[i, :n] = ts[i], ws[i], ms[i]
-    return {
-        "d": d,
-        "L": L,
-        "sigma2": sigma2,
-        "n_heads": n_heads,
-        "eta_star": eta_star(d, L, sigma2),
-        "t": t_arr,
-        "omega": w_arr,
-        "mu": m_arr,
-        "stage": np.array(stages, float),
-        "n_pos": np.array(npos),
-        "n_neg": np.array(nneg),
-        "n_dummy": np.array(ndum),
-        "seeds": np.arange(seed, seed + n_traj),
-        "init_scale": init_scale,
-        "t_end": t_end,
-    }
+__all__ = ["plot_two_head_portrait", "plot_general_portrait"]
 
 
 # ----------------------------------------------------------------------------- plotting
@@ -414,17 +37,29 @@ def _log_ticks(axis, lo, hi):
     axis.set_ticklabels([f"{v:g}" for v in vals])
 
 
-def plot_two_head_portrait(data, path) -> None:
-    """Draw the two-head symmetric-plane portrait (two panels) from :func:`two_head_portrait_data`."""
+@styled
+def plot_two_head_portrait(data, *, fig=None):
+    """Draw the two-head symmetric-plane portrait (two panels).
+
+    Parameters
+    ----------
+    data : PortraitData or mapping
+        From :func:`~reduced_dynamics.dynamics.portrait.two_head_portrait_data` (or its ``.npz``).
+    fig : Figure or SubFigure, optional
+        Where to draw; default a new 13 × 5.6 in figure.
+
+    Returns
+    -------
+    Figure or SubFigure
+        ``fig``.
+    """
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
-    from reduced_dynamics.plots.style import OKABE_ITO, apply_style, save_figure
-
-    apply_style()
     d, L, s2 = int(data["d"]), int(data["L"]), float(data["sigma2"])
     es = float(data["eta_star"])
-    fig, (axA, axB) = plt.subplots(1, 2, figsize=(13, 5.6), gridspec_kw={"width_ratios": [1, 1.1]})
+    fig = new_figure(fig, figsize=(13, 5.6))
+    axA, axB = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.1]})
     cmap_t = plt.get_cmap("viridis")
     marks_t = np.asarray(data["marks_t"])
     lmark = np.log10(marks_t)
@@ -558,28 +193,41 @@ def plot_two_head_portrait(data, path) -> None:
     cb = fig.colorbar(sm, ax=[axA, axB], fraction=0.025, pad=0.015, ticks=lmark)
     cb.set_label(r"dots: position on the trajectory at time $t$")
     cb.ax.set_yticklabels([f"$10^{{{int(v)}}}$" for v in lmark])
-    save_figure(fig, path)
+    return fig
 
 
-def plot_general_portrait(data, path) -> None:
-    """Draw the general-H portrait (four projections) from :func:`general_portrait_data`."""
+@styled
+def plot_general_portrait(data, *, fig=None):
+    """Draw the general-H portrait (four projections).
+
+    Parameters
+    ----------
+    data : PortraitData or mapping
+        From :func:`~reduced_dynamics.dynamics.portrait.general_portrait_data` (or its ``.npz``).
+    fig : Figure or SubFigure, optional
+        Where to draw; default a new 12 × 9.5 in figure.
+
+    Returns
+    -------
+    Figure or SubFigure
+        ``fig``.
+    """
     import matplotlib.pyplot as plt
     from matplotlib.collections import LineCollection
     from matplotlib.lines import Line2D
 
-    from reduced_dynamics.plots.style import OKABE_ITO, apply_style, save_figure
-
-    apply_style()
     H = int(data["n_heads"])
     d, L, s2 = int(data["d"]), int(data["L"]), float(data["sigma2"])
     es = float(data["eta_star"])
     c = (1 + s2) / L
+    setting = Setting(d=d, L=L, sigma2=s2)
     t, W, M = data["t"], data["omega"], data["mu"]
     K = t.shape[0]
     tmax = np.nanmax(t)
     norm = plt.Normalize(-2, math.log10(tmax))
     cmap = plt.get_cmap("viridis")
-    fig, axes = plt.subplots(2, 2, figsize=(12, 9.5))
+    fig = new_figure(fig, figsize=(12, 9.5))
+    axes = fig.subplots(2, 2)
     (a0, a1), (a2, a3) = axes
     stage_style = [("sign matching", "^"), ("zero-sum OV", "s"), ("homogeneous |ω|", "D")]
 
@@ -626,7 +274,7 @@ def plot_general_portrait(data, path) -> None:
     wmax = float(np.nanmax(np.abs(W[k0])))
     gg = np.linspace(wmax * 0.01, wmax * 1.05, 300)
     p, n = max(int(data["n_pos"][k0]), 1), max(int(data["n_neg"][k0]), 1)
-    mg = mu_gamma(gg, d=d, L=L, sigma2=s2)
+    mg = mu_gamma(gg, setting)
     a0.plot(gg, mg / p, "k--", lw=1.1, label=rf"$S_\gamma$: $\mu_h=\mu_\gamma/n_+$ ($n_+={p}$)")
     a0.plot(-gg, -mg / n, "k:", lw=1.3, label=rf"$S_\gamma$: $\mu_h=-\mu_\gamma/n_-$ ($n_-={n}$)")
     a0.set_yscale("symlog", linthresh=1.0)
@@ -706,7 +354,7 @@ def plot_general_portrait(data, path) -> None:
     gl = np.geomspace(g_end * 0.7, 0.6, 200)
     a3.plot(
         gl,
-        flow_eta_gap(gl, d=d, L=L, sigma2=s2),
+        flow_eta_gap(gl, setting),
         color=OKABE_ITO[1],
         lw=1.2,
         ls="--",
@@ -715,7 +363,7 @@ def plot_general_portrait(data, path) -> None:
     )
     a3.plot(
         gl,
-        es - 2 * gl * mu_gamma(gl, d=d, L=L, sigma2=s2),
+        es - 2 * gl * mu_gamma(gl, setting),
         color="k",
         lw=1.0,
         ls=":",
@@ -753,4 +401,4 @@ def plot_general_portrait(data, path) -> None:
         f"{float(data['init_scale']):g}; c=(1+σ²)/L={c:.4g})",
         y=0.995,
     )
-    save_figure(fig, path)
+    return fig

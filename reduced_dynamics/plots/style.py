@@ -1,10 +1,17 @@
-"""Shared plotting style and the quick trajectory portrait used by ``reduced-dynamics run``.
+"""Shared plotting style, figure helpers and the trajectory summary drawn by ``reduced-dynamics run``.
 
 Matplotlib runs headless (Agg). The palette is Okabe–Ito (colour-blind safe).
+Plot functions of the package draw inside :func:`style` (a ``rc_context``: the
+caller's global rcParams are left alone), take ``ax=None`` (or ``fig=None`` for
+multi-panel plots: a :class:`~matplotlib.figure.Figure` or a
+:class:`~matplotlib.figure.SubFigure` of the caller's figure) and return what
+they drew on. They never save; :func:`save_figure` does.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import io
 
 import matplotlib
@@ -12,40 +19,97 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure, FigureBase
 
 from reduced_dynamics.io import atomic_write_bytes
 
-__all__ = ["OKABE_ITO", "apply_style", "save_figure", "plot_flow_summary"]
+__all__ = [
+    "OKABE_ITO",
+    "STYLE",
+    "style",
+    "styled",
+    "apply_style",
+    "new_figure",
+    "new_axes",
+    "tight_layout",
+    "save_figure",
+    "plot_flow_summary",
+]
 
 OKABE_ITO = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
 
+#: The package's matplotlib rcParams (readable at README size).
+STYLE = {
+    "figure.dpi": 110,
+    "savefig.dpi": 130,
+    "font.size": 10,
+    "axes.titlesize": 11,
+    "axes.labelsize": 10,
+    "legend.fontsize": 8.5,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "axes.prop_cycle": matplotlib.cycler(color=OKABE_ITO),
+}
 
-def apply_style():
-    """Set the package's matplotlib style (readable at README size)."""
-    plt.rcParams.update(
-        {
-            "figure.dpi": 110,
-            "savefig.dpi": 130,
-            "font.size": 10,
-            "axes.titlesize": 11,
-            "axes.labelsize": 10,
-            "legend.fontsize": 8.5,
-            "axes.grid": True,
-            "grid.alpha": 0.3,
-            "axes.prop_cycle": matplotlib.cycler(color=OKABE_ITO),
-        }
-    )
+
+def style() -> contextlib.AbstractContextManager:
+    """Context manager applying :data:`STYLE` temporarily (``with style(): ...``)."""
+    return plt.rc_context(STYLE)
+
+
+def styled(func):
+    """Decorator: run a plot function inside :func:`style`."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        with style():
+            return func(*args, **kwargs)
+
+    return wrapper
+
+
+def apply_style() -> None:
+    """Set :data:`STYLE` globally (for scripts that want the package's look everywhere)."""
+    plt.rcParams.update(STYLE)
+
+
+def new_figure(fig=None, *, figsize):
+    """Return ``fig`` if given (a Figure or SubFigure to draw into), else a new Figure of size ``figsize``."""
+    if fig is None:
+        return plt.figure(figsize=figsize)
+    if not isinstance(fig, FigureBase):
+        raise ValueError(f"`fig` must be a matplotlib Figure or SubFigure, got {type(fig).__name__}")
+    return fig
+
+
+def new_axes(ax=None, *, figsize):
+    """Return ``ax`` if given, else the Axes of a new Figure of size ``figsize``."""
+    if ax is None:
+        return plt.figure(figsize=figsize).add_subplot()
+    if not isinstance(ax, Axes):
+        raise ValueError(f"`ax` must be a matplotlib Axes, got {type(ax).__name__}")
+    return ax
+
+
+def tight_layout(fig) -> None:
+    """``fig.tight_layout()`` for a top-level Figure; a SubFigure is laid out by its parent (no-op)."""
+    if isinstance(fig, Figure):
+        fig.tight_layout()
 
 
 def save_figure(fig, path) -> None:
-    """Save ``fig`` as PNG atomically and close it."""
+    """Save ``fig`` (a Figure, or the Figure holding a SubFigure) as PNG atomically and close it."""
+    fig = fig.figure if not isinstance(fig, Figure) else fig
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", bbox_inches="tight")
+    with style():
+        fig.savefig(buf, format="png", bbox_inches="tight")
     plt.close(fig)
     atomic_write_bytes(path, buf.getvalue())
 
 
-def plot_flow_summary(result, path) -> None:
+@styled
+def plot_flow_summary(result, *, fig=None):
     """Two-panel picture of a flow run.
 
     Left: each head's path in the (ω_h, μ_h) plane, coloured by log10 t, with
@@ -56,16 +120,22 @@ def plot_flow_summary(result, path) -> None:
     Parameters
     ----------
     result : FlowResult
-    path : str or Path
-        Output PNG.
+    fig : Figure or SubFigure, optional
+        Where to draw (two panels); default a new 11 × 4.4 in figure.
+
+    Returns
+    -------
+    Figure or SubFigure
+        ``fig``, with the two panels drawn (not saved: see :func:`save_figure`).
     """
     from reduced_dynamics.dynamics.manifold import eta_star, inf_loss, mu_gamma
 
-    apply_style()
-    d, L, s2 = result.d, result.L, result.sigma2
+    setting = result.setting
+    d, L, s2 = setting.d, setting.L, setting.sigma2
     t = result.t
     pos = t > 0
-    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4.4))
+    fig = new_figure(fig, figsize=(11, 4.4))
+    ax0, ax1 = fig.subplots(1, 2)
     logt = np.log10(np.where(pos, t, np.nan))
     vmin, vmax = np.nanmin(logt), np.nanmax(logt)
     for h in range(result.n_heads):
@@ -83,11 +153,11 @@ def plot_flow_summary(result, path) -> None:
     fig.colorbar(sc, ax=ax0, label=r"$\log_{10} t$")
     diag = result.diagnostics
     if result.n_heads >= 2:
-        n_pos = max(int(diag["n_positive"][-1]), 1)
-        n_neg = max(int(diag["n_negative"][-1]), 1)
+        n_pos = max(int(diag.n_positive[-1]), 1)
+        n_neg = max(int(diag.n_negative[-1]), 1)
         gmax = max(float(np.max(np.abs(result.omega))), 1e-3)
         g = np.linspace(gmax * 0.02, gmax * 1.05, 200)
-        mg = mu_gamma(g, d=d, L=L, sigma2=s2)
+        mg = mu_gamma(g, setting)
         ax0.plot(g, mg / n_pos, "k--", lw=1, label=r"$S_\gamma$: $\mu_h=\mu_\gamma/n_+$")
         ax0.plot(-g, -mg / n_neg, "k:", lw=1, label=r"$S_\gamma$: $\mu_h=-\mu_\gamma/n_-$")
         ax0.set_ylim(np.min(result.mu) * 1.15 - 0.05, np.max(result.mu) * 1.15 + 0.05)
@@ -98,15 +168,15 @@ def plot_flow_summary(result, path) -> None:
     ax0.set_ylabel(r"OV value $\mu_h$")
     ax0.set_title(f"Head paths, H={result.n_heads}, d={d}, L={L}, σ²={s2:g}")
 
-    ax1.loglog(t[pos], diag["gamma"][pos], label=r"$\gamma(t)$ (mean $|\omega_h|$)")
+    ax1.loglog(t[pos], diag.gamma[pos], label=r"$\gamma(t)$ (mean $|\omega_h|$)")
     ax1.loglog(t[pos], np.abs(result.eta_eff[pos]), label=r"$\eta_{\rm eff}=\mu^\top\omega$")
-    es = eta_star(d, L, s2)
+    es = eta_star(setting)
     ax1.axhline(es, color="k", ls="--", lw=0.8, label=rf"$\eta^*={es:.4f}$")
     if result.n_heads >= 2:
-        excess = result.loss[pos] - inf_loss(d, L, s2)
+        excess = result.loss[pos] - inf_loss(setting)
         ax1.loglog(t[pos], np.where(excess > 0, excess, np.nan), label=r"$\tilde L-\inf\tilde L$")
     trans = matplotlib.transforms.blended_transform_factory(ax1.transData, ax1.transAxes)
-    for k, (name, ts) in enumerate(result.stage_times.items()):
+    for k, (name, ts) in enumerate(result.stage_times.to_dict().items()):
         if ts is not None and ts > 0:
             ax1.axvline(ts, color="0.4", lw=0.7, ls=":")
             ax1.text(
@@ -123,5 +193,5 @@ def plot_flow_summary(result, path) -> None:
     ax1.set_ylabel("value (log scale)")
     ax1.set_title("Stages and slow drift")
     ax1.legend(loc="lower left", framealpha=0.9)
-    fig.tight_layout()
-    save_figure(fig, path)
+    tight_layout(fig)
+    return fig

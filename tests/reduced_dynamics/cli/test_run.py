@@ -9,6 +9,7 @@ import pytest
 
 from reduced_dynamics.cli import main
 from reduced_dynamics.dynamics.manifold import eta_star
+from reduced_dynamics.setting import Setting
 
 REQUIRED = {
     "omega",
@@ -32,7 +33,7 @@ def test_json_contract(capsys, tmp_path):
     assert REQUIRED <= set(out)
     assert set(out["stage_times"]) == {"sign_matching", "zero_sum", "homogeneous"}
     assert len(out["omega"]) == len(out["mu"]) == 2
-    assert out["eta_star"] == pytest.approx(eta_star(5, 40, 0.1), rel=1e-15)
+    assert out["eta_star"] == pytest.approx(eta_star(Setting(d=5, L=40, sigma2=0.1)), rel=1e-15)
     assert out["eta_eff"] == pytest.approx(np.dot(out["omega"], out["mu"]), rel=1e-12)
     assert out["success"] is True and out["status"] == 0
     files = out["files"]

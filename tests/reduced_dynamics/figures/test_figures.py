@@ -1,40 +1,99 @@
-"""Each registered figure writes a non-empty PNG and data file on tiny settings; determinism; CLI errors."""
+"""Each registered figure writes a non-empty PNG and data file on tiny settings and can be drawn into a
+user's own figure; determinism; replot from data alone; CLI errors."""
 
 import subprocess
 import sys
 
+import matplotlib
 import numpy as np
 import pytest
 
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
 from reduced_dynamics.cli import main
-from reduced_dynamics.figures.registry import FIGURES, load_data, replot
+from reduced_dynamics.figures import _trained
+from reduced_dynamics.figures.registry import FIGURES, FigureRun, FigureSpec, load_data, replot, run_figures
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
+def _drawn(fig) -> bool:
+    """True when some Axes of ``fig`` holds lines, collections, images or patches."""
+    return any(ax.lines or ax.collections or ax.images or ax.patches for ax in fig.axes)
+
+
 @pytest.mark.parametrize("name", sorted(FIGURES))
-def test_figure_quick_writes_png_and_data(name, tmp_path):
-    key = FIGURES[name](quick=True, out=tmp_path, seed=0)
+def test_figure_quick_writes_png_and_data_and_embeds(name, tmp_path):
+    """Quick run writes PNG + .npz and returns key numbers; the plot draws into a SubFigure of a user's figure."""
+    run = FIGURES[name].run(quick=True, out=tmp_path, seed=0)
+    assert isinstance(run, FigureRun) and run.name == name and run.key_numbers
     png = tmp_path / f"{name}.png"
-    data = [p for p in (tmp_path / f"{name}.npz", tmp_path / f"{name}.csv") if p.exists()]
-    assert png.stat().st_size > 5000 and png.read_bytes()[:8] == PNG
-    assert data and data[0].stat().st_size > 0
-    assert isinstance(key, dict) and key
+    assert run.png == str(png) and png.stat().st_size > 5000 and png.read_bytes()[:8] == PNG
+    assert run.data_file == str(tmp_path / f"{name}.npz") and (tmp_path / f"{name}.npz").stat().st_size > 0
+    # the user's own figure: two side-by-side subfigures, ours goes into the right one
+    user = plt.figure(figsize=(20, 8))
+    left, right = user.subfigures(1, 2)
+    left.add_subplot().plot([0, 1], [1, 0])
+    out = FIGURES[name].plot(load_data(tmp_path / f"{name}.npz"), fig=right)
+    try:
+        assert out is right
+        assert right.axes and all(ax.figure is right for ax in right.axes)
+        assert _drawn(right)
+        assert len(left.axes) == 1  # the user's panel is untouched
+    finally:
+        plt.close(user)
+
+
+def test_plot_does_not_save_or_change_global_style(tmp_path):
+    """A plot function returns a new Figure when none is given, writes no file and leaves rcParams alone."""
+    FIGURES["bayes_ratio"].run(quick=True, out=tmp_path, seed=0)
+    before = dict(plt.rcParams)
+    files = set(tmp_path.iterdir())
+    fig = FIGURES["bayes_ratio"].plot(load_data(tmp_path / "bayes_ratio.npz"))
+    try:
+        assert isinstance(fig, matplotlib.figure.Figure) and len(fig.axes) >= 3 and _drawn(fig)
+        assert set(tmp_path.iterdir()) == files
+        assert dict(plt.rcParams) == before
+    finally:
+        plt.close(fig)
+
+
+def test_plot_rejects_non_figure():
+    spec = FIGURES["bayes_ratio"]
+    data = spec.data(quick=True, seed=0)
+    with pytest.raises(ValueError, match="`fig`"):
+        spec.plot(data, fig="not a figure")
+
+
+def test_data_is_read_only_mapping():
+    data = FIGURES["bayes_ratio"].data(quick=True, seed=0)
+    assert set(data) >= {"xi", "sigma2", "ratio", "bound", "condition", "point_xi", "point_sigma2"}
+    assert data["ratio"].shape == (40, 40) and not data["ratio"].flags.writeable
+    assert data["point_xi"] == pytest.approx(5 / 40) and data["point_sigma2"] == 0.1
+
+
+def test_every_figure_module_has_data_and_plot_functions():
+    for name, spec in FIGURES.items():
+        assert isinstance(spec, FigureSpec)
+        assert callable(spec.data_function) and spec.data_function.__name__ == f"{name}_data"
+        assert callable(spec.plot_function)
+        assert spec.description and not spec.description.startswith("Figure")
 
 
 def test_replot_from_data_only(tmp_path):
     """A figure is redrawn from its .npz alone."""
-    FIGURES["bayes_ratio"](quick=True, out=tmp_path, seed=0)
+    FIGURES["bayes_ratio"].run(quick=True, out=tmp_path, seed=0)
     (tmp_path / "bayes_ratio.png").unlink()
-    replot("bayes_ratio", tmp_path)
+    assert replot("bayes_ratio", tmp_path) == tmp_path / "bayes_ratio.png"
     assert (tmp_path / "bayes_ratio.png").read_bytes()[:8] == PNG
 
 
 def test_same_seed_same_data(tmp_path):
     """Same seed -> identical arrays in the data file (Monte Carlo figure)."""
     a, b = tmp_path / "a", tmp_path / "b"
-    FIGURES["approx_vs_mc"](quick=True, out=a, seed=3)
-    FIGURES["approx_vs_mc"](quick=True, out=b, seed=3)
+    FIGURES["approx_vs_mc"].run(quick=True, out=a, seed=3)
+    FIGURES["approx_vs_mc"].run(quick=True, out=b, seed=3)
     da, db = load_data(a / "approx_vs_mc.npz"), load_data(b / "approx_vs_mc.npz")
     assert da.keys() == db.keys()
     for k in da:
@@ -43,13 +102,11 @@ def test_same_seed_same_data(tmp_path):
 
 def test_trained_figure_same_seed_same_data(tmp_path):
     """Trained-model figure: retraining from the same seed (cache cleared) -> identical arrays."""
-    import reduced_dynamics.figures.registry as F
-
     a, b = tmp_path / "a", tmp_path / "b"
-    F._TRAINED_CACHE.clear()
-    F.FIGURES["trained_risk_vs_L"](quick=True, out=a, seed=2)
-    F._TRAINED_CACHE.clear()
-    F.FIGURES["trained_risk_vs_L"](quick=True, out=b, seed=2)
+    _trained._TRAINED_CACHE.clear()
+    FIGURES["trained_risk_vs_L"].run(quick=True, out=a, seed=2)
+    _trained._TRAINED_CACHE.clear()
+    FIGURES["trained_risk_vs_L"].run(quick=True, out=b, seed=2)
     da, db = load_data(a / "trained_risk_vs_L.npz"), load_data(b / "trained_risk_vs_L.npz")
     assert da.keys() == db.keys()
     for k in da:
@@ -59,7 +116,7 @@ def test_trained_figure_same_seed_same_data(tmp_path):
 @pytest.mark.parametrize("name", ["trained_risk_vs_L", "trained_circuits", "trained_dynamics"])
 def test_trained_figures_replot(name, tmp_path):
     """Trained-model figures are redrawn from their .npz alone."""
-    FIGURES[name](quick=True, out=tmp_path, seed=0)
+    FIGURES[name].run(quick=True, out=tmp_path, seed=0)
     (tmp_path / f"{name}.png").unlink()
     replot(name, tmp_path)
     assert (tmp_path / f"{name}.png").read_bytes()[:8] == PNG
@@ -67,9 +124,18 @@ def test_trained_figures_replot(name, tmp_path):
 
 def test_drift_quick_matches_law(tmp_path):
     """Even at t = 1e3 the measured γ is within 2 % of the derived drift law."""
-    key = FIGURES["drift"](quick=True, out=tmp_path, seed=0)
-    for run in key["runs"]:
-        assert run["gamma_over_law"] == pytest.approx(1.0, abs=0.02)
+    run = FIGURES["drift"].run(quick=True, out=tmp_path, seed=0)
+    for r in run.key_numbers["runs"]:
+        assert r["gamma_over_law"] == pytest.approx(1.0, abs=0.02)
+
+
+def test_run_figures_order_and_bad_names(tmp_path):
+    runs = run_figures(out=tmp_path, quick=True, only=["bayes_ratio"], seed=0)
+    assert [r.name for r in runs] == ["bayes_ratio"]
+    with pytest.raises(ValueError, match="`only`"):
+        run_figures(out=tmp_path, quick=True, only=["nosuchfigure"], seed=0)
+    with pytest.raises(ValueError, match="`seed`"):
+        run_figures(out=tmp_path, quick=True, only=["bayes_ratio"], seed=-1)
 
 
 def test_unknown_figure_exit_2(capsys):
@@ -95,3 +161,9 @@ def test_bad_seed_exit_2(capsys):
     rc = main(["figures", "--only", "bayes_ratio", "--seed", "-1", "--quick"])
     err = capsys.readouterr().err
     assert rc == 2 and "`seed`" in err
+
+
+def test_list(capsys):
+    assert main(["figures", "--list"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [ln.split(":")[0] for ln in lines] == list(FIGURES)
