@@ -289,6 +289,17 @@ def sympy2numpy(expr, H: int) -> GeneratedFunction:
 
     Common subexpressions are shared (``cse=True``). The result is called as
     ``f(omega, mu, setting)``; its raw form ``f.func(ω_1..ω_H, μ_1..μ_H, d, L, σ²)``.
+
+    Parameters
+    ----------
+    expr : sympy.Expr or sympy.Matrix
+        Expression in ``omega_1..omega_H, mu_1..mu_H, d, L, sigma2``.
+    H : int, >= 1
+        Number of heads.
+
+    Returns
+    -------
+    GeneratedFunction
     """
     d, L, sigma2, omega, mu = _symbols(H)
     func = sp.lambdify((*omega, *mu, d, L, sigma2), expr, modules="numpy", cse=True)

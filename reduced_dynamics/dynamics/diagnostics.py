@@ -272,7 +272,8 @@ class ManifoldGap(FrozenResult):
     M_minus : float or ndarray, shape (...)
         Measured negative OV mass, as a magnitude (>= 0).
     gap : float or ndarray, shape (...)
-        ``max(|M_plus − mu_gamma|, |M_minus − mu_gamma|) / mu_gamma``.
+        ``max(|M_plus − mu_gamma|, |M_minus − mu_gamma|) / mu_gamma`` (``inf`` when
+        ``mu_gamma`` underflows to 0, i.e. for ``d γ² > ~710``).
 
     Floats for a single state ``(H,)``, arrays of the leading shape otherwise.
     """
@@ -316,7 +317,8 @@ def manifold_gap(omega, mu, setting, *, tolerances: StageTolerances | None = Non
     mg = np.asarray(mu_gamma(np.maximum(gamma, 1e-300), setting))
     m_plus = np.sum(np.where(mu > 0, mu, 0.0), axis=-1)
     m_minus = -np.sum(np.where(mu < 0, mu, 0.0), axis=-1)
-    gap = np.maximum(np.abs(m_plus - mg), np.abs(m_minus - mg)) / mg
+    with np.errstate(divide="ignore", invalid="ignore"):  # μ_γ underflows to 0 only for dγ² > ~710: gap inf
+        gap = np.maximum(np.abs(m_plus - mg), np.abs(m_minus - mg)) / mg
     return ManifoldGap(
         gamma=_scalarise(np.broadcast_to(gamma, gap.shape)),
         mu_gamma=_scalarise(mg),

@@ -315,11 +315,6 @@ def test_initial_state_outside_safe_region():
         integrate_flow([20.0, 0.0], [0.0, 0.0], S)
 
 
-def test_legacy_keywords_still_accepted():
-    a = integrate_flow([0.01, -0.01], [0.01, -0.01], d=5, L=40, sigma2=0.1, t_end=10.0)
-    assert a.setting == S
-
-
 @pytest.mark.parametrize(
     "kwargs,param",
     [

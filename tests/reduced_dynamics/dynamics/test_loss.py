@@ -132,11 +132,6 @@ def test_loss_at_origin_and_simple_point():
     assert isinstance(approx_loss([0.0, 0.0], [1.0, 2.0], PAPER), float)
 
 
-def test_legacy_keywords_still_accepted():
-    """Transition shim: the old d=, L=, sigma2= keywords give the same value as a Setting."""
-    assert approx_loss([0.1, -0.2], [1.0, 2.0], d=5, L=40, sigma2=0.1) == approx_loss([0.1, -0.2], [1.0, 2.0], PAPER)
-
-
 # ------------------------------------------------------------------ optimal μ
 
 

@@ -162,10 +162,6 @@ def test_large_gamma_is_finite_and_silent():
         assert manifold_loss(20.0, PAPER) == pytest.approx(1.1, abs=1e-15)
 
 
-def test_legacy_keywords_still_accepted():
-    assert mu_gamma(0.1, d=5, L=40, sigma2=0.1) == mu_gamma(0.1, PAPER)
-
-
 @pytest.mark.parametrize(
     "call,param",
     [
