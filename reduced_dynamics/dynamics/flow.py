@@ -548,9 +548,19 @@ def integrate_flow(
     H = omega0.shape[0]
     counts = {"njev": 0}
 
+    d_arr, c_arr = np.asarray(float(d)), np.asarray(float(setting.c))  # 0-d constants of the fast path
+
+    def terms(y):
+        # validated once above; here only the overflow guard (a solver trial step may leave the safe region)
+        w, m = y[:H], y[H:]
+        expo = d * float(np.max(w * w))
+        if not expo <= MAX_EXPONENT:  # also catches NaN
+            raise LossOverflowError(f"d·max(ω²) = {expo:.4g} exceeds {MAX_EXPONENT:g}")
+        return w, m, np.exp(d_arr * w[:, None] * w[None, :])  # same rounding as approx_loss
+
     def grad(y):
-        w, m, dd, c, _, E = _prepare(y[:H], y[H:], setting, "integrate_flow")
-        return _grad_arrays(w, m, dd, c, E)
+        w, m, E = terms(y)
+        return _grad_arrays(w, m, d_arr, c_arr, E)
 
     def rhs(_t, y):
         gw, gm = grad(y)
@@ -558,8 +568,8 @@ def integrate_flow(
 
     def jac(_t, y):
         counts["njev"] += 1
-        w, m, dd, c, _, E = _prepare(y[:H], y[H:], setting, "integrate_flow")
-        return -_hessian_arrays(w, m, dd, c, E)
+        w, m, E = terms(y)
+        return -_hessian_arrays(w, m, d_arr, c_arr, E)
 
     def ev_overflow(_t, y):
         return cap - d * float(np.max(y[:H] ** 2))
