@@ -67,10 +67,13 @@ from reduced_dynamics._results import FrozenResult
 from reduced_dynamics._validation import check_nonnegative_int, check_positive_float, check_positive_int
 from reduced_dynamics.dynamics.flow import initial_state, integrate_flow
 from reduced_dynamics.dynamics.manifold import drift_law_gamma, eta_star, inf_loss, mu_gamma, single_head_optimum
-from reduced_dynamics.setting import as_setting, legacy_setting
+from reduced_dynamics.setting import as_setting
 
 __all__ = [
     "PortraitData",
+    "PlaneState",
+    "PlanePoint",
+    "PlaneVelocity",
     "embed_plane",
     "project_plane",
     "plane_loss",
@@ -110,6 +113,48 @@ class PortraitData(FrozenResult, Mapping):
         return len(self.arrays)
 
 
+@dataclasses.dataclass(frozen=True)
+class PlaneState(FrozenResult):
+    """A two-head state ``ω = (γ, −γ)``, ``μ = (m, −m)`` on the symmetric plane.
+
+    Attributes
+    ----------
+    omega, mu : ndarray, shape (..., 2)
+        KQ scales and OV values of the two heads.
+    """
+
+    omega: np.ndarray
+    mu: np.ndarray
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanePoint(FrozenResult):
+    """Coordinates ``(γ, m)`` on the symmetric plane.
+
+    Attributes
+    ----------
+    gamma, m : ndarray, shape (...)
+        KQ scale of head 1 (head 2 has ``−γ``) and OV value of head 1 (head 2 has ``−m``).
+    """
+
+    gamma: np.ndarray
+    m: np.ndarray
+
+
+@dataclasses.dataclass(frozen=True)
+class PlaneVelocity(FrozenResult):
+    """The flow's velocity ``(γ̇, ṁ)`` on the symmetric plane.
+
+    Attributes
+    ----------
+    dgamma, dm : ndarray, shape (...)
+        Time derivatives of ``γ`` and ``m``.
+    """
+
+    dgamma: np.ndarray
+    dm: np.ndarray
+
+
 def _constants(setting):
     """``(d, c, sigma2)`` of a (possibly array-valued) setting as float arrays."""
     setting = as_setting(setting)
@@ -130,10 +175,11 @@ def embed_plane(gamma, m):
 
     Returns
     -------
-    omega, mu : ndarray, shape (..., 2)
+    PlaneState
+        ``omega, mu`` of shape ``(..., 2)``.
     """
     gamma, m = np.broadcast_arrays(np.asarray(gamma, float), np.asarray(m, float))
-    return np.stack([gamma, -gamma], axis=-1), np.stack([m, -m], axis=-1)
+    return PlaneState(np.stack([gamma, -gamma], axis=-1), np.stack([m, -m], axis=-1))
 
 
 def project_plane(omega, mu):
@@ -145,17 +191,16 @@ def project_plane(omega, mu):
 
     Returns
     -------
-    gamma, m : ndarray, shape (...)
-        ``γ = (ω₁ − ω₂)/2``, ``m = (μ₁ − μ₂)/2``.
+    PlanePoint
+        ``gamma = (ω₁ − ω₂)/2``, ``m = (μ₁ − μ₂)/2``, shape ``(...)``.
     """
     omega = np.asarray(omega, float)
     mu = np.asarray(mu, float)
     if omega.shape[-1] != 2 or mu.shape[-1] != 2:
         raise ValueError(f"`omega` and `mu` must have last axis 2 (two heads), got {omega.shape} and {mu.shape}")
-    return 0.5 * (omega[..., 0] - omega[..., 1]), 0.5 * (mu[..., 0] - mu[..., 1])
+    return PlanePoint(0.5 * (omega[..., 0] - omega[..., 1]), 0.5 * (mu[..., 0] - mu[..., 1]))
 
 
-@legacy_setting
 def plane_loss(gamma, m, setting):
     r""":math:`\tilde L` on the plane: :math:`\ell(\gamma, m) = 1+\sigma^2 - 4\gamma m + 4\gamma^2m^2 + 4cm^2\sinh(d\gamma^2)`.
 
@@ -180,7 +225,6 @@ def plane_loss(gamma, m, setting):
     return 1.0 + sigma2 - 4 * g * m + 4 * g * g * m * m + 4 * c * m * m * np.sinh(d * g * g)
 
 
-@legacy_setting
 def plane_vector_field(gamma, m, setting):
     r"""Exact restriction of the flow to the symmetric plane: :math:`(\dot\gamma, \dot m)`.
 
@@ -197,7 +241,8 @@ def plane_vector_field(gamma, m, setting):
 
     Returns
     -------
-    dgamma, dm : ndarray, shape (...)
+    PlaneVelocity
+        ``dgamma, dm`` of the broadcast shape.
 
     References
     ----------
@@ -207,8 +252,8 @@ def plane_vector_field(gamma, m, setting):
     --------
     >>> from reduced_dynamics.dynamics.portrait import plane_vector_field
     >>> from reduced_dynamics.setting import Setting
-    >>> dgamma, dm = plane_vector_field(0.0, 0.5, Setting(d=5, L=40, sigma2=0.1))
-    >>> float(dgamma), float(dm) == 0.0
+    >>> v = plane_vector_field(0.0, 0.5, Setting(d=5, L=40, sigma2=0.1))
+    >>> float(v.dgamma), float(v.dm) == 0.0
     (1.0, True)
     """
     d, c, _ = _constants(setting)
@@ -218,10 +263,9 @@ def plane_vector_field(gamma, m, setting):
     u = 2 * g * m
     dg = -2 * m * (u - 1 + 2 * c * d * g * m * np.cosh(x))
     dm = -2 * ((u - 1) * g + 2 * c * m * np.sinh(x))
-    return dg, dm
+    return PlaneVelocity(dg, dm)
 
 
-@legacy_setting
 def gamma_nullcline(gamma, setting):
     r"""Non-trivial branch of :math:`\dot\gamma = 0`: :math:`m = 1/(2\gamma(1 + cd\cosh d\gamma^2))` (γ ≠ 0).
 
@@ -245,7 +289,6 @@ def gamma_nullcline(gamma, setting):
     return 1.0 / (2 * g * (1 + c * d * np.cosh(d * g * g)))
 
 
-@legacy_setting
 def single_head_line(w, setting):
     r"""Projection onto the plane of the one-head-off family ``ω = (w, 0), μ = (μ₁*(w), 0)``.
 
@@ -259,8 +302,8 @@ def single_head_line(w, setting):
 
     Returns
     -------
-    gamma, m : ndarray
-        ``(w/2, μ₁*(w)/2)``.
+    PlanePoint
+        ``gamma = w/2``, ``m = μ₁*(w)/2``.
 
     References
     ----------
@@ -270,7 +313,7 @@ def single_head_line(w, setting):
     w = np.asarray(w, float)
     # w/(w² + c e^{dw²}) = w e^{−dw²}/(w² e^{−dw²} + c): no overflow for large d w² (the value underflows to 0)
     decay = np.exp(-d * w * w)
-    return 0.5 * w, 0.5 * w * decay / (w * w * decay + c)
+    return PlanePoint(0.5 * w, 0.5 * w * decay / (w * w * decay + c))
 
 
 def _check_range(name, value, *, positive=False):
@@ -301,7 +344,6 @@ def _interp_logt(t, y, t_marks):
 
 
 # ----------------------------------------------------------------------------- data
-@legacy_setting
 def two_head_portrait_data(
     setting,
     *,
@@ -382,7 +424,8 @@ def two_head_portrait_data(
     # panel A grid
     G, M = np.meshgrid(np.linspace(g_lo, g_hi, resolution), np.linspace(m_lo, m_hi, resolution))
     with np.errstate(over="ignore", invalid="ignore"):
-        dG, dM = plane_vector_field(G, M, setting)
+        vA = plane_vector_field(G, M, setting)
+        dG, dM = vA.dgamma, vA.dm
         excess = plane_loss(G, M, setting) - out["inf_loss"]
     if not (np.all(np.isfinite(dG)) and np.all(np.isfinite(dM)) and np.all(np.isfinite(excess))):
         raise ValueError(
@@ -396,7 +439,8 @@ def two_head_portrait_data(
     out["curve_mu_gamma"] = mu_gamma(gpos, setting)
     out["curve_gamma_null"] = gamma_nullcline(gpos, setting)
     w = np.linspace(1e-3, 2 * gmax, 600)
-    out["single_gamma"], out["single_m"] = single_head_line(w, setting)
+    line = single_head_line(w, setting)
+    out["single_gamma"], out["single_m"] = line.gamma, line.m
     opt = single_head_optimum(setting)
     w1, mu1, loss1 = opt.omega, opt.mu, opt.loss
     out["single_opt"] = np.array([w1 / 2, mu1 / 2, loss1])
@@ -407,7 +451,8 @@ def two_head_portrait_data(
     for k in range(n_traj):
         w0, m0 = initial_state(2, kind="random", scale=init_scale, seed=seed + k)
         res = integrate_flow(w0, m0, setting, t_end=t_end, n_eval=n_eval, t_first=1e-2)
-        gg, mm = project_plane(res.omega, res.mu)
+        plane = project_plane(res.omega, res.mu)
+        gg, mm = plane.gamma, plane.m
         trajs_g.append(gg)
         trajs_m.append(mm)
         t_all.append(res.t)
@@ -444,7 +489,8 @@ def two_head_portrait_data(
     U, ETA = np.meshgrid(u, eta)
     Gb = 10.0**U
     Mb = ETA / (2 * Gb)
-    dGb, dMb = plane_vector_field(Gb, Mb, setting)
+    vB = plane_vector_field(Gb, Mb, setting)
+    dGb, dMb = vB.dgamma, vB.dm
     out.update(
         B_u=U,
         B_eta=ETA,
@@ -460,7 +506,6 @@ def two_head_portrait_data(
     return PortraitData("two_head", out)
 
 
-@legacy_setting
 def general_portrait_data(
     setting, *, seed, n_heads=3, n_traj=4, t_end=1e5, init_scale=0.01, n_eval=300
 ) -> PortraitData:

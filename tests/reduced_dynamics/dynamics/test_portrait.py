@@ -10,6 +10,9 @@ from reduced_dynamics.dynamics.flow import integrate_flow
 from reduced_dynamics.dynamics.loss import approx_loss, approx_loss_grad
 from reduced_dynamics.dynamics.manifold import drift_law_gamma, mu_gamma, single_head_optimum
 from reduced_dynamics.dynamics.portrait import (
+    PlanePoint,
+    PlaneState,
+    PlaneVelocity,
     PortraitData,
     embed_plane,
     gamma_nullcline,
@@ -37,28 +40,28 @@ def test_vector_field_lies_in_plane(gamma, m, d, L, sigma2):
     """At θ = (γ, −γ, m, −m): ∂L̃/∂ω₁ = −∂L̃/∂ω₂ and ∂L̃/∂μ₁ = −∂L̃/∂μ₂ (to 1e-12 relative), and
     (−∂L̃/∂ω₁, −∂L̃/∂μ₁) equals the closed-form restricted field (γ̇, ṁ)."""
     s = Setting(d=d, L=L, sigma2=sigma2)
-    w, mu = embed_plane(gamma, m)
-    g = approx_loss_grad(w, mu, s)
+    state = embed_plane(gamma, m)
+    g = approx_loss_grad(state.omega, state.mu, s)
     gw, gm = g.omega, g.mu
     scale = 1.0 + np.max(np.abs(np.concatenate([gw, gm])))
     assert abs(gw[0] + gw[1]) <= TOL * scale
     assert abs(gm[0] + gm[1]) <= TOL * scale
-    dg, dm = plane_vector_field(gamma, m, s)
-    assert abs(dg + gw[0]) <= 1e-11 * scale
-    assert abs(dm + gm[0]) <= 1e-11 * scale
+    v = plane_vector_field(gamma, m, s)
+    assert abs(v.dgamma + gw[0]) <= 1e-11 * scale
+    assert abs(v.dm + gm[0]) <= 1e-11 * scale
 
 
 def test_restricted_field_is_half_gradient_of_restricted_loss():
     """γ̇ = −½ ∂ℓ/∂γ, ṁ = −½ ∂ℓ/∂m with ℓ(γ, m) = L̃(γ, −γ, m, −m) (central differences)."""
     G, M = np.meshgrid(np.linspace(-0.8, 0.8, 7), np.linspace(-3, 3, 7))
     h = 1e-6
-    w, mu = embed_plane(G, M)
-    assert np.allclose(plane_loss(G, M, P), approx_loss(w, mu, P), rtol=0, atol=1e-13)
+    state = embed_plane(G, M)
+    assert np.allclose(plane_loss(G, M, P), approx_loss(state.omega, state.mu, P), rtol=0, atol=1e-13)
     dl_dg = (plane_loss(G + h, M, P) - plane_loss(G - h, M, P)) / (2 * h)
     dl_dm = (plane_loss(G, M + h, P) - plane_loss(G, M - h, P)) / (2 * h)
-    dg, dm = plane_vector_field(G, M, P)
-    assert np.allclose(dg, -0.5 * dl_dg, atol=1e-7)
-    assert np.allclose(dm, -0.5 * dl_dm, atol=1e-7)
+    v = plane_vector_field(G, M, P)
+    assert np.allclose(v.dgamma, -0.5 * dl_dg, atol=1e-7)
+    assert np.allclose(v.dm, -0.5 * dl_dm, atol=1e-7)
 
 
 def test_plane_functions_broadcast_over_array_settings():
@@ -66,38 +69,39 @@ def test_plane_functions_broadcast_over_array_settings():
     Ls = [10, 40, 160]
     sa = Setting(d=5, L=Ls, sigma2=0.1)
     g = np.array([0.1, 0.3, 0.5])
-    dg, dm = plane_vector_field(g, 1.5, sa)
+    v = plane_vector_field(g, 1.5, sa)
     for i, L in enumerate(Ls):
         s = Setting(d=5, L=L, sigma2=0.1)
-        dgi, dmi = plane_vector_field(g[i], 1.5, s)
-        assert dg[i] == dgi and dm[i] == dmi
+        vi = plane_vector_field(g[i], 1.5, s)
+        assert v.dgamma[i] == vi.dgamma and v.dm[i] == vi.dm
         assert plane_loss(g, 1.5, sa)[i] == plane_loss(g[i], 1.5, s)
         assert gamma_nullcline(g, sa)[i] == gamma_nullcline(g[i], s)
 
 
 def test_trajectory_started_in_plane_stays_in_plane():
     """The 4-D flow from (γ₀, −γ₀, m₀, −m₀) keeps ω₁ + ω₂ = 0 and μ₁ + μ₂ = 0 (to 1e-12)."""
-    w0, m0 = embed_plane(0.3, -0.5)
-    res = integrate_flow(w0, m0, P, t_end=1e3, n_eval=60)
+    start = embed_plane(0.3, -0.5)
+    res = integrate_flow(start.omega, start.mu, P, t_end=1e3, n_eval=60)
     assert res.success
     assert np.max(np.abs(res.omega.sum(axis=1))) <= TOL
     assert np.max(np.abs(res.mu.sum(axis=1))) <= TOL
-    g, m = project_plane(res.omega, res.mu)
-    assert np.allclose(g, res.omega[:, 0]) and np.allclose(m, res.mu[:, 0])
+    plane = project_plane(res.omega, res.mu)
+    assert np.allclose(plane.gamma, res.omega[:, 0]) and np.allclose(plane.m, res.mu[:, 0])
 
 
 def test_nullclines():
     """ṁ = 0 on m = μ_γ(γ) (the solution manifold); γ̇ = 0 on m = 1/(2γ(1 + cd cosh dγ²))."""
     g = np.linspace(0.01, 0.9, 50)
-    _, dm = plane_vector_field(g, mu_gamma(g, P), P)
-    dg, _ = plane_vector_field(g, gamma_nullcline(g, P), P)
+    dm = plane_vector_field(g, mu_gamma(g, P), P).dm
+    dg = plane_vector_field(g, gamma_nullcline(g, P), P).dgamma
     assert np.max(np.abs(dm)) < 1e-12 * 1e3 and np.max(np.abs(dg)) < 1e-10
 
 
 def test_single_head_line_ends_at_h1_optimum():
     """The projected one-head-off family passes through (1/(2√d), μ₁/2) of the H = 1 optimum."""
     opt = single_head_optimum(P)
-    g, m = single_head_line(opt.omega, P)
+    line = single_head_line(opt.omega, P)
+    g, m = line.gamma, line.m
     assert g == pytest.approx(opt.omega / 2, rel=1e-14) and m == pytest.approx(opt.mu / 2, rel=1e-12)
 
 
@@ -107,7 +111,7 @@ def test_single_head_line_does_not_overflow():
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        g, m = single_head_line(np.array([0.5, 20.0]), P)
+        m = single_head_line(np.array([0.5, 20.0]), P).m
     assert np.all(np.isfinite(m)) and m[1] == 0.0 and m[0] > 0
 
 
@@ -151,6 +155,15 @@ def test_two_head_portrait_bad_input(kwargs, param):
     kw = dict(seed=0) | kwargs
     with pytest.raises(ValueError, match=param):
         two_head_portrait_data(P, **kw)
+
+
+def test_plane_results_are_frozen():
+    v = plane_vector_field(np.array([0.1, 0.2]), 1.0, P)
+    assert isinstance(v, PlaneVelocity) and not v.dgamma.flags.writeable
+    state = embed_plane([0.1, 0.2], [1.0, 2.0])
+    assert isinstance(state, PlaneState) and state.omega.shape == (2, 2)
+    back = project_plane(state.omega, state.mu)
+    assert isinstance(back, PlanePoint) and np.array_equal(back.gamma, [0.1, 0.2]) and np.array_equal(back.m, [1, 2])
 
 
 def test_portrait_data_needs_seed_and_scalar_setting():
