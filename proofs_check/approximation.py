@@ -25,7 +25,7 @@ from reduced_dynamics.dynamics.manifold import mu_gamma, single_head_optimum
 from reduced_dynamics.estimation.predictors import DebiasedGD, MultiHead, SingleHead, debiased_gd, multi_head
 from reduced_dynamics.estimation.prompts import sample_prompts
 from reduced_dynamics.estimation.risk import estimate_risks
-from reduced_dynamics.setting import as_setting, legacy_setting
+from reduced_dynamics.setting import as_setting
 
 from .dynamics import check_single_head_flow
 from .result import CheckResult, reports_errors
@@ -45,7 +45,6 @@ def _heads_count(name, value) -> int:
     return int(value)
 
 
-@legacy_setting
 def approximation_error(gamma, eta, setting, *, n, seed, quantile=0.99, n_positive=1, n_negative=1) -> float:
     r"""Quantile of ``|ŷ(θ) − ŷ_dgd(η)|`` over ``n`` prompts, θ on S̄ with ``μ₊ = −μ₋ = η/(2γ)``.
 

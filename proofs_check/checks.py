@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 
-from reduced_dynamics.setting import as_setting, legacy_setting
+from reduced_dynamics.setting import as_setting
 
 from .approximation import check_approx_vs_exact, check_approximation, check_predictor_limit, check_single_head
 from .bayes import check_bayes_ratio
@@ -81,7 +81,6 @@ CHECKS = {
 }
 
 
-@legacy_setting
 def run_checks(setting, *, quick=False, only=None, progress=None) -> list[CheckResult]:
     """Run the registered checks (all, or the names in ``only``) and return their results.
 

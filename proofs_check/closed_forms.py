@@ -49,7 +49,7 @@ from reduced_dynamics._results import FrozenResult
 from reduced_dynamics._validation import check_positive_int
 from reduced_dynamics.estimation.prompts import as_generator
 from reduced_dynamics.estimation.risk import RiskEstimate
-from reduced_dynamics.setting import as_setting, legacy_setting
+from reduced_dynamics.setting import as_setting
 
 __all__ = [
     # finite (d, L)
@@ -160,7 +160,6 @@ def _gd_coefficients(d, L, sigma2, debiased: bool):
     return b, c
 
 
-@legacy_setting
 def gd_risk(eta, setting, *, debiased=False):
     r"""Exact finite-(d, L) risk of one-step GD (vanilla or debiased).
 
@@ -222,7 +221,6 @@ def gd_risk(eta, setting, *, debiased=False):
     return _out(1.0 + sigma2 - 2.0 * b * eta + c * eta * eta)
 
 
-@legacy_setting
 def gd_optimal_eta(setting, *, debiased=False):
     r"""Risk-minimising step of one-step GD at finite (d, L).
 
@@ -265,7 +263,6 @@ def gd_optimal_eta(setting, *, debiased=False):
     return _out(L / (L + d + 1.0 + sigma2 * d))
 
 
-@legacy_setting
 def gd_optimal_risk(setting, *, debiased=False):
     r"""Minimum over η of the exact GD risk: ``1 + σ² − b²/c``.
 
@@ -727,7 +724,6 @@ def risk_ratio_bound_mp(*, sigma2, xi, dps=DEFAULT_DPS):
 # ---------------------------------------------------------------------------
 
 
-@legacy_setting
 def bayes_risk_finite(setting, *, n, seed, batch_size=None) -> RiskEstimate:
     r"""Finite-(d, L) Bayes risk by Monte Carlo over X, Rao–Blackwellised over β, ε, x_q.
 
@@ -827,7 +823,6 @@ class RatioEstimate(FrozenResult):
     bayes: RiskEstimate
 
 
-@legacy_setting
 def risk_ratio_finite(setting, *, n, seed) -> RatioEstimate:
     r"""Finite-L risk ratio: exact optimal debiased-GD risk / Monte Carlo Bayes risk.
 

@@ -296,23 +296,3 @@ def as_setting(setting, where: str | None = None) -> Setting:
     if where is not None:
         setting.require_scalar(where)
     return setting
-
-
-def legacy_setting(func):
-    """TRANSITIONAL shim (removed before release): accept old ``d=, L=, sigma2=`` keywords.
-
-    Wraps a function whose new signature takes ``setting``; a call with the
-    old loose keywords builds the :class:`Setting` from them. Used only while
-    the package migrates; ``grep legacy_setting`` must find nothing at the end.
-    """
-    import functools
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        if {"d", "L", "sigma2"} & kwargs.keys():
-            kwargs["setting"] = Setting(
-                d=kwargs.pop("d"), L=kwargs.pop("L"), sigma2=kwargs.pop("sigma2"), Sigma=kwargs.pop("Sigma", None)
-            )
-        return func(*args, **kwargs)
-
-    return wrapper

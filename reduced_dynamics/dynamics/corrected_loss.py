@@ -87,7 +87,7 @@ import numpy as np
 from reduced_dynamics._results import FrozenResult
 from reduced_dynamics._validation import check_finite_float, check_positive_int
 from reduced_dynamics.dynamics.loss import LossGradient, _state_pair
-from reduced_dynamics.setting import as_setting, legacy_setting
+from reduced_dynamics.setting import as_setting
 
 __all__ = [
     "MAX_OMEGA2",
@@ -164,7 +164,6 @@ class CorrectedLossTerms(FrozenResult):
     R1: float | np.ndarray
 
 
-@legacy_setting
 def corrected_loss_terms(omega, mu, setting) -> CorrectedLossTerms:
     r"""The terms ``R0, R1`` of the expansion :math:`\mathcal E = R_0 + R_1/L + O(L^{-2})`.
 
@@ -192,7 +191,6 @@ def corrected_loss_terms(omega, mu, setting) -> CorrectedLossTerms:
     return CorrectedLossTerms(R0=_float_or_array(R0), R1=_float_or_array(R1))
 
 
-@legacy_setting
 def corrected_loss(omega, mu, setting):
     r"""Risk of the reduced model to order 1/L: :math:`R_0 + R_1/L` (module docstring).
 
@@ -234,7 +232,6 @@ def _corrected_grad_arrays(omega, mu, d, L, sigma2):
     return grad_w, grad_mu
 
 
-@legacy_setting
 def corrected_loss_grad(omega, mu, setting) -> LossGradient:
     r"""Analytic gradient of :func:`corrected_loss`.
 
@@ -270,7 +267,6 @@ def corrected_loss_grad(omega, mu, setting) -> LossGradient:
     return LossGradient(omega=gw, mu=gm)
 
 
-@legacy_setting
 def corrected_loss_hessian_fd(omega, mu, setting, *, h=1e-6):
     """Hessian in ``θ = (ω, μ)`` by central differences of the analytic gradient (single state).
 
@@ -311,7 +307,6 @@ def _fd_hessian(omega, mu, d, L, sigma2, h=1e-6):
 # ----------------------------------------------------------- solution manifold
 
 
-@legacy_setting
 def corrected_eta_star(setting):
     r"""Minimiser over η of the γ → 0 limit :math:`\sigma^2 + (1-\eta)^2 + [((1+\sigma^2)d+1)\eta^2 + 2(1-\eta)\eta]/L`.
 
@@ -357,7 +352,6 @@ class ManifoldCoefficients(FrozenResult):
     a4: float | np.ndarray
 
 
-@legacy_setting
 def corrected_manifold_coefficients(eta, setting) -> ManifoldCoefficients:
     r"""Coefficients of :math:`R_1 = a_0 + a_2\gamma^2 + a_4\gamma^4 + O(\gamma^6)` on the manifold at fixed η.
 
@@ -389,7 +383,6 @@ def corrected_manifold_coefficients(eta, setting) -> ManifoldCoefficients:
     return ManifoldCoefficients(a0=_float_or_array(a0), a2=_float_or_array(a2), a4=_float_or_array(a4))
 
 
-@legacy_setting
 def corrected_drift_constant(setting, *, eta=None):
     r"""Constant K of the γ⁴-driven drift :math:`\gamma(t) \approx (K\,(pn/H)\,t)^{-1/6}`.
 
@@ -416,7 +409,6 @@ def corrected_drift_constant(setting, *, eta=None):
     return float(96.0 * a4 / (L * eta**2))
 
 
-@legacy_setting
 def corrected_drift_gamma(t, setting, *, n_positive=1, n_negative=1, gamma0=None, t0=0.0, include_gamma2=True):
     r"""Drift law of the corrected flow along the solution manifold.
 
@@ -506,7 +498,6 @@ def corrected_drift_gamma(t, setting, *, n_positive=1, n_negative=1, gamma0=None
     return float(out) if out.ndim == 0 else out
 
 
-@legacy_setting
 def integrate_corrected_flow(omega0, mu0, times, setting, *, rtol=1e-9, atol=1e-12, method="Radau"):
     r"""Gradient flow :math:`\dot\theta = -\nabla(R_0 + R_1/L)` from ``(omega0, mu0)``, output at ``times``.
 
@@ -576,7 +567,7 @@ def _mc_chunk(rng, m, d, L, sigma2, states, cv):
         for i in range(len(w)):
             for j in range(len(w)):
                 ww = ww + mu[i] * mu[j] * P[tuple(sorted((w[i], w[j])))] / (L * D[w[i]] * D[w[j]])
-        # conditional_loss for PromptStats (predictors.conditional_loss), written via per-head sums
+        # conditional_loss for statistics-only Prompts (predictors.conditional_loss), written via per-head sums
         loss = (r2 - ws) ** 2 / (d * r2) + sigma2 + ((d - 1) / d + sigma2) * ww
         regs = []
         if cv:  # every regressor has conditional mean exactly 0 given |x_q|² (closed-form Gaussian moments)
@@ -614,7 +605,6 @@ class McRiskEstimates(FrozenResult):
     stderr: np.ndarray
 
 
-@legacy_setting
 def mc_risk_cv(states, setting, *, n, seed, cv=True, chunk_elems=4_000_000) -> McRiskEstimates:
     r"""Rao–Blackwellised Monte Carlo risk of several reduced states on one sample, with control variates.
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from reduced_dynamics._results import FrozenResult
 from reduced_dynamics._validation import check_probability
-from reduced_dynamics.setting import as_setting, legacy_setting
+from reduced_dynamics.setting import as_setting
 
 __all__ = [
     "StageTolerances",
@@ -285,7 +285,6 @@ class ManifoldGap(FrozenResult):
     gap: float | np.ndarray
 
 
-@legacy_setting
 def manifold_gap(omega, mu, setting, *, tolerances: StageTolerances | None = None) -> ManifoldGap:
     """Relative distance of a state's OV masses from the solution manifold S_γ.
 

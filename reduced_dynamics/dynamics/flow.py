@@ -66,7 +66,7 @@ from reduced_dynamics.dynamics.loss import (
     _state_pair,
 )
 from reduced_dynamics.estimation.prompts import as_generator
-from reduced_dynamics.setting import Setting, as_setting, legacy_setting
+from reduced_dynamics.setting import Setting, as_setting
 
 __all__ = [
     "FlowResult",
@@ -451,7 +451,6 @@ def _single_state(omega0, mu0):
     return omega0.copy(), mu0.copy()
 
 
-@legacy_setting
 def integrate_flow(
     omega0,
     mu0,
@@ -669,7 +668,6 @@ def _record_steps(n_steps: int, n_records: int) -> np.ndarray:
     return steps
 
 
-@legacy_setting
 def gradient_descent(
     omega0,
     mu0,

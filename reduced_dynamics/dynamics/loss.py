@@ -37,7 +37,7 @@ import numpy as np
 
 from reduced_dynamics._results import FrozenResult
 from reduced_dynamics._validation import check_finite_array, check_positive_float
-from reduced_dynamics.setting import Setting, as_setting, legacy_setting
+from reduced_dynamics.setting import Setting, as_setting
 
 __all__ = [
     "MAX_EXPONENT",
@@ -200,7 +200,6 @@ def _grad_arrays(omega, mu, d, c, E):
     return grad_omega, grad_mu
 
 
-@legacy_setting
 def approx_loss(omega, mu, setting):
     r"""Approximate loss :math:`\tilde L(\omega, \mu)` (docs/theory.md#approximate-loss).
 
@@ -238,7 +237,6 @@ def approx_loss(omega, mu, setting):
     return _out(_loss_values(omega, mu, c, s2, E))
 
 
-@legacy_setting
 def approx_loss_grad(omega, mu, setting) -> LossGradient:
     r"""Gradient of :math:`\tilde L` with respect to ``omega`` and ``mu``.
 
@@ -270,7 +268,6 @@ def approx_loss_grad(omega, mu, setting) -> LossGradient:
     return LossGradient(omega=gw, mu=gm)
 
 
-@legacy_setting
 def approx_loss_hessian(omega, mu, setting):
     r"""Hessian of :math:`\tilde L` in the stacked coordinates ``θ = (ω, μ)``.
 
@@ -329,7 +326,6 @@ def _hessian_arrays(omega, mu, d, c, E):
     return out
 
 
-@legacy_setting
 def optimal_mu(omega, setting, *, rcond=1e-12):
     r"""Minimiser of :math:`\tilde L(\omega, \cdot)` over μ at fixed ω (least-norm when not unique).
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from reduced_dynamics._results import FrozenResult
 from reduced_dynamics._validation import check_finite_float
-from reduced_dynamics.setting import as_setting, legacy_setting
+from reduced_dynamics.setting import as_setting
 
 __all__ = [
     "eta_star",
@@ -68,7 +68,6 @@ def _constants(setting):
     )
 
 
-@legacy_setting
 def eta_star(setting):
     r"""Optimal effective step :math:`\eta^* = 1/(1 + (1+\sigma^2) d / L)`.
 
@@ -99,7 +98,6 @@ def eta_star(setting):
     return _out(1.0 / (1.0 + c * d))
 
 
-@legacy_setting
 def inf_loss(setting):
     r"""Infimum of :math:`\tilde L` for ``H >= 2``: :math:`1 + \sigma^2 - \eta^*`.
 
@@ -119,7 +117,6 @@ def inf_loss(setting):
     return _out(1.0 + s2 - 1.0 / (1.0 + c * d))
 
 
-@legacy_setting
 def mu_gamma(gamma, setting):
     r"""Total positive OV mass on the solution manifold :math:`S_\gamma`.
 
@@ -153,7 +150,6 @@ def mu_gamma(gamma, setting):
     return _out(out)
 
 
-@legacy_setting
 def manifold_loss(gamma, setting):
     r"""Minimum of :math:`\tilde L` over :math:`S_\gamma`: :math:`1+\sigma^2 - \gamma^2/(\gamma^2 + c\sinh(d\gamma^2))`.
 
@@ -211,7 +207,6 @@ class SingleHeadOptimum(FrozenResult):
         return _out(np.asarray(self.omega) * np.asarray(self.mu))
 
 
-@legacy_setting
 def single_head_optimum(setting) -> SingleHeadOptimum:
     r"""Finite minimiser of :math:`\tilde L` for ``H = 1`` (positive branch).
 
@@ -257,7 +252,6 @@ def single_head_optimum(setting) -> SingleHeadOptimum:
 # γ = η/(2M), γ(t) ≃ (16 c d³ (pn/H) t)^(−1/6), independent of η.
 
 
-@legacy_setting
 def drift_law_gamma(t, setting, *, n_positive=1, n_negative=1):
     r"""Asymptotic drift law :math:`\gamma(t) = (16 c d^3 (pn/H) t)^{-1/6}`.
 
@@ -303,7 +297,6 @@ def _head_counts(n_positive, n_negative) -> tuple[int, int]:
     return int(n_positive), int(n_negative)
 
 
-@legacy_setting
 def flow_eta_gap(gamma, setting):
     r"""Leading-order ``η* − η_eff ≃ η*² c d³ γ⁴ / 2`` along the flow's slow manifold.
 
@@ -335,7 +328,6 @@ def flow_eta_gap(gamma, setting):
     return _out(es * es * c * d**3 * g**4 / 2.0)
 
 
-@legacy_setting
 def flow_manifold_gap(gamma, setting):
     r"""Leading-order relative gap ``(μ_γ − M₊)/μ_γ ≃ η* c d³ γ⁴ / 3`` of the flow's OV mass.
 
@@ -361,7 +353,6 @@ def flow_manifold_gap(gamma, setting):
     return _out(es * c * d**3 * g**4 / 3.0)
 
 
-@legacy_setting
 def residual_sum_mu(gamma, eta, setting, *, n_positive, n_negative):
     r"""Quasi-steady ``Σμ = d³ η γ⁵ (p − n) / (3H)`` (0 when p = n).
 

@@ -46,8 +46,8 @@ import numpy as np
 
 from reduced_dynamics._validation import check_finite_array, check_finite_float
 from reduced_dynamics.dynamics.manifold import single_head_optimum
-from reduced_dynamics.estimation.prompts import Prompts, sample_prompts
-from reduced_dynamics.setting import Setting, as_setting, legacy_setting
+from reduced_dynamics.estimation.prompts import Prompts
+from reduced_dynamics.setting import Setting, as_setting
 
 __all__ = [
     "Predictor",
@@ -671,32 +671,3 @@ class Zero(Predictor):
 
     def __call__(self, prompts):
         return np.zeros(_check_prompts(prompts).n)
-
-
-# --------------------------------------------------------- TRANSITIONAL (internal) shims
-# Former public names kept only so that callers outside this area keep working until
-# they migrate; none is exported at the top level. Remove together with `legacy_setting`.
-
-
-def PromptStats(s, y, yq, xq_norm2, d, sigma2) -> Prompts:
-    """TRANSITIONAL: the former statistics container, now ``Prompts.from_stats`` (no copies)."""
-    s = np.asarray(s, dtype=np.float64)
-    setting = Setting(d=d, L=s.shape[1], sigma2=sigma2)
-    return Prompts._new(
-        scores=s,
-        xq_norm2=np.asarray(xq_norm2, dtype=np.float64),
-        y=None if y is None else np.asarray(y, dtype=np.float64),
-        y_q=None if yq is None else np.asarray(yq, dtype=np.float64),
-        setting=setting,
-    )
-
-
-def prompt_stats(prompts) -> Prompts:
-    """TRANSITIONAL: ``prompts.to_stats()``."""
-    return _check_prompts(prompts).to_stats()
-
-
-@legacy_setting
-def sample_prompt_stats(n, setting, *, seed, covariates_only=False) -> Prompts:
-    """TRANSITIONAL: ``sample_prompts(n, setting, seed=seed, stats_only=True, covariates_only=...)``."""
-    return sample_prompts(n, setting, seed=seed, stats_only=True, covariates_only=covariates_only)

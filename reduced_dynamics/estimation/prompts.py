@@ -52,7 +52,7 @@ import math
 import numpy as np
 
 from reduced_dynamics._validation import check_positive_int
-from reduced_dynamics.setting import Setting, as_setting, legacy_setting
+from reduced_dynamics.setting import Setting, as_setting
 
 __all__ = ["Prompts", "sample_prompts", "as_generator"]
 
@@ -422,36 +422,6 @@ class Prompts:
             return self._cache("_tokens", t)
         return self._tokens
 
-    # ------------------------------------------------------------- TRANSITIONAL aliases
-    # Old attribute names of the former PromptStats / TokenBatch, kept only while
-    # callers outside this module migrate (remove together with `legacy_setting`).
-    @property
-    def xq(self):
-        """TRANSITIONAL alias of ``x_q``."""
-        return self.x_q
-
-    @property
-    def yq(self):
-        """TRANSITIONAL alias of ``y_q`` (``None`` when absent)."""
-        return self._y_q
-
-    @property
-    def s(self):
-        """TRANSITIONAL alias of ``scores``."""
-        return self.scores
-
-    @property
-    def Z(self):
-        """TRANSITIONAL alias of ``tokens``."""
-        return self.tokens
-
-    @property
-    def sigma2(self):
-        """TRANSITIONAL: ``setting.sigma2``."""
-        if self._setting is None:
-            raise ValueError("`prompts` has no `setting` (hence no sigma2)")
-        return self._setting.sigma2
-
     def __len__(self) -> int:
         return self._n
 
@@ -552,7 +522,6 @@ def _sample_full(n, setting, rng, covariates_only):
     return Prompts._new(X=X, y=y, x_q=xq, y_q=yq, beta=beta, setting=setting)
 
 
-@legacy_setting
 def sample_prompts(n, setting, *, seed, stats_only=False, covariates_only=False) -> Prompts:
     r"""Draw ``n`` independent prompts of the data model ``setting``.
 
@@ -602,7 +571,6 @@ def sample_prompts(n, setting, *, seed, stats_only=False, covariates_only=False)
     return _sample_full(n, setting, rng, bool(covariates_only))
 
 
-@legacy_setting
 def sample_tokens(n, setting, *, seed) -> Prompts:
     r"""The training sampler: ``n`` fresh isotropic prompts drawn directly in embedded form.
 

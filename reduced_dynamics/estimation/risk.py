@@ -37,7 +37,6 @@ docs/theory.md#predictors
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import numbers
 import time
@@ -50,7 +49,7 @@ from reduced_dynamics._results import FrozenResult
 from reduced_dynamics._validation import check_finite_float, check_positive_int
 from reduced_dynamics.estimation.predictors import Predictor, conditional_loss
 from reduced_dynamics.estimation.prompts import Prompts, _concat, _draw_stats_into, _sample_full
-from reduced_dynamics.setting import Setting, as_setting, legacy_setting
+from reduced_dynamics.setting import Setting, as_setting
 
 __all__ = [
     "RiskEstimate",
@@ -68,18 +67,6 @@ __all__ = [
 #: Default memory budget of one chunk's working arrays, in bytes (256 MiB).
 DEFAULT_MEMORY_BUDGET = 256 * 2**20
 _SAMPLERS = ("auto", "stats", "full")
-
-
-def _legacy_n(func):
-    """TRANSITIONAL: accept the old keyword ``n`` for ``n_prompts`` (remove with ``legacy_setting``)."""
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        if "n" in kwargs:
-            kwargs["n_prompts"] = kwargs.pop("n")
-        return func(*args, **kwargs)
-
-    return wrapper
 
 
 # ----------------------------------------------------------------- result types
@@ -309,7 +296,6 @@ def _bytes_per_prompt(sampler: str, d: int, L: int, n_heads: int, n_pred: int) -
     return 8 * per
 
 
-@legacy_setting
 def plan_chunks(
     n_prompts, setting, *, sampler="stats", n_heads=1, n_predictors=1, memory_budget=DEFAULT_MEMORY_BUDGET
 ) -> ChunkPlan:
@@ -401,8 +387,6 @@ def _losses(batch: Prompts, preds, conditional, setting) -> np.ndarray:
     return out
 
 
-@legacy_setting
-@_legacy_n
 def estimate_risks(
     predictors,
     setting,
@@ -541,8 +525,6 @@ def estimate_risks(
     )
 
 
-@legacy_setting
-@_legacy_n
 def estimate_risk(
     predictor,
     setting,
@@ -581,8 +563,6 @@ def estimate_risk(
     return res[predictor.name]
 
 
-@legacy_setting
-@_legacy_n
 def control_variate_risk(
     predictor,
     control,

@@ -65,9 +65,6 @@ __all__ = [
 #: Model names accepted by :func:`make_model` (and ``reduced-dynamics train --param``).
 MODEL_KINDS = ("separate", "merged", "linear", "reduced")
 
-#: TRANSITIONAL alias: the former embedded batch type is now :class:`Prompts` (``prompts.tokens``).
-TokenBatch = Prompts
-
 
 def as_tokens(batch) -> Prompts:
     """Return ``batch`` if it is a :class:`Prompts` batch the attention models can read, else raise.

@@ -72,8 +72,8 @@ def _gd_plain_mc(d, L, sigma2, eta, debiased, n, seed, chunk=20000):
     for start in range(0, n, chunk):
         p = sample_prompts(min(chunk, n - start), Setting(d=d, L=L, sigma2=sigma2), seed=rng)
         M = p.X - p.X.mean(axis=1, keepdims=True) if debiased else p.X
-        yhat = (eta / L) * np.einsum("nl,nld,nd->n", p.y, M, p.xq)
-        vals.append((p.yq - yhat) ** 2)
+        yhat = (eta / L) * np.einsum("nl,nld,nd->n", p.y, M, p.x_q)
+        vals.append((p.y_q - yhat) ** 2)
     v = np.concatenate(vals)
     return v.mean(), v.std(ddof=1) / math.sqrt(v.size)
 
@@ -194,7 +194,7 @@ def _ridge_plain_mc(d, L, sigma2, n, seed):
     XtX = np.matmul(np.swapaxes(p.X, 1, 2), p.X) + sigma2 * d * np.eye(d)
     Xty = np.einsum("nld,nl->nd", p.X, p.y)
     bhat = np.linalg.solve(XtX, Xty[..., None])[..., 0]
-    v = (p.yq - np.einsum("nd,nd->n", bhat, p.xq)) ** 2
+    v = (p.y_q - np.einsum("nd,nd->n", bhat, p.x_q)) ** 2
     return v.mean(), v.std(ddof=1) / math.sqrt(n)
 
 

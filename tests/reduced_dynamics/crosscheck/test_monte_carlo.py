@@ -37,7 +37,7 @@ def test_mc_risk_agrees_with_engine():
     w, m = (0.35, -0.35), (1.2, -1.2)
     s = Setting(d=5, L=40, sigma2=0.1)
     r = mc_risk_and_grad(w, m, CovariateSample(40_000, s, seed=3))
-    e = estimate_risks({"mh": MultiHead(w, m)}, s, n=40_000, seed=4, conditional=True)["mh"]
+    e = estimate_risks({"mh": MultiHead(w, m)}, s, n_prompts=40_000, seed=4, conditional=True)["mh"]
     assert abs(r.risk - e.risk) < 4 * math.hypot(r.stderr, e.stderr)
 
 

@@ -42,7 +42,7 @@ def test_single_head_mc_optimum_at_paper_setting():
     res = estimate_risks(
         {"mc": SingleHead(r.omega, r.mu), "approx": SingleHead.optimum(PAPER)},
         PAPER,
-        n=100_000,
+        n_prompts=100_000,
         seed=99,
         conditional=True,
     )

@@ -386,11 +386,10 @@ def test_results_are_frozen_with_read_only_arrays():
     assert d["names"] == ["zero", "debiased_gd"] and d["setting"] == SETTING.to_dict() and len(d["cov"]) == 2
 
 
-def test_legacy_keywords_give_the_same_numbers():
-    """TRANSITIONAL: old d=, L=, sigma2=, n= keywords reach the same engine call."""
-    a = estimate_risks([Zero()], SETTING, n_prompts=300, seed=4)
-    b = estimate_risks([Zero()], n=300, d=D, L=L, sigma2=S2, seed=4)
-    assert np.array_equal(a.mean, b.mean) and np.array_equal(a.cov, b.cov)
+def test_loose_problem_keywords_are_rejected():
+    """The data model travels only as a Setting: the former d=, L=, sigma2=, n= keywords are a TypeError."""
+    with pytest.raises(TypeError):
+        estimate_risks([Zero()], n=300, d=D, L=L, sigma2=S2, seed=4)
 
 
 def test_gd_risk_module_probe_is_consistent_with_importlib():

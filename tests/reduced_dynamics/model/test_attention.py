@@ -141,7 +141,7 @@ def test_softmax_is_stable_for_huge_scores():
 
 
 TOKEN_MOMENTS = {
-    # name: (per-prompt statistic of a TokenBatch with d = 4, exact mean); y = βᵀx + ε, β ~ N(0, I/d)
+    # name: (per-prompt statistic of an embedded batch (prompts.tokens) with d = 4, exact mean); y = βᵀx + ε, β ~ N(0, I/d)
     "y_l^2": (lambda t: (t.tokens[..., 4] ** 2).mean(axis=1), lambda s2: 1 + s2),
     "yq^2": (lambda t: t.y_q**2, lambda s2: 1 + s2),
     # E[y_1 y_2 x_1ᵀx_2] = E|β|² = 1: the same β in every context pair
