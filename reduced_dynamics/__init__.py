@@ -2,9 +2,21 @@
 multi-head softmax attention learning in-context linear regression
 (He, Pan, Chen, Yang, ICML 2025, arXiv 2503.12734).
 
-The public API is declared here; see README.md for the science and examples.
+The public API is declared here (``__all__``). Every function whose result
+depends on the data model takes a :class:`Setting`; the calling conventions are
+in docs/conventions.md and the theory in docs/theory.md.
+
+Examples
+--------
+>>> from reduced_dynamics import Setting, eta_star
+>>> s = Setting(d=5, L=40, sigma2=0.1)
+>>> round(eta_star(s), 6) == round(s.eta_star, 6) == 0.879121
+True
 """
 
+# The rounding-safe forms of the Theorem 1(c) ratio live beside the other closed forms of the
+# theorem in proofs_check (which imports only submodules of this package, so no import cycle).
+from proofs_check.closed_forms import bound_slack, risk_ratio_excess
 from reduced_dynamics.crosscheck import SgdFlowComparison, SingleHeadMcOptimum, sgd_vs_flow, single_head_mc_optimum
 from reduced_dynamics.derive.symbolic import (
     GeneratedLossFunctions,
@@ -88,10 +100,17 @@ from reduced_dynamics.model.training import (
     mc_risk,
     train,
 )
+from reduced_dynamics.setting import PAPER_SETTING, Setting
 
 __version__ = "0.1.0"
 
 __all__ = [
+    # the data model
+    "Setting",
+    "PAPER_SETTING",
+    # rounding-safe Theorem 1(c) ratio: r - 1 and U - r without cancellation
+    "risk_ratio_excess",
+    "bound_slack",
     # approximate loss (fast numerics)
     "MAX_EXPONENT",
     "LossOverflowError",

@@ -10,7 +10,7 @@ import time
 from reduced_dynamics.cli._setting import add_setting_arguments, setting_from_args
 from reduced_dynamics.io import atomic_write_json, to_jsonable
 
-HELP = "Run the numerical checks of docs/theory.md#gradient-flow, docs/theory.md#predictors, docs/theory.md#theorem-1 and print predicted / measured / tolerance / PASS-FAIL (exit 1 on any FAIL)."
+HELP = "Run the numerical checks of the theory (docs/theory.md#gradient-flow, #theorem-1) and print predicted / measured / tolerance / PASS, FAIL or ERROR (exit 1 unless all pass)."
 
 
 def add_arguments(p):
@@ -24,9 +24,11 @@ def add_arguments(p):
 def _table(results) -> str:
     lines = []
     for r in results:
-        status = "PASS" if r.passed else "FAIL"
-        lines.append(f"[{status}] {r.name}")
-        for label, text in (("predicted", r.predicted), ("measured", r.measured), ("tolerance", r.tolerance)):
+        lines.append(f"[{r.status}] {r.name}")
+        rows = [("predicted", r.predicted), ("measured", r.measured), ("tolerance", r.tolerance)]
+        if r.error:
+            rows.append(("error", r.error))
+        for label, text in rows:
             wrapped = textwrap.wrap(text, width=100, initial_indent=f"    {label:<10}", subsequent_indent=" " * 14)
             lines.extend(wrapped)
     return "\n".join(lines)
@@ -41,7 +43,7 @@ def main(args) -> int:
 
     def progress(name, seconds, res):
         if not args.json:
-            sys.stderr.write(f"  {name}: {'PASS' if res.passed else 'FAIL'} ({seconds:.1f} s)\n")
+            sys.stderr.write(f"  {name}: {res.status} ({seconds:.1f} s)\n")
 
     results = run_checks(setting, quick=args.quick, only=only, progress=progress)
     passed = all(r.passed for r in results)

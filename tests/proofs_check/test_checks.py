@@ -130,7 +130,7 @@ def test_check_cli_reports_a_check_that_cannot_run(capsys):
     """The command line prints the failure and its reason and exits 1, without a traceback."""
     rc = main(["check", "--quick", "--d", "200", "--only", "optimality"])
     out, err = capsys.readouterr()
-    assert rc == 1 and "[FAIL] optimality" in out and "BFGS" in out and "Traceback" not in out + err
+    assert rc == 1 and "[ERROR] optimality" in out and "BFGS" in out and "Traceback" not in out + err
 
 
 def test_check_result_is_frozen_and_json_friendly():
