@@ -49,7 +49,7 @@ def bench_numpy(seconds):
     end_to_end = r.steps_per_second
     model = make_model("separate", n_heads=H, d=d)
     shapes = model.param_shapes()
-    init = model.init(0)
+    init = model.init(seed=0)
     theta = np.concatenate([init[k].ravel() for k in shapes])
     p = unflatten_params(theta, shapes)  # views: Adam's in-place update of theta moves the model, as in train()
     m, v = np.zeros_like(theta), np.zeros_like(theta)

@@ -45,8 +45,8 @@ def _heads_count(name, value) -> int:
     return int(value)
 
 
-def approximation_error(gamma, eta, setting, *, n, seed, quantile=0.99, n_positive=1, n_negative=1) -> float:
-    r"""Quantile of ``|ŷ(θ) − ŷ_dgd(η)|`` over ``n`` prompts, θ on S̄ with ``μ₊ = −μ₋ = η/(2γ)``.
+def approximation_error(gamma, eta, setting, *, n_prompts, seed, quantile=0.99, n_positive=1, n_negative=1) -> float:
+    r"""Quantile of ``|ŷ(θ) − ŷ_dgd(η)|`` over ``n_prompts`` prompts, θ on S̄ with ``μ₊ = −μ₋ = η/(2γ)``.
 
     The positive mass is split equally over ``n_positive`` heads at ``+γ``, the
     negative over ``n_negative`` heads at ``−γ``.
@@ -59,7 +59,7 @@ def approximation_error(gamma, eta, setting, *, n, seed, quantile=0.99, n_positi
         Step of debiased GD, and total effective step ``μᵀω`` of the heads.
     setting : Setting
         Scalar data model.
-    n : int
+    n_prompts : int, >= 1
         Number of sampled prompts.
     seed : int or numpy.random.Generator
         Required.
@@ -84,7 +84,7 @@ def approximation_error(gamma, eta, setting, *, n, seed, quantile=0.99, n_positi
     n_negative = _heads_count("n_negative", n_negative)
     omega = np.array([gamma] * n_positive + [-gamma] * n_negative)
     mu = np.array([eta / (2 * gamma) / n_positive] * n_positive + [-eta / (2 * gamma) / n_negative] * n_negative)
-    st = sample_prompts(n, setting, seed=seed, stats_only=True)
+    st = sample_prompts(n_prompts, setting, seed=seed, stats_only=True)
     diff = multi_head(st, omega, mu) - debiased_gd(st, eta)
     return float(np.quantile(np.abs(diff), quantile))
 
@@ -122,7 +122,7 @@ def check_approximation(setting, *, quick=False) -> CheckResult:
         for s2 in s2s:
             s_dd = setting.replace(d=dd, sigma2=s2)
             eta = s_dd.eta_star
-            q = np.array([approximation_error(g, eta, s_dd, n=n, seed=11) for g in gammas])
+            q = np.array([approximation_error(g, eta, s_dd, n_prompts=n, seed=11) for g in gammas])
             C = q / (np.sqrt(1 + s2) * gammas * dd)
             order = float(np.polyfit(np.log(gammas), np.log(q), 1)[0])
             row_ok = bool(np.all(C < 1.0)) and order > 1.0
@@ -132,7 +132,7 @@ def check_approximation(setting, *, quick=False) -> CheckResult:
             )
     # an unequal split of heads (2 positive, 1 negative) at the paper's setting
     eta = setting.eta_star
-    q3 = np.array([approximation_error(g, eta, setting, n=n, seed=12, n_positive=2) for g in gammas])
+    q3 = np.array([approximation_error(g, eta, setting, n_prompts=n, seed=12, n_positive=2) for g in gammas])
     order3 = float(np.polyfit(np.log(gammas), np.log(q3), 1)[0])
     ok &= order3 > 1.0
     cmax = max(r["C_max"] for r in rows)

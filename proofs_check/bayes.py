@@ -424,7 +424,7 @@ def check_bayes_ratio(*, quick=False) -> CheckResult:
         rows = []
         for L in Ls:
             d = int(round(xv * L))
-            est = risk_ratio_finite(Setting(d=d, L=L, sigma2=sigma2_mc), n=n_mc, seed=rng)
+            est = risk_ratio_finite(Setting(d=d, L=L, sigma2=sigma2_mc), n_prompts=n_mc, seed=rng)
             r_L, se = est.ratio, est.stderr
             rows.append(
                 {

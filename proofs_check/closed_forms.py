@@ -724,7 +724,7 @@ def risk_ratio_bound_mp(*, sigma2, xi, dps=DEFAULT_DPS):
 # ---------------------------------------------------------------------------
 
 
-def bayes_risk_finite(setting, *, n, seed, batch_size=None) -> RiskEstimate:
+def bayes_risk_finite(setting, *, n_prompts, seed, batch_size=None) -> RiskEstimate:
     r"""Finite-(d, L) Bayes risk by Monte Carlo over X, Rao–Blackwellised over β, ε, x_q.
 
     .. math::
@@ -749,8 +749,8 @@ def bayes_risk_finite(setting, *, n, seed, batch_size=None) -> RiskEstimate:
     ----------
     setting : Setting
         Scalar, isotropic data model.
-    n : int, >= 2
-        Number of sampled covariate matrices ``X``.
+    n_prompts : int, >= 2
+        Number of sampled prompts (one covariate matrix ``X`` each).
     seed : int or numpy.random.Generator
         Required.
     batch_size : int, optional
@@ -760,7 +760,7 @@ def bayes_risk_finite(setting, *, n, seed, batch_size=None) -> RiskEstimate:
     Returns
     -------
     RiskEstimate
-        ``risk`` (sample mean), ``stderr`` (``std/√n``), ``n``, ``name="bayes_ridge"``.
+        ``risk`` (sample mean), ``stderr`` (``std/√n_prompts``), ``n`` (= ``n_prompts``), ``name="bayes_ridge"``.
 
     References
     ----------
@@ -769,27 +769,27 @@ def bayes_risk_finite(setting, *, n, seed, batch_size=None) -> RiskEstimate:
     Examples
     --------
     >>> from reduced_dynamics.setting import Setting
-    >>> est = bayes_risk_finite(Setting(d=5, L=40, sigma2=0.1), n=2000, seed=0)
+    >>> est = bayes_risk_finite(Setting(d=5, L=40, sigma2=0.1), n_prompts=2000, seed=0)
     >>> abs(est.risk - 0.114) < 0.005
     True
     """
     setting = as_setting(setting, "bayes_risk_finite").require_isotropic("bayes_risk_finite")
     d, L, sigma2 = setting.d, setting.L, setting.sigma2
-    n = check_positive_int("n", n)
+    n_prompts = check_positive_int("n_prompts", n_prompts)
     rng = as_generator(seed)
     if sigma2 == 0.0:
-        return RiskEstimate(risk=max(0, d - L) / d, stderr=0.0, n=n, name="bayes_ridge")
-    if n < 2:
-        raise ValueError(f"`n` must be an integer >= 2 (a standard error is returned), got {n!r}")
+        return RiskEstimate(risk=max(0, d - L) / d, stderr=0.0, n=n_prompts, name="bayes_ridge")
+    if n_prompts < 2:
+        raise ValueError(f"`n_prompts` must be an integer >= 2 (a standard error is returned), got {n_prompts!r}")
     if batch_size is None:
         batch_size = max(1, int(4_000_000 // (L * d)))
     batch_size = check_positive_int("batch_size", batch_size)
     k = min(d, L)
     n_zero = d - k
-    samples = np.empty(n)
+    samples = np.empty(n_prompts)
     done = 0
-    while done < n:
-        b = min(batch_size, n - done)
+    while done < n_prompts:
+        b = min(batch_size, n_prompts - done)
         X = rng.standard_normal((b, L, d))
         gram = np.matmul(np.swapaxes(X, 1, 2), X) if d <= L else np.matmul(X, np.swapaxes(X, 1, 2))
         lam = np.linalg.eigvalsh(gram)
@@ -797,8 +797,8 @@ def bayes_risk_finite(setting, *, n, seed, batch_size=None) -> RiskEstimate:
         samples[done : done + b] = np.sum(1.0 / (lam / sigma2 + d), axis=1) + n_zero / d
         done += b
     risk = sigma2 + float(samples.mean())
-    stderr = float(samples.std(ddof=1) / math.sqrt(n))
-    return RiskEstimate(risk=risk, stderr=stderr, n=n, name="bayes_ridge")
+    stderr = float(samples.std(ddof=1) / math.sqrt(n_prompts))
+    return RiskEstimate(risk=risk, stderr=stderr, n=n_prompts, name="bayes_ridge")
 
 
 @dataclass(frozen=True)
@@ -823,7 +823,7 @@ class RatioEstimate(FrozenResult):
     bayes: RiskEstimate
 
 
-def risk_ratio_finite(setting, *, n, seed) -> RatioEstimate:
+def risk_ratio_finite(setting, *, n_prompts, seed) -> RatioEstimate:
     r"""Finite-L risk ratio: exact optimal debiased-GD risk / Monte Carlo Bayes risk.
 
     ``ratio = gd_optimal_risk(setting, debiased=True) / B̂`` with ``B̂`` from
@@ -834,8 +834,8 @@ def risk_ratio_finite(setting, *, n, seed) -> RatioEstimate:
     ----------
     setting : Setting
         Scalar, isotropic, with ``sigma2 > 0`` and ``L >= 2``.
-    n : int, >= 2
-        Number of sampled covariate matrices.
+    n_prompts : int, >= 2
+        Number of sampled prompts (one covariate matrix each).
     seed : int or numpy.random.Generator
         Required.
 
@@ -852,6 +852,6 @@ def risk_ratio_finite(setting, *, n, seed) -> RatioEstimate:
         raise ValueError(f"`sigma2` must be a finite number > 0 for the risk ratio, got {setting.sigma2!r}")
     _check_debiased_L(setting.L, True)
     g = gd_optimal_risk(setting, debiased=True)
-    b = bayes_risk_finite(setting, n=n, seed=seed)
+    b = bayes_risk_finite(setting, n_prompts=n_prompts, seed=seed)
     ratio = g / b.risk
     return RatioEstimate(ratio=ratio, stderr=ratio * b.stderr / b.risk, gd_risk=g, bayes=b)

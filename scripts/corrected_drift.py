@@ -51,7 +51,7 @@ def table(d, sigma2, seed, n_override=None):
         n = n if n_override is None else n_override
         t0 = time.perf_counter()
         setting = Setting(d=d, L=L, sigma2=sigma2)
-        mc = mc_risk_cv(list(STATES.values()), setting, n=n, seed=seed)
+        mc = mc_risk_cv(list(STATES.values()), setting, n_prompts=n, seed=seed)
         for (name, (w, m)), r, se in zip(STATES.items(), mc.mean.tolist(), mc.stderr.tolist()):
             c, a = corrected_loss(w, m, setting), approx_loss(w, m, setting)
             out.setdefault(name, []).append(

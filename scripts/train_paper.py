@@ -69,9 +69,9 @@ def main(argv=None) -> int:
         sys.stderr.write(f"train_paper: error: {exc}\n")
         return 2
     print(f"{res.message} step={res.step} {res.steps_per_second:.0f} steps/s", flush=True)
-    summary = summarize_run(res, n_eval=args.n_eval, seed=EVAL_SEED)
+    summary = summarize_run(res, n_prompts=args.n_eval, seed=EVAL_SEED)
     lengths = length_generalisation(
-        cfg.model(), res.params, cfg.setting, Ls=list(range(10, 101, 10)), n=20_000, seed=LENGTH_SEED
+        cfg.model(), res.params, cfg.setting, Ls=list(range(10, 101, 10)), n_prompts=20_000, seed=LENGTH_SEED
     )
     write_outputs(args.out, res, summary, extra={"length_generalisation": lengths.to_dict()})
     print("omega", np.round(summary.omega, 4), "mu", np.round(summary.mu, 4), flush=True)

@@ -64,7 +64,7 @@ def main(args) -> int:
     if result.status == 2:  # diverged: no meaningful circuits or risks to summarise
         sys.stderr.write(f"reduced-dynamics train: {result.message} (stopped at step {result.step})\n")
         return 1
-    summary = summarize_run(result, n_eval=n_eval, seed=12345)
+    summary = summarize_run(result, n_prompts=n_eval, seed=12345)
     if args.out is not None:
         write_outputs(args.out, result, summary)
     if args.json:

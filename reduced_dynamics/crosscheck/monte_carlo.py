@@ -33,19 +33,20 @@ _CACHE_FLOATS = 2 * 10**7  # cache the covariates when n·L is at most this (160
 
 
 class CovariateSample:
-    """A fixed, seeded sample of ``n`` isotropic prompts' covariates (``s``, ``|x_q|²``).
+    """A fixed, seeded sample of ``n_prompts`` isotropic prompts' covariates (``s``, ``|x_q|²``).
 
     Block ``i`` (``block_size`` prompts) is drawn by
     :func:`reduced_dynamics.sample_prompts` with ``stats_only=True,
     covariates_only=True`` (scores and ``|x_q|²`` only) from ``Generator(SFC64(SeedSequence(seed, spawn_key=(i,))))``,
-    so the sample is a deterministic function of ``(n, setting, seed)``.
-    Iterating yields the blocks as :class:`~reduced_dynamics.Prompts` (cached in memory when ``n·L <= 2·10⁷``,
+    so the sample is a deterministic function of ``(n_prompts, setting, seed)``.
+    Iterating yields the blocks as :class:`~reduced_dynamics.Prompts` (cached in memory when
+    ``n_prompts·L <= 2·10⁷``,
     otherwise re-drawn on every pass). Used as common random numbers: every
     objective evaluated on the same sample is a smooth function of the parameters.
 
     Parameters
     ----------
-    n : int, >= 1
+    n_prompts : int, >= 1
         Number of prompts.
     setting : Setting
         Scalar, isotropic data model.
@@ -57,6 +58,7 @@ class CovariateSample:
     Attributes
     ----------
     n, seed, block_size : int
+        ``n`` is the number of prompts (the ``n_prompts`` given).
     setting : Setting
 
     Examples
@@ -66,8 +68,8 @@ class CovariateSample:
     (100, 10)
     """
 
-    def __init__(self, n, setting: Setting, *, seed, block_size=None):
-        self.n = check_positive_int("n", n)
+    def __init__(self, n_prompts, setting: Setting, *, seed, block_size=None):
+        self.n = check_positive_int("n_prompts", n_prompts)
         self.setting = as_setting(setting, "CovariateSample").require_isotropic("CovariateSample")
         self.seed = check_nonnegative_int("seed", seed)
         L = self.setting.L
@@ -78,7 +80,7 @@ class CovariateSample:
             self._cache = list(self._draw())
 
     def __repr__(self) -> str:
-        return f"CovariateSample(n={self.n}, {self.setting!r}, seed={self.seed}, block_size={self.block_size})"
+        return f"CovariateSample(n_prompts={self.n}, {self.setting!r}, seed={self.seed}, block_size={self.block_size})"
 
     def _draw(self):
         B, s = self.block_size, self.setting

@@ -345,7 +345,7 @@ def sgd_vs_flow(
         params = warm.params
     cfg = TrainConfig(steps=sgd_steps, lr=lr, optimizer="sgd", seed=seed + 1, n_snapshots=n_records, **common)
     if params is None:
-        params = cfg.model().init(np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0]))
+        params = cfg.model().init(seed=np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0]))
     res = train(cfg, init_params=params)
     if not res.success:
         raise RuntimeError(f"SGD failed: {res.message}")

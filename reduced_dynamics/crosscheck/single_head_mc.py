@@ -114,7 +114,7 @@ class SingleHeadMcOptimum(FrozenResult):
     setting : Setting
         The data model.
     n : int
-        Prompts in the sample.
+        Prompts in the sample (the ``n_prompts`` of :func:`single_head_mc_optimum`).
     seed : int
         Seed of the sample.
     """
@@ -135,7 +135,7 @@ class SingleHeadMcOptimum(FrozenResult):
 
 
 def single_head_mc_optimum(
-    setting: Setting, *, n: int = 200_000, seed, bracket=None, xatol: float = 1e-6
+    setting: Setting, *, n_prompts: int = 200_000, seed, bracket=None, xatol: float = 1e-6
 ) -> SingleHeadMcOptimum:
     r"""Minimise the Monte Carlo risk of the single head over (ω, μ), on common random numbers.
 
@@ -148,7 +148,7 @@ def single_head_mc_optimum(
     ----------
     setting : Setting
         Scalar, isotropic data model.
-    n : int, >= 2
+    n_prompts : int, >= 2
         Prompts in the sample.
     seed : int, >= 0
         Seed of the sample (required).
@@ -172,7 +172,7 @@ def single_head_mc_optimum(
 
     Examples
     --------
-    >>> r = single_head_mc_optimum(Setting(d=5, L=40, sigma2=0.1), n=4000, seed=0)
+    >>> r = single_head_mc_optimum(Setting(d=5, L=40, sigma2=0.1), n_prompts=4000, seed=0)
     >>> 0.3 < r.omega < 0.8
     True
     """
@@ -180,15 +180,15 @@ def single_head_mc_optimum(
 
     setting = as_setting(setting, "single_head_mc_optimum").require_isotropic("single_head_mc_optimum")
     d, sigma2 = setting.d, setting.sigma2
-    n = check_positive_int("n", n)
-    if n < 2:
-        raise ValueError(f"`n` must be an integer >= 2, got {n}")
+    n_prompts = check_positive_int("n_prompts", n_prompts)
+    if n_prompts < 2:
+        raise ValueError(f"`n_prompts` must be an integer >= 2, got {n_prompts}")
     xatol = check_positive_float("xatol", xatol)
     lo, hi = (0.2 / math.sqrt(d), 2.0 / math.sqrt(d)) if bracket is None else bracket
     lo, hi = check_positive_float("bracket[0]", lo), check_positive_float("bracket[1]", hi)
     if not lo < hi:
         raise ValueError(f"`bracket` must satisfy 0 < lo < hi, got ({lo}, {hi})")
-    sample = CovariateSample(n, setting, seed=seed)
+    sample = CovariateSample(n_prompts, setting, seed=seed)
 
     def prof(w):
         p = single_head_profile(w, sample)
@@ -227,6 +227,6 @@ def single_head_mc_optimum(
         gain=float(diff.mean()),
         gain_stderr=float(diff.std(ddof=1) / rn),
         setting=setting,
-        n=n,
+        n=n_prompts,
         seed=sample.seed,
     )

@@ -605,7 +605,7 @@ class McRiskEstimates(FrozenResult):
     stderr: np.ndarray
 
 
-def mc_risk_cv(states, setting, *, n, seed, cv=True, chunk_elems=4_000_000) -> McRiskEstimates:
+def mc_risk_cv(states, setting, *, n_prompts, seed, cv=True, chunk_elems=4_000_000) -> McRiskEstimates:
     r"""Rao–Blackwellised Monte Carlo risk of several reduced states on one sample, with control variates.
 
     The per-prompt loss is exactly :func:`reduced_dynamics.estimation.predictors.conditional_loss`
@@ -627,7 +627,7 @@ def mc_risk_cv(states, setting, *, n, seed, cv=True, chunk_elems=4_000_000) -> M
         Each ``omega``, ``mu`` a sequence of H floats (H may differ between states).
     setting : Setting
         Scalar and isotropic.
-    n : int, >= 1
+    n_prompts : int, >= 1
         Number of prompts.
     seed : int >= 0 or numpy.random.Generator
         Required. An int seeds ``SeedSequence([seed, L])``; a Generator supplies that int.
@@ -646,7 +646,7 @@ def mc_risk_cv(states, setting, *, n, seed, cv=True, chunk_elems=4_000_000) -> M
     docs/theory.md#corrected-loss
     """
     d, L, sigma2 = _scalar(setting, "mc_risk_cv")
-    n = check_positive_int("n", n)
+    n_prompts = check_positive_int("n_prompts", n_prompts)
     if isinstance(seed, np.random.Generator):
         seed = int(seed.integers(2**63))
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
@@ -661,8 +661,8 @@ def mc_risk_cv(states, setting, *, n, seed, cv=True, chunk_elems=4_000_000) -> M
     ss = np.random.SeedSequence([int(seed), L])
     acc = [[] for _ in st]
     done = 0
-    while done < n:
-        mm = min(m, n - done)
+    while done < n_prompts:
+        mm = min(m, n_prompts - done)
         rng = np.random.Generator(np.random.SFC64(ss.spawn(1)[0]))
         for a, o in zip(acc, _mc_chunk(rng, mm, d, L, sigma2, st, cv)):
             a.append(o)

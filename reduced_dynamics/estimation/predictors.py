@@ -315,7 +315,7 @@ def bayes_ridge(prompts, *, lam=None) -> np.ndarray:
 # ------------------------------------------------------------------ conditional loss
 
 
-def conditional_loss(prompts, w, setting=None) -> np.ndarray:
+def conditional_loss(prompts, w, *, setting=None) -> np.ndarray:
     r"""Risk of a linear smoother conditional on the covariates (Rao–Blackwell).
 
     For :math:`\hat y = w^\top y` with ``w`` a function of ``X, x_q`` and

@@ -522,12 +522,12 @@ def _sample_full(n, setting, rng, covariates_only):
     return Prompts._new(X=X, y=y, x_q=xq, y_q=yq, beta=beta, setting=setting)
 
 
-def sample_prompts(n, setting, *, seed, stats_only=False, covariates_only=False) -> Prompts:
-    r"""Draw ``n`` independent prompts of the data model ``setting``.
+def sample_prompts(n_prompts, setting, *, seed, stats_only=False, covariates_only=False) -> Prompts:
+    r"""Draw ``n_prompts`` independent prompts of the data model ``setting``.
 
     Parameters
     ----------
-    n : int, >= 1
+    n_prompts : int, >= 1
         Number of prompts.
     setting : Setting
         Scalar data model; ``setting.Sigma`` (if set) is the covariance of the
@@ -562,20 +562,20 @@ def sample_prompts(n, setting, *, seed, stats_only=False, covariates_only=False)
     >>> sample_prompts(4, Setting(d=5, L=40, sigma2=0.1), seed=0, stats_only=True).has_covariates
     False
     """
-    n = check_positive_int("n", n)
+    n_prompts = check_positive_int("n_prompts", n_prompts)
     setting = as_setting(setting, "sample_prompts")
     rng = as_generator(seed)
     if stats_only:
         setting.require_isotropic("sample_prompts(stats_only=True)")
-        return _sample_stats(n, setting, rng, bool(covariates_only))
-    return _sample_full(n, setting, rng, bool(covariates_only))
+        return _sample_stats(n_prompts, setting, rng, bool(covariates_only))
+    return _sample_full(n_prompts, setting, rng, bool(covariates_only))
 
 
-def sample_tokens(n, setting, *, seed) -> Prompts:
-    r"""The training sampler: ``n`` fresh isotropic prompts drawn directly in embedded form.
+def sample_tokens(n_prompts, setting, *, seed) -> Prompts:
+    r"""The training sampler: ``n_prompts`` fresh isotropic prompts drawn directly in embedded form.
 
     Same distribution as :func:`sample_prompts` (a different random stream):
-    one ``(n, L, d+1)`` standard-normal block whose last column is the noise,
+    one ``(n_prompts, L, d+1)`` standard-normal block whose last column is the noise,
     overwritten in place by ``y_l = βᵀx_l + σ ε_l``; ``X`` and ``y`` of the
     returned batch are views of that block (no copies). This is the dominant
     cost of a training step. Internal: the public entry point is
@@ -583,7 +583,8 @@ def sample_tokens(n, setting, *, seed) -> Prompts:
 
     Parameters
     ----------
-    n : int, >= 1
+    n_prompts : int, >= 1
+        Number of prompts.
     setting : Setting
         Scalar, isotropic.
     seed : int >= 0 or numpy.random.Generator
@@ -591,19 +592,19 @@ def sample_tokens(n, setting, *, seed) -> Prompts:
     Returns
     -------
     Prompts
-        With ``tokens`` of shape ``(n, L, d+1)``.
+        With ``tokens`` of shape ``(n_prompts, L, d+1)``.
     """
-    n = check_positive_int("n", n)
+    n_prompts = check_positive_int("n_prompts", n_prompts)
     setting = as_setting(setting, "sample_tokens").require_isotropic("sample_tokens")
     d, L = setting.d, setting.L
     rng = as_generator(seed)
     D = d + 1
-    Z = rng.standard_normal((n, L, D))
-    Zq = rng.standard_normal((n, D))
-    beta = rng.standard_normal((n, d, 1))
+    Z = rng.standard_normal((n_prompts, L, D))
+    Zq = rng.standard_normal((n_prompts, D))
+    beta = rng.standard_normal((n_prompts, d, 1))
     beta *= 1.0 / math.sqrt(d)
     s = math.sqrt(setting.sigma2)
-    y = np.matmul(Z[..., :d], beta)[..., 0]  # (n, L)
+    y = np.matmul(Z[..., :d], beta)[..., 0]  # (n_prompts, L)
     y += s * Z[..., d]
     Z[..., d] = y
     xq = np.ascontiguousarray(Zq[:, :d])

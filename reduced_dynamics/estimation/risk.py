@@ -380,7 +380,7 @@ def _losses(batch: Prompts, preds, conditional, setting) -> np.ndarray:
     out = np.empty((batch.n, len(preds)))
     for j, p in enumerate(preds):
         if conditional:
-            out[:, j] = conditional_loss(batch, p.weights(batch), setting)
+            out[:, j] = conditional_loss(batch, p.weights(batch), setting=setting)
         else:
             err = batch.y_q - p(batch)
             out[:, j] = err * err

@@ -79,6 +79,7 @@ class FigureSpec:
     """
 
     name: str
+    _: dataclasses.KW_ONLY
     setting: Setting = PAPER_SETTING
     quick_setting: Setting = PAPER_SETTING
 

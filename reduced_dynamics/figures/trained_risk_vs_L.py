@@ -23,10 +23,10 @@ from reduced_dynamics.plots.style import OKABE_ITO, new_figure, styled, tight_la
 __all__ = ["trained_risk_vs_L_data", "plot_trained_risk_vs_L", "TRAINED_LABELS", "TRAINED_STYLE"]
 
 
-def _paired_length_risks(models: dict, setting, *, Ls, n, seed, chunk=8192) -> dict:
+def _paired_length_risks(models: dict, setting, *, Ls, n_prompts, seed, chunk=8192) -> dict:
     """Monte Carlo risk of each model at each ``L`` and its paired difference from debiased GD at ``η*(L)``.
 
-    At each ``L`` every model and the debiased-GD reference see the same ``n``
+    At each ``L`` every model and the debiased-GD reference see the same ``n_prompts``
     fresh prompts (common random numbers; length ``i`` uses child ``i`` of
     ``SeedSequence(seed)``), so the standard error of a difference is the
     standard error of the per-prompt differences.
@@ -56,15 +56,15 @@ def _paired_length_risks(models: dict, setting, *, Ls, n, seed, chunk=8192) -> d
         sq = [[] for _ in range(M)]
         ref = []
         done = 0
-        while done < n:
-            k = min(chunk, n - done)
+        while done < n_prompts:
+            k = min(chunk, n_prompts - done)
             done += k
             tok = sample_tokens(k, at_L, seed=rng)
             ref.append((debiased_gd(tok, eta) - tok.y_q) ** 2)
             for j, (model, params) in enumerate(models.values()):
                 sq[j].append((model.predict(params, tok) - tok.y_q) ** 2)
         ref = np.concatenate(ref)
-        rn = math.sqrt(n)
+        rn = math.sqrt(n_prompts)
         out["dgd_mc"][i], out["dgd_mc_stderr"][i] = ref.mean(), ref.std(ddof=1) / rn
         for j in range(M):
             a = np.concatenate(sq[j])
@@ -112,8 +112,8 @@ def trained_risk_vs_L_data(setting, *, quick=False, seed) -> FigureData:
         if param == "linear":  # the same weights, normalised by each prompt's own L
             models[label + "_ownL"] = (make_model("linear", n_heads=H, d=d, norm_L=None), r.params)
             eta_eff.append(eta_eff[-1])
-    mc = _paired_length_risks(models, setting, Ls=Ls, n=n, seed=seed + 777)
-    bayes = [bayes_risk_finite(setting.replace(L=int(L)), n=n_bayes, seed=seed + 31 * int(L)) for L in Ls]
+    mc = _paired_length_risks(models, setting, Ls=Ls, n_prompts=n, seed=seed + 777)
+    bayes = [bayes_risk_finite(setting.replace(L=int(L)), n_prompts=n_bayes, seed=seed + 31 * int(L)) for L in Ls]
     es0 = eta_star(setting)
     return FigureData(
         "trained_risk_vs_L",

@@ -24,7 +24,7 @@ Four models share one interface (docs/theory.md#full-model, #reduced-model, #pre
     The reduced (ω, μ) model of docs/theory.md#reduced-model,
     ``ŷ = Σ_h μ_h Σ_l y_l softmax_l(ω_h x_lᵀ x_q)``.
 
-Every model is a frozen dataclass with ``init(seed)``, ``predict(params,
+Every model is a frozen dataclass with ``init(seed=...)``, ``predict(params,
 batch)``, ``loss(params, batch)`` and ``loss_and_grad(params, batch)``;
 ``params`` is a ``dict`` of float64 arrays (see ``param_shapes()``) and
 ``batch`` is a :class:`~reduced_dynamics.Prompts` with covariates and responses
@@ -156,7 +156,7 @@ class AttentionModel:
     >>> from reduced_dynamics import sample_prompts
     >>> from reduced_dynamics.setting import Setting
     >>> m = AttentionModel(2, 5)
-    >>> p = m.init(0)
+    >>> p = m.init(seed=0)
     >>> b = sample_prompts(8, Setting(d=5, L=40, sigma2=0.1), seed=1)
     >>> m.predict(p, b).shape
     (8,)
@@ -189,7 +189,7 @@ class AttentionModel:
             return {"Q": (H, D, D), "K": (H, D, D), "V": (H, D, D), "o": (H, D)}
         return {"KQ": (H, D, D), "ov": (H, D)}
 
-    def init(self, seed) -> dict:
+    def init(self, *, seed) -> dict:
         """PyTorch-default init: every weight ``U(−1/√fan_in, 1/√fan_in)``, ``fan_in = D``.
 
         ``Q_h, K_h, V_h`` map ``R^D → R^D`` (fan_in ``D``); each head's output
@@ -336,7 +336,7 @@ class ReducedModel:
     def param_shapes(self) -> dict:
         return {"omega": (self.n_heads,), "mu": (self.n_heads,)}
 
-    def init(self, seed) -> dict:
+    def init(self, *, seed) -> dict:
         """Small random init ``ω_h, μ_h ~ U(−init_scale, init_scale)`` (ω drawn first)."""
         rng = as_generator(seed)
         s = self.init_scale

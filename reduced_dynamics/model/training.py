@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 import zipfile
-from dataclasses import dataclass, field, fields
+from dataclasses import KW_ONLY, dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -79,9 +79,9 @@ MESSAGES = {
 }
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
 class TrainConfig:
-    """Configuration of one training run (keyword-only; validated when built).
+    """Configuration of one training run (``setting``, then keyword-only fields; validated when built).
 
     Parameters
     ----------
@@ -111,6 +111,7 @@ class TrainConfig:
     """
 
     setting: Setting
+    _: KW_ONLY
     seed: int
     n_heads: int = 2
     steps: int = 10_000
@@ -458,7 +459,7 @@ def train(
         root = np.random.SeedSequence(config.seed)
         init_seq, data_seq = root.spawn(2)
         if init_params is None:
-            params = model.init(np.random.default_rng(init_seq))
+            params = model.init(seed=np.random.default_rng(init_seq))
         else:
             _check_params(init_params, shapes)
             params = init_params
@@ -608,17 +609,17 @@ def _chunks(n, chunk):
         n -= k
 
 
-def _check_eval(model, setting, n, chunk, where) -> tuple[Setting, int, int]:
+def _check_eval(model, setting, n_prompts, chunk, where) -> tuple[Setting, int, int]:
     setting = as_setting(setting, where).require_isotropic(where)
     if setting.d != model.d:
         raise ValueError(f"`setting.d` must equal the model's d = {model.d}, got {setting.d}")
-    n = check_positive_int("n", n)
-    if n < 2:
-        raise ValueError(f"`n` must be an integer >= 2, got {n}")
-    return setting, n, check_positive_int("chunk", chunk)
+    n_prompts = check_positive_int("n_prompts", n_prompts)
+    if n_prompts < 2:
+        raise ValueError(f"`n_prompts` must be an integer >= 2, got {n_prompts}")
+    return setting, n_prompts, check_positive_int("chunk", chunk)
 
 
-def mc_risk(model, params, setting: Setting, *, n: int = 100_000, seed, chunk: int = 8192) -> RiskEstimate:
+def mc_risk(model, params, setting: Setting, *, n_prompts: int = 100_000, seed, chunk: int = 8192) -> RiskEstimate:
     """Monte Carlo risk ``E[(y_q − ŷ)²]`` on fresh prompts, with its standard error.
 
     Parameters
@@ -627,7 +628,7 @@ def mc_risk(model, params, setting: Setting, *, n: int = 100_000, seed, chunk: i
     setting : Setting
         Scalar, isotropic data model of the evaluation prompts (its ``L`` may
         differ from the training one); ``setting.d`` must be the model's ``d``.
-    n : int, >= 2
+    n_prompts : int, >= 2
         Number of prompts.
     seed : int or Generator
         Required.
@@ -639,23 +640,26 @@ def mc_risk(model, params, setting: Setting, *, n: int = 100_000, seed, chunk: i
     Returns
     -------
     RiskEstimate
-        ``risk`` (sample mean of the squared errors), ``stderr`` (``ddof = 1``), ``n``.
+        ``risk`` (sample mean of the squared errors), ``stderr`` (``ddof = 1``), ``n`` (= ``n_prompts``).
 
     Examples
     --------
     >>> from reduced_dynamics.model.attention import ReducedModel
     >>> m = ReducedModel(1, 3)
-    >>> r = mc_risk(m, {"omega": [0.0], "mu": [0.0]}, Setting(d=3, L=10, sigma2=0.1), n=1000, seed=0)
+    >>> r = mc_risk(m, {"omega": [0.0], "mu": [0.0]}, Setting(d=3, L=10, sigma2=0.1), n_prompts=1000, seed=0)
     >>> abs(r.risk - 1.1) < 4 * r.stderr
     True
     """
-    setting, n, chunk = _check_eval(model, setting, n, chunk, "mc_risk")
+    setting, n_prompts, chunk = _check_eval(model, setting, n_prompts, chunk, "mc_risk")
     rng = as_generator(seed)
     sq = np.concatenate(
-        [(model.predict(params, tok) - tok.y_q) ** 2 for tok in (_sample(k, setting, rng) for k in _chunks(n, chunk))]
+        [
+            (model.predict(params, tok) - tok.y_q) ** 2
+            for tok in (_sample(k, setting, rng) for k in _chunks(n_prompts, chunk))
+        ]
     )
     risk, se = _mean_se(sq)
-    return RiskEstimate(risk=risk, stderr=se, n=n, name="model")
+    return RiskEstimate(risk=risk, stderr=se, n=n_prompts, name="model")
 
 
 @dataclass(frozen=True)
@@ -671,7 +675,7 @@ class CrossCheck(FrozenResult):
     setting : Setting
         The data model of the evaluation prompts.
     n : int
-        Prompts.
+        Prompts (the ``n_prompts`` of :func:`cross_check`).
     model, reduced, debiased_gd : RiskEstimate
         Risk of the trained model, of the reduced model at (ω, μ), of debiased GD at ``η``.
     diff_reduced, diff_debiased_gd : RiskDifference
@@ -691,11 +695,11 @@ class CrossCheck(FrozenResult):
 
 
 def cross_check(
-    model, params, setting: Setting, *, n: int = 100_000, seed, chunk: int = 8192, dummy_tol: float = 0.05
+    model, params, setting: Setting, *, n_prompts: int = 100_000, seed, chunk: int = 8192, dummy_tol: float = 0.05
 ) -> CrossCheck:
     """Risk of the trained model vs the reduced model at its extracted (ω, μ) vs debiased GD at ``η = μᵀω``.
 
-    All three predictors are evaluated on the same ``n`` fresh prompts (common
+    All three predictors are evaluated on the same ``n_prompts`` fresh prompts (common
     random numbers), so the standard errors of the differences are small. The
     prompt stream is that of :func:`mc_risk` with the same ``seed`` and ``chunk``.
 
@@ -704,7 +708,8 @@ def cross_check(
     model, params : a model of :mod:`reduced_dynamics.model.attention` and its parameters
     setting : Setting
         Scalar, isotropic data model of the evaluation prompts; ``setting.d`` must be the model's ``d``.
-    n : int, >= 2
+    n_prompts : int, >= 2
+        Number of prompts.
     seed : int or Generator
         Required.
     chunk : int, >= 1
@@ -721,22 +726,22 @@ def cross_check(
     """
     from reduced_dynamics.model.attention import ReducedModel
 
-    setting, n, chunk = _check_eval(model, setting, n, chunk, "cross_check")
+    setting, n_prompts, chunk = _check_eval(model, setting, n_prompts, chunk, "cross_check")
     c = extract_circuits(model, params, dummy_tol=dummy_tol)
     red = ReducedModel(c.n_heads, c.d)
     rp = {"omega": c.omega, "mu": c.mu}
     eta = c.eta_eff
     rng = as_generator(seed)
     cols = {"model": [], "reduced": [], "debiased_gd": []}
-    for k in _chunks(n, chunk):
+    for k in _chunks(n_prompts, chunk):
         tok = _sample(k, setting, rng)
         cols["model"].append((model.predict(params, tok) - tok.y_q) ** 2)
         cols["reduced"].append((red.predict(rp, tok) - tok.y_q) ** 2)
         cols["debiased_gd"].append((debiased_gd(tok, eta) - tok.y_q) ** 2)
     sq = {k: np.concatenate(v) for k, v in cols.items()}
-    est = {k: RiskEstimate(*_mean_se(a), n=n, name=k) for k, a in sq.items()}
+    est = {k: RiskEstimate(*_mean_se(a), n=n_prompts, name=k) for k, a in sq.items()}
     diff = {
-        k: RiskDifference(*_mean_se(sq["model"] - sq[k]), n=n, first="model", second=k)
+        k: RiskDifference(*_mean_se(sq["model"] - sq[k]), n=n_prompts, first="model", second=k)
         for k in ("reduced", "debiased_gd")
     }
     return CrossCheck(
@@ -744,7 +749,7 @@ def cross_check(
         mu=c.mu,
         eta=eta,
         setting=setting,
-        n=n,
+        n=n_prompts,
         model=est["model"],
         reduced=est["reduced"],
         debiased_gd=est["debiased_gd"],
@@ -764,7 +769,7 @@ class LengthGeneralisation(FrozenResult):
     risk, stderr : ndarray, shape (K,)
         Risk and its standard error at each length.
     n : int
-        Prompts per length.
+        Prompts per length (the ``n_prompts`` of :func:`length_generalisation`).
     setting : Setting
         The data model (its ``L`` replaced by each entry of ``L``).
     """
@@ -776,7 +781,9 @@ class LengthGeneralisation(FrozenResult):
     setting: Setting
 
 
-def length_generalisation(model, params, setting: Setting, *, Ls, n: int = 20_000, seed) -> LengthGeneralisation:
+def length_generalisation(
+    model, params, setting: Setting, *, Ls, n_prompts: int = 20_000, seed
+) -> LengthGeneralisation:
     """Monte Carlo risk (with stderr) of ``model`` at each context length in ``Ls``.
 
     Length ``k`` is :func:`mc_risk` with ``setting.replace(L=Ls[k])`` and the
@@ -788,7 +795,7 @@ def length_generalisation(model, params, setting: Setting, *, Ls, n: int = 20_00
     setting : Setting
         Scalar, isotropic data model; ``setting.L`` is replaced by each length.
     Ls : sequence of int, each >= 1
-    n : int, >= 2
+    n_prompts : int, >= 2
         Prompts per length.
     seed : int or Generator
         Required.
@@ -805,12 +812,12 @@ def length_generalisation(model, params, setting: Setting, *, Ls, n: int = 20_00
     Ls = [check_positive_int("Ls", x) for x in Ls]
     rng = as_generator(seed)
     seeds = rng.spawn(len(Ls)) if hasattr(rng, "spawn") else [np.random.default_rng(rng.integers(2**63)) for _ in Ls]
-    est = [mc_risk(model, params, setting.replace(L=Lk), n=n, seed=g) for Lk, g in zip(Ls, seeds)]
+    est = [mc_risk(model, params, setting.replace(L=Lk), n_prompts=n_prompts, seed=g) for Lk, g in zip(Ls, seeds)]
     return LengthGeneralisation(
         L=np.array(Ls, dtype=np.int64),
         risk=np.array([e.risk for e in est]),
         stderr=np.array([e.stderr for e in est]),
-        n=int(n),
+        n=int(n_prompts),
         setting=setting,
     )
 
@@ -849,7 +856,8 @@ class RunSummary(FrozenResult):
     diff_reduced, diff_reduced_stderr, diff_debiased_gd, diff_debiased_gd_stderr : float
         Paired differences ``model − other``.
     n_eval : int
-        Evaluation prompts.
+        Evaluation prompts (the ``n_prompts`` of :func:`summarize_run`; the field keeps the
+        ``final.json`` key).
     """
 
     success: bool
@@ -879,17 +887,18 @@ class RunSummary(FrozenResult):
     n_eval: int
 
 
-def summarize_run(result: TrainResult, *, n_eval: int = 20_000, seed, dummy_tol: float = 0.05) -> RunSummary:
+def summarize_run(result: TrainResult, *, n_prompts: int = 20_000, seed, dummy_tol: float = 0.05) -> RunSummary:
     """Summary of a run: extracted (ω, μ), pattern metrics, manifold gap, risks.
 
-    The risks come from :func:`cross_check` on ``n_eval`` fresh prompts of the
+    The risks come from :func:`cross_check` on ``n_prompts`` fresh prompts of the
     training setting, seeded by ``seed`` (choose it independent of the
     training seed; the CLI uses 12345).
 
     Parameters
     ----------
     result : TrainResult
-    n_eval : int, >= 2
+    n_prompts : int, >= 2
+        Number of evaluation prompts.
     seed : int or Generator
         Required; seeds the evaluation prompts.
     dummy_tol : float in (0, 1)
@@ -900,13 +909,13 @@ def summarize_run(result: TrainResult, *, n_eval: int = 20_000, seed, dummy_tol:
     """
     if not isinstance(result, TrainResult):
         raise ValueError(f"`result` must be a TrainResult, got {type(result).__name__}")
-    n_eval = check_positive_int("n_eval", n_eval)
-    if n_eval < 2:
-        raise ValueError(f"`n_eval` must be an integer >= 2, got {n_eval}")
+    n_prompts = check_positive_int("n_prompts", n_prompts)
+    if n_prompts < 2:
+        raise ValueError(f"`n_prompts` must be an integer >= 2, got {n_prompts}")
     cfg = result.config
     model = cfg.model()
     c = extract_circuits(model, result.params, dummy_tol=dummy_tol)
-    cc = cross_check(model, result.params, cfg.setting, n=n_eval, seed=seed, dummy_tol=dummy_tol)
+    cc = cross_check(model, result.params, cfg.setting, n_prompts=n_prompts, seed=seed, dummy_tol=dummy_tol)
     gap = c.manifold_gap(cfg.setting) if (~c.dummy).any() else None
     tail = result.losses[-min(1000, result.losses.size) :] if result.losses.size else np.array([np.nan])
     return RunSummary(

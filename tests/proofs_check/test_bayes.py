@@ -89,7 +89,7 @@ def test_rho_tends_to_one_minus_xi_as_noise_vanishes(xi):
 
 def test_finite_L_ratio_above_limiting_bound_at_paper_setting():
     """Theorem 1(c) is a limit: at the paper's d=5, L=40, σ²=0.1 the finite ratio exceeds U(σ², d/L)."""
-    est = cf.risk_ratio_finite(Setting(d=5, L=40, sigma2=0.1), n=4000, seed=0)
+    est = cf.risk_ratio_finite(Setting(d=5, L=40, sigma2=0.1), n_prompts=4000, seed=0)
     U = cf.risk_ratio_bound(sigma2=0.1, xi=5 / 40)
     assert est.ratio - U > 3 * est.stderr
 

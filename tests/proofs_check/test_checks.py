@@ -35,8 +35,8 @@ def test_quick_checks_pass(check):
 
 def test_approximation_error_is_second_order_in_gamma():
     """Halving γ divides the 99 % quantile of |ŷ − ŷ_dgd| by ≈ 4 (between 3.5 and 4.5): O(γ²), not O(γ)."""
-    a = approximation_error(0.02, 0.879, PAPER, n=20000, seed=1)
-    b = approximation_error(0.01, 0.879, PAPER, n=20000, seed=1)
+    a = approximation_error(0.02, 0.879, PAPER, n_prompts=20000, seed=1)
+    b = approximation_error(0.01, 0.879, PAPER, n_prompts=20000, seed=1)
     assert 3.5 < a / b < 4.5
 
 
@@ -177,6 +177,6 @@ def test_check_result_error_implies_failure():
     ],
 )
 def test_approximation_error_bad_input(args, kwargs, name):
-    kw = {"n": 100, "seed": 0, **kwargs}
+    kw = {"n_prompts": 100, "seed": 0, **kwargs}
     with pytest.raises(ValueError, match=f"`{name}`"):
         approximation_error(*args, PAPER, **kw)

@@ -177,7 +177,7 @@ def test_finite_bayes_risk_tends_to_limit(sigma2, xi, Ls):
     """MC Bayes risk at d = ξL: gap to the limit is O(1/L) (log–log slope −1 ± 0.35) and the
     Richardson extrapolation 2B(2L) − B(L) agrees with the limit within 3 SE."""
     lim = cf.bayes_risk_limit(sigma2=sigma2, xi=xi)
-    res = [cf.bayes_risk_finite(Setting(d=int(xi * L), L=L, sigma2=sigma2), n=3000, seed=100 + L) for L in Ls]
+    res = [cf.bayes_risk_finite(Setting(d=int(xi * L), L=L, sigma2=sigma2), n_prompts=3000, seed=100 + L) for L in Ls]
     gaps = np.array([r.risk - lim for r in res])
     ses = np.array([r.stderr for r in res])
     assert np.all(gaps > N_SE * ses), "finite-L bias should be resolved"
@@ -200,7 +200,7 @@ def _ridge_plain_mc(d, L, sigma2, n, seed):
 
 @pytest.mark.parametrize("d,L,sigma2", [(5, 40, 0.1), (4, 6, 0.5), (8, 4, 0.3), (1, 3, 1.0)])
 def test_rao_blackwellised_bayes_matches_plain_ridge_monte_carlo(d, L, sigma2):
-    est = cf.bayes_risk_finite(Setting(d=d, L=L, sigma2=sigma2), n=20000, seed=1)
+    est = cf.bayes_risk_finite(Setting(d=d, L=L, sigma2=sigma2), n_prompts=20000, seed=1)
     rb, se_rb = est.risk, est.stderr
     pl, se_pl = _ridge_plain_mc(d, L, sigma2, n=100000, seed=2)
     assert se_rb < se_pl  # Rao–Blackwellisation reduces variance
@@ -212,7 +212,7 @@ def test_bayes_risk_finite_d1_matches_chi2_integral(L, sigma2):
     """d = 1: risk = σ² + E[σ²/(χ²_L + σ²)], a 1-D integral over the χ²_L density."""
     val, _ = integrate.quad(lambda t: sigma2 / (t + sigma2) * stats.chi2.pdf(t, L), 0, np.inf, limit=200)
     exact = sigma2 + val
-    est = cf.bayes_risk_finite(Setting(d=1, L=L, sigma2=sigma2), n=50000, seed=3)
+    est = cf.bayes_risk_finite(Setting(d=1, L=L, sigma2=sigma2), n_prompts=50000, seed=3)
     mc, se = est.risk, est.stderr
     assert abs(mc - exact) <= N_SE * se
 
@@ -220,23 +220,23 @@ def test_bayes_risk_finite_d1_matches_chi2_integral(L, sigma2):
 @pytest.mark.parametrize("d,L", [(5, 40), (8, 4), (6, 6)])
 def test_bayes_risk_finite_noiseless_limit(d, L):
     """σ² = 0 returns max(0, d − L)/d; a tiny σ² is close to it."""
-    e0 = cf.bayes_risk_finite(Setting(d=d, L=L, sigma2=0.0), n=10, seed=0)
+    e0 = cf.bayes_risk_finite(Setting(d=d, L=L, sigma2=0.0), n_prompts=10, seed=0)
     assert (e0.risk, e0.stderr) == (max(0, d - L) / d, 0.0)
-    e = cf.bayes_risk_finite(Setting(d=d, L=L, sigma2=1e-10), n=200, seed=0)
+    e = cf.bayes_risk_finite(Setting(d=d, L=L, sigma2=1e-10), n_prompts=200, seed=0)
     assert abs(e.risk - e0.risk) < 1e-6 + N_SE * e.stderr
     assert cf.bayes_risk_limit(sigma2=0.0, xi=d / L) == pytest.approx(max(0.0, 1 - L / d), abs=1e-15)
 
 
 def test_bayes_risk_finite_is_seeded():
-    a = cf.bayes_risk_finite(Setting(d=3, L=7, sigma2=0.2), n=500, seed=5)
-    b = cf.bayes_risk_finite(Setting(d=3, L=7, sigma2=0.2), n=500, seed=5, batch_size=37)
+    a = cf.bayes_risk_finite(Setting(d=3, L=7, sigma2=0.2), n_prompts=500, seed=5)
+    b = cf.bayes_risk_finite(Setting(d=3, L=7, sigma2=0.2), n_prompts=500, seed=5, batch_size=37)
     assert a.risk == pytest.approx(b.risk, rel=1e-13)
 
 
 def test_risk_ratio_finite_delta_method():
     d, L, sigma2 = 4, 16, 0.3
-    est = cf.risk_ratio_finite(Setting(d=d, L=L, sigma2=sigma2), n=2000, seed=9)
-    bayes = cf.bayes_risk_finite(Setting(d=d, L=L, sigma2=sigma2), n=2000, seed=9)
+    est = cf.risk_ratio_finite(Setting(d=d, L=L, sigma2=sigma2), n_prompts=2000, seed=9)
+    bayes = cf.bayes_risk_finite(Setting(d=d, L=L, sigma2=sigma2), n_prompts=2000, seed=9)
     b, se_b = bayes.risk, bayes.stderr
     g = cf.gd_optimal_risk(Setting(d=d, L=L, sigma2=sigma2), debiased=True)
     assert est.ratio == pytest.approx(g / b, rel=1e-14)
@@ -337,12 +337,24 @@ BAD = [
     ("risk_ratio_bound_mp-xi", lambda: cf.risk_ratio_bound_mp(sigma2=0.1, xi=0.0), "xi"),
     ("bayes_risk_limit_mp-sigma2", lambda: cf.bayes_risk_limit_mp(sigma2=-0.1, xi=1.0), "sigma2"),
     ("gd_risk_limit_mp-dps", lambda: cf.gd_risk_limit_mp(sigma2=0.1, xi=1.0, dps=5), "dps"),
-    ("bayes_risk_finite-n", lambda: cf.bayes_risk_finite(Setting(d=3, L=5, sigma2=0.1), n=0, seed=0), "n"),
-    ("bayes_risk_finite-seed", lambda: cf.bayes_risk_finite(Setting(d=3, L=5, sigma2=0.1), n=10, seed=None), "seed"),
-    ("bayes_risk_finite-d", lambda: cf.bayes_risk_finite(Setting(d=-1, L=5, sigma2=0.1), n=10, seed=0), "d"),
-    ("bayes_risk_finite-scalar", lambda: cf.bayes_risk_finite(Setting(L=[5, 6]), n=10, seed=0), "setting"),
-    ("risk_ratio_finite-L", lambda: cf.risk_ratio_finite(Setting(d=3, L=1, sigma2=0.1), n=10, seed=0), "L"),
-    ("risk_ratio_finite-sigma2", lambda: cf.risk_ratio_finite(Setting(d=3, L=5, sigma2=0.0), n=10, seed=0), "sigma2"),
+    (
+        "bayes_risk_finite-n",
+        lambda: cf.bayes_risk_finite(Setting(d=3, L=5, sigma2=0.1), n_prompts=0, seed=0),
+        "n_prompts",
+    ),
+    (
+        "bayes_risk_finite-seed",
+        lambda: cf.bayes_risk_finite(Setting(d=3, L=5, sigma2=0.1), n_prompts=10, seed=None),
+        "seed",
+    ),
+    ("bayes_risk_finite-d", lambda: cf.bayes_risk_finite(Setting(d=-1, L=5, sigma2=0.1), n_prompts=10, seed=0), "d"),
+    ("bayes_risk_finite-scalar", lambda: cf.bayes_risk_finite(Setting(L=[5, 6]), n_prompts=10, seed=0), "setting"),
+    ("risk_ratio_finite-L", lambda: cf.risk_ratio_finite(Setting(d=3, L=1, sigma2=0.1), n_prompts=10, seed=0), "L"),
+    (
+        "risk_ratio_finite-sigma2",
+        lambda: cf.risk_ratio_finite(Setting(d=3, L=5, sigma2=0.0), n_prompts=10, seed=0),
+        "sigma2",
+    ),
 ]
 
 

@@ -67,7 +67,7 @@ def test_mc_flow_initial_velocity_is_minus_the_gradient():
 @pytest.mark.parametrize(
     "call, name",
     [
-        (lambda: CovariateSample(0, Setting(), seed=0), "`n`"),
+        (lambda: CovariateSample(0, Setting(), seed=0), "`n_prompts`"),
         (lambda: CovariateSample(10, Setting(), seed=-1), "`seed`"),
         (lambda: CovariateSample(10, "paper", seed=0), "`setting`"),
         (lambda: CovariateSample(10, Setting(L=[10, 20]), seed=0), "`setting`"),

@@ -34,7 +34,7 @@ def test_single_head_mc_optimum_at_paper_setting():
     * on an independent sample, via the risk engine (risk.estimate_risks, paired), L̃'s optimum
       has higher risk than (ω*, μ*) by more than 5 standard errors of the difference.
     """
-    r = single_head_mc_optimum(PAPER, n=30_000, seed=1)
+    r = single_head_mc_optimum(PAPER, n_prompts=30_000, seed=1)
     assert r.setting == PAPER and r.n == 30_000 and r.seed == 1
     g = mc_risk_and_grad([r.omega], [r.mu], CovariateSample(30_000, PAPER, seed=1))
     assert abs(g.grad_omega[0]) < 1e-4 and abs(g.grad_mu[0]) < 1e-4
@@ -55,11 +55,11 @@ def test_single_head_mc_optimum_at_paper_setting():
     [
         (lambda: single_head_mc_optimum("paper", seed=0), "`setting`"),
         (
-            lambda: single_head_mc_optimum(Setting(d=5, L=10, sigma2=0.1), n=100, seed=0, bracket=(0.5, 0.2)),
+            lambda: single_head_mc_optimum(Setting(d=5, L=10, sigma2=0.1), n_prompts=100, seed=0, bracket=(0.5, 0.2)),
             "`bracket`",
         ),
-        (lambda: single_head_mc_optimum(Setting(d=5, L=10, sigma2=0.1), n=1, seed=0), "`n`"),
-        (lambda: single_head_mc_optimum(Setting(d=5, L=10, sigma2=0.1), n=100, seed=-1), "`seed`"),
+        (lambda: single_head_mc_optimum(Setting(d=5, L=10, sigma2=0.1), n_prompts=1, seed=0), "`n_prompts`"),
+        (lambda: single_head_mc_optimum(Setting(d=5, L=10, sigma2=0.1), n_prompts=100, seed=-1), "`seed`"),
     ],
 )
 def test_single_head_mc_optimum_validates(call, name):
@@ -69,4 +69,4 @@ def test_single_head_mc_optimum_validates(call, name):
 
 def test_seed_is_required():
     with pytest.raises(TypeError, match="seed"):
-        single_head_mc_optimum(PAPER, n=100)
+        single_head_mc_optimum(PAPER, n_prompts=100)

@@ -122,17 +122,17 @@ def test_invalid_state_raises():
         corrected_loss([0.7], [1.0], S(40))
     with pytest.raises(ValueError):
         corrected_loss([0.1, 0.2], [1.0], S(40))
-    with pytest.raises(ValueError, match="`n`"):
-        mc_risk_cv([([0.1], [1.0])], S(40), n=0, seed=0)
+    with pytest.raises(ValueError, match="`n_prompts`"):
+        mc_risk_cv([([0.1], [1.0])], S(40), n_prompts=0, seed=0)
     with pytest.raises(ValueError, match="`seed`"):
-        mc_risk_cv([([0.1], [1.0])], S(40), n=10, seed=-1)
+        mc_risk_cv([([0.1], [1.0])], S(40), n_prompts=10, seed=-1)
 
 
 def test_mc_risk_cv_seed_generator_and_result():
     """A Generator seed is accepted and reproducible; the result is frozen with one entry per state."""
     states = [([0.1], [1.0]), ([0.2, -0.1], [1.0, -0.5])]
-    a = mc_risk_cv(states, S(40), n=500, seed=np.random.default_rng(3))
-    b = mc_risk_cv(states, S(40), n=500, seed=np.random.default_rng(3))
+    a = mc_risk_cv(states, S(40), n_prompts=500, seed=np.random.default_rng(3))
+    b = mc_risk_cv(states, S(40), n_prompts=500, seed=np.random.default_rng(3))
     assert isinstance(a, McRiskEstimates) and a.mean.shape == a.stderr.shape == (2,)
     np.testing.assert_array_equal(a.mean, b.mean)
     assert not a.mean.flags.writeable
@@ -143,7 +143,7 @@ def test_error_against_monte_carlo_shrinks_like_inverse_L_squared():
     states = [([0.25, -0.1], [2.0, -1.5]), ([0.2, -0.15, 0.1], [1.0, -2.0, 1.2])]
     err_c, err_a, se = {}, {}, {}
     for L, n in [(160, 60_000), (640, 30_000)]:
-        mc = mc_risk_cv(states, S(L), n=n, seed=1)
+        mc = mc_risk_cv(states, S(L), n_prompts=n, seed=1)
         err_c[L] = np.array([corrected_loss(w, m, S(L)) - r for (w, m), r in zip(states, mc.mean)])
         err_a[L] = np.array([approx_loss(w, m, S(L)) - r for (w, m), r in zip(states, mc.mean)])
         se[L] = mc.stderr

@@ -203,7 +203,7 @@ def test_conditional_loss_stats_form_matches_full_form_averaged_over_frame():
     stats = Prompts.from_stats(s, np.array([r2]), setting=setting)
     w = DebiasedGD(0.7).weights(stats)
     stats_val = conditional_loss(stats, w)[0]
-    full = conditional_loss(Prompts.from_arrays(X, np.zeros((m, L)), xq), np.repeat(w, m, 0), setting)
+    full = conditional_loss(Prompts.from_arrays(X, np.zeros((m, L)), xq), np.repeat(w, m, 0), setting=setting)
     se = full.std(ddof=1) / np.sqrt(m)
     assert abs(full.mean() - stats_val) < 3 * se
 
@@ -223,7 +223,7 @@ def test_conditional_loss_stats_form_matches_full_form_averaged_over_frame():
         (lambda b: SingleHead(1.0, float("inf")), "mu"),
         (lambda b: BayesRidge().weights(b.to_stats()), "prompts"),
         (lambda b: BayesRidge()(Prompts.from_arrays(b.X, b.y, b.x_q)), "lam"),  # no setting, no lam
-        (lambda b: sample_prompts(0, SETTING, seed=0), "n"),
+        (lambda b: sample_prompts(0, SETTING, seed=0), "n_prompts"),
         (lambda b: sample_prompts(2, SETTING, seed=None), "seed"),
         (lambda b: sample_prompts(2, SETTING, seed=-1), "seed"),
         (lambda b: sample_prompts(2, (2, 3, 0.1), seed=0), "setting"),
@@ -243,7 +243,7 @@ def test_conditional_loss_stats_form_matches_full_form_averaged_over_frame():
         (lambda b: conditional_loss(b, np.zeros((b.n, b.L + 1))), "w"),
         (lambda b: conditional_loss("not a batch", np.zeros((1, 1))), "prompts"),
         (lambda b: conditional_loss(Prompts.from_arrays(b.X, b.y, b.x_q), np.zeros((b.n, b.L))), "setting"),
-        (lambda b: conditional_loss(b, np.zeros((b.n, b.L)), Setting(d=5, L=13, sigma2=0.3)), "setting"),
+        (lambda b: conditional_loss(b, np.zeros((b.n, b.L)), setting=Setting(d=5, L=13, sigma2=0.3)), "setting"),
     ],
 )
 def test_bad_input_names_the_parameter(prompts, call, param):

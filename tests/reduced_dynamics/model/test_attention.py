@@ -48,7 +48,7 @@ def _fd_grad(model, params, batch):
 def test_gradient_matches_finite_differences(kind, n_heads):
     """Hand-written backprop equals central finite differences within FD_RTOL·|g| + FD_ATOL."""
     model = make_model(kind, n_heads=n_heads, d=3, init_scale=0.7)
-    params = model.init(10 + n_heads)
+    params = model.init(seed=10 + n_heads)
     batch = sample_tokens(6, setting(3, 5, 0.1), seed=n_heads)
     _, grad = model.loss_and_grad(params, batch)
     fd = _fd_grad(model, params, batch)
@@ -77,7 +77,7 @@ def _naive_predict(KQ, ov, tok, *, linear=False):
 @pytest.mark.parametrize("kind", ["separate", "merged", "linear"])
 def test_forward_matches_naive_loops(kind):
     model = make_model(kind, n_heads=3, d=4)
-    params = model.init(3)
+    params = model.init(seed=3)
     tok = sample_tokens(5, setting(4, 7, 0.2), seed=4)
     if kind == "merged":
         KQ, ov = params["KQ"], params["ov"]
@@ -93,7 +93,9 @@ def test_separate_and_merged_agree_at_init():
     """Merged init is the merge of the separate init with the same seed, so the functions agree."""
     sep, mer = make_model("separate", n_heads=2, d=5), make_model("merged", n_heads=2, d=5)
     tok = sample_tokens(16, setting(5, 40, 0.1), seed=0)
-    np.testing.assert_allclose(sep.predict(sep.init(7), tok), mer.predict(mer.init(7), tok), rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(
+        sep.predict(sep.init(seed=7), tok), mer.predict(mer.init(seed=7), tok), rtol=1e-12, atol=1e-13
+    )
 
 
 @given(
@@ -117,7 +119,7 @@ def test_every_route_to_a_batch_gives_the_same_prediction():
     pr = sample_prompts(5, setting(3, 8, 0.1), seed=1)
     tok = sample_tokens(5, setting(3, 8, 0.1), seed=1)
     m = make_model("separate", n_heads=2, d=3)
-    p = m.init(0)
+    p = m.init(seed=0)
     for batch in (pr, tok):
         again = Prompts.from_arrays(batch.X, batch.y, batch.x_q, batch.y_q)
         assert again.tokens.shape == (5, 8, 4)
@@ -130,7 +132,7 @@ def test_models_refuse_statistics_only_batches(kind):
     m = make_model(kind, n_heads=2, d=3)
     st = sample_prompts(4, setting(3, 6, 0.1), seed=0, stats_only=True)
     with pytest.raises(ValueError, match="`batch`"):
-        m.predict(m.init(0), st)
+        m.predict(m.init(seed=0), st)
 
 
 def test_softmax_is_stable_for_huge_scores():
@@ -177,20 +179,20 @@ def test_init_is_pytorch_default_uniform():
     """
     H, d = 40, 5
     b = 1 / math.sqrt(d + 1)
-    p = make_model("separate", n_heads=H, d=d).init(0)
+    p = make_model("separate", n_heads=H, d=d).init(seed=0)
     w = np.concatenate([p[k].ravel() for k in ("Q", "K", "V", "o")])
     n = w.size
     assert np.all(np.abs(w) <= b) and np.abs(w).max() > b * (1 - 10 / n)
     var = b * b / 3
     assert abs(w.mean()) < 4 * math.sqrt(var / n)
     assert abs(w.var() - var) < 4 * var * math.sqrt(0.8 / n)
-    r = make_model("reduced", n_heads=50, d=d, init_scale=0.3).init(1)
+    r = make_model("reduced", n_heads=50, d=d, init_scale=0.3).init(seed=1)
     assert all(np.all(np.abs(r[k]) <= 0.3) for k in ("omega", "mu"))
 
 
 def test_flatten_roundtrip_and_views():
     m = make_model("separate", n_heads=2, d=3)
-    p = m.init(0)
+    p = m.init(seed=0)
     flat = flatten_params(p)
     views = unflatten_params(flat, m.param_shapes())
     for k in p:
@@ -206,7 +208,7 @@ def test_flatten_roundtrip_and_views():
         (lambda: make_model("separate", n_heads=0, d=3), "`n_heads`"),
         (lambda: make_model("merged", n_heads=2, d=0), "`d`"),
         (lambda: AttentionModel(2, 3, attention="relu"), "`attention`"),
-        (lambda: sample_tokens(0, setting(3, 5, 0.1), seed=0), "`n`"),
+        (lambda: sample_tokens(0, setting(3, 5, 0.1), seed=0), "`n_prompts`"),
         (lambda: sample_tokens(2, setting(3, 5, 0.1), seed=None), "`seed`"),
         (lambda: make_model("separate", n_heads=2, d=3).predict({"Q": 1}, None), "`params`"),
         (
@@ -223,14 +225,14 @@ def test_bad_input_names_parameter(call, name):
 def test_batch_dimension_mismatch():
     m = make_model("separate", n_heads=2, d=3)
     with pytest.raises(ValueError, match="`batch`"):
-        m.predict(m.init(0), sample_tokens(2, setting(4, 5, 0.1), seed=0))
+        m.predict(m.init(seed=0), sample_tokens(2, setting(4, 5, 0.1), seed=0))
 
 
 def test_linear_hard_coded_normalisation():
     """With 1/norm_L hard-coded, predictions on length-L prompts are (L/norm_L) × the adaptive ones."""
     ada = make_model("linear", n_heads=2, d=3)
     hard = make_model("linear", n_heads=2, d=3, norm_L=40)
-    p = ada.init(0)
+    p = ada.init(seed=0)
     tok = sample_tokens(6, setting(3, 10, 0.1), seed=0)
     np.testing.assert_allclose(hard.predict(p, tok), (10 / 40) * ada.predict(p, tok), rtol=1e-12)
     model = make_model("linear", n_heads=2, d=3, norm_L=7)

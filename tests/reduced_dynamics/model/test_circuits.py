@@ -103,7 +103,7 @@ def test_manifold_gap_off_the_manifold():
 
 def test_extract_from_separate_model_matches_definition():
     m = make_model("separate", n_heads=2, d=3)
-    p = m.init(0)
+    p = m.init(seed=0)
     c = extract_circuits(m, p)
     h = 1
     np.testing.assert_allclose(c.KQ[h], p["K"][h].T @ p["Q"][h] / math.sqrt(4), rtol=1e-13)

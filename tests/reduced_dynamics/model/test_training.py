@@ -111,7 +111,7 @@ def test_interrupt_mid_step_checkpoints_a_consistent_state(tmp_path, monkeypatch
 
 def test_init_params_are_validated():
     cfg = TrainConfig(n_heads=2, steps=1, parameterisation="merged", seed=0, **SMALL)
-    good = cfg.model().init(0)
+    good = cfg.model().init(seed=0)
     with pytest.raises(ValueError, match="`params"):
         train(cfg, init_params={"KQ": good["KQ"][:1], "ov": good["ov"]})
     with pytest.raises(ValueError, match="`init_params`"):
@@ -271,7 +271,7 @@ def test_cross_check_debiased_gd_column_matches_formula():
     m = ReducedModel(2, 2)
     p = {"omega": np.array([0.2, -0.2]), "mu": np.array([1.0, -1.0])}
     s = Setting(d=2, L=4, sigma2=0.1)
-    out = cross_check(m, p, s, n=5, seed=7)
+    out = cross_check(m, p, s, n_prompts=5, seed=7)
     assert isinstance(out, CrossCheck) and out.setting == s and out.n == 5
     tok = sample_tokens(5, s, seed=np.random.default_rng(7))
     Z = tok.tokens
@@ -284,7 +284,7 @@ def test_cross_check_debiased_gd_column_matches_formula():
 def test_mc_risk_of_zero_predictor():
     """ŷ = 0 has risk E y_q² = 1 + σ²; checked within 4 standard errors."""
     m = ReducedModel(1, 4)
-    r = mc_risk(m, {"omega": np.zeros(1), "mu": np.zeros(1)}, Setting(d=4, L=10, sigma2=0.2), n=20_000, seed=3)
+    r = mc_risk(m, {"omega": np.zeros(1), "mu": np.zeros(1)}, Setting(d=4, L=10, sigma2=0.2), n_prompts=20_000, seed=3)
     assert r.n == 20_000 and abs(r.risk - 1.2) < 4 * r.stderr
 
 
@@ -292,7 +292,7 @@ def test_cross_check_on_reduced_model_is_exact():
     """For a ReducedModel, the extracted (ω, μ) are its own, so model and reduced risks coincide."""
     m = ReducedModel(2, 3)
     p = {"omega": np.array([0.2, -0.2]), "mu": np.array([1.5, -1.5])}
-    out = cross_check(m, p, Setting(d=3, L=20, sigma2=0.1), n=2000, seed=0)
+    out = cross_check(m, p, Setting(d=3, L=20, sigma2=0.1), n_prompts=2000, seed=0)
     assert abs(out.diff_reduced.risk) < 1e-12 and out.eta == pytest.approx(0.6)
 
 
@@ -311,7 +311,7 @@ def test_cross_check_reduced_minus_debiased_gd_vanishes_as_gamma_squared():
             m,
             {"omega": np.array([g, -g]), "mu": np.array([0.3 / g, -0.3 / g])},
             Setting(d=3, L=20, sigma2=0.1),
-            n=20_000,
+            n_prompts=20_000,
             seed=0,
         )
         assert out.eta == pytest.approx(0.6)
@@ -326,34 +326,34 @@ def test_cross_check_reduced_minus_debiased_gd_vanishes_as_gamma_squared():
 def test_length_generalisation_uses_one_child_seed_per_length():
     """Each length's numbers are mc_risk's with the matching child of ``seed`` (shapes and seeding)."""
     m = make_model("reduced", n_heads=2, d=3)
-    p = m.init(0)
+    p = m.init(seed=0)
     s = Setting(d=3, L=40, sigma2=0.1)
-    out = length_generalisation(m, p, s, Ls=[5, 10], n=100, seed=0)
+    out = length_generalisation(m, p, s, Ls=[5, 10], n_prompts=100, seed=0)
     assert out.L.tolist() == [5, 10] and out.risk.shape == out.stderr.shape == (2,)
     children = np.random.default_rng(0).spawn(2)
     for k, (Lk, g) in enumerate(zip([5, 10], children)):
-        r = mc_risk(m, p, s.replace(L=Lk), n=100, seed=g)
+        r = mc_risk(m, p, s.replace(L=Lk), n_prompts=100, seed=g)
         assert (out.risk[k], out.stderr[k]) == (r.risk, r.stderr)
 
 
 @pytest.mark.parametrize(
     "call, name",
     [
-        (lambda m, p: mc_risk(m, p, Setting(d=3, L=5), n=10, chunk=0, seed=0), "`chunk`"),
-        (lambda m, p: mc_risk(m, p, Setting(d=3, L=5), n=1, seed=0), "`n`"),
-        (lambda m, p: mc_risk(m, p, Setting(d=4, L=5), n=10, seed=0), "`setting.d`"),
-        (lambda m, p: mc_risk(m, p, "paper", n=10, seed=0), "`setting`"),
-        (lambda m, p: mc_risk(m, p, Setting(d=3, L=5), n=10, seed=-1), "`seed`"),
-        (lambda m, p: cross_check(m, p, Setting(d=3, L=5), n=1, seed=0), "`n`"),
-        (lambda m, p: cross_check(m, p, Setting(d=3, L=5), n=10, chunk=-1, seed=0), "`chunk`"),
-        (lambda m, p: cross_check(m, p, Setting(d=2, L=5), n=10, seed=0), "`setting.d`"),
+        (lambda m, p: mc_risk(m, p, Setting(d=3, L=5), n_prompts=10, chunk=0, seed=0), "`chunk`"),
+        (lambda m, p: mc_risk(m, p, Setting(d=3, L=5), n_prompts=1, seed=0), "`n_prompts`"),
+        (lambda m, p: mc_risk(m, p, Setting(d=4, L=5), n_prompts=10, seed=0), "`setting.d`"),
+        (lambda m, p: mc_risk(m, p, "paper", n_prompts=10, seed=0), "`setting`"),
+        (lambda m, p: mc_risk(m, p, Setting(d=3, L=5), n_prompts=10, seed=-1), "`seed`"),
+        (lambda m, p: cross_check(m, p, Setting(d=3, L=5), n_prompts=1, seed=0), "`n_prompts`"),
+        (lambda m, p: cross_check(m, p, Setting(d=3, L=5), n_prompts=10, chunk=-1, seed=0), "`chunk`"),
+        (lambda m, p: cross_check(m, p, Setting(d=2, L=5), n_prompts=10, seed=0), "`setting.d`"),
         (lambda m, p: length_generalisation(m, p, Setting(d=3), Ls=[5, 0], seed=0), "`Ls`"),
     ],
 )
 def test_evaluation_helpers_validate(call, name):
     m = ReducedModel(2, 3)
     with pytest.raises(ValueError, match=name):
-        call(m, m.init(0))
+        call(m, m.init(seed=0))
 
 
 def test_agrees_with_predictors_module():
@@ -391,9 +391,9 @@ def test_summary_and_outputs(tmp_path):
 
     cfg = TrainConfig(n_heads=2, steps=30, lr=1e-2, seed=0, **SMALL)
     res = train(cfg)
-    summ = summarize_run(res, n_eval=500, seed=11)
+    summ = summarize_run(res, n_prompts=500, seed=11)
     assert isinstance(summ, RunSummary) and summ.config == cfg and summ.steps == 30
-    cc = cross_check(cfg.model(), res.params, cfg.setting, n=500, seed=11)
+    cc = cross_check(cfg.model(), res.params, cfg.setting, n_prompts=500, seed=11)
     assert (summ.risk, summ.diff_debiased_gd_stderr) == (cc.model.risk, cc.diff_debiased_gd.stderr)
     np.testing.assert_array_equal(summ.omega, extract_circuits(cfg.model(), res.params).omega)
     np.testing.assert_array_equal(
@@ -405,8 +405,8 @@ def test_summary_and_outputs(tmp_path):
     with np.load(tmp_path / "final.npz") as z:
         np.testing.assert_array_equal(z["losses"], res.losses)
     with pytest.raises(TypeError, match="seed"):
-        summarize_run(res, n_eval=500)
-    with pytest.raises(ValueError, match="`n_eval`"):
-        summarize_run(res, n_eval=1, seed=0)
+        summarize_run(res, n_prompts=500)
+    with pytest.raises(ValueError, match="`n_prompts`"):
+        summarize_run(res, n_prompts=1, seed=0)
     with pytest.raises(ValueError, match="`result`"):
         summarize_run(summ, seed=0)
