@@ -7,6 +7,8 @@ by the reader's browser.
 
 from __future__ import annotations
 
+import inspect
+import re
 import sys
 from pathlib import Path
 
@@ -15,6 +17,8 @@ import numpydoc.xref
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "_ext"))
 sys.path.insert(0, str(HERE.parent))  # the package itself, also when it is not installed
+
+import rd_api  # noqa: E402
 
 import proofs_check  # noqa: E402
 import reduced_dynamics  # noqa: E402
@@ -56,6 +60,14 @@ numpydoc_attributes_as_param_list = True
 numpydoc_xref_param_type = True
 # Only "documented parameter does not exist": a stale docstring after a signature change fails the build.
 numpydoc_validation_checks = {"PR02"}
+# Data (constants, a Setting instance) has no signature to check against.
+numpydoc_validation_exclude = set()
+for _pkg in rd_api.PACKAGES:
+    for _module in rd_api._submodules(_pkg).values():
+        for _name in getattr(_module, "__all__", ()):
+            _obj = getattr(_module, _name, None)
+            if not (inspect.isclass(_obj) or inspect.isroutine(_obj)):
+                numpydoc_validation_exclude.add(rf"\.{re.escape(_name)}$")
 # Link the package's own types in Parameters/Returns; any other word stays plain text. numpydoc's
 # default aliases point into the Python/NumPy intersphinx inventories, which an offline build does
 # not have, so they are overridden to plain text as well.

@@ -123,10 +123,12 @@ def _claimed(env) -> set:
 
 class PublicApi(SphinxDirective):
     required_arguments = 1
-    option_spec = {"group": directives.unchanged}
+    option_spec = {"group": directives.unchanged, "reexported-from": directives.unchanged}
 
     def run(self):
         package = self.arguments[0]
+        if "reexported-from" in self.options:
+            return self._reexported(package, self.options["reexported-from"])
         group = self.options.get("group")
         pkg = importlib.import_module(package)
         prefix = f"{package}.{group}" if group else package
@@ -175,6 +177,26 @@ class PublicApi(SphinxDirective):
                     claimed[n] = self.env.docname
                 targets = [_public_name(getattr(pkg, n), package) or f"{package}.{n}" for n in reexported]
                 lines += ["Re-exported here: " + ", ".join(f":obj:`~{t}`" for t in targets) + ".", ""]
+        return _parse(self, lines)
+
+    def _reexported(self, package, other):
+        """The names of ``package.__all__`` defined in the package ``other``: linked where ``other``
+        documents them, else documented here under ``package``."""
+        pkg, oth = importlib.import_module(package), importlib.import_module(other)
+        names = [n for n in pkg.__all__ if _defining_module(package, n).split(".")[0] == other]
+        if not names:
+            return []
+        claimed = _claimed(self.env).setdefault(package, {})
+        for n in names:
+            claimed[n] = self.env.docname
+        linked = [n for n in names if getattr(oth, n, None) is getattr(pkg, n) and n in oth.__all__]
+        lines = []
+        if linked:
+            refs = ", ".join(f":obj:`~{other}.{n}`" for n in linked)
+            lines += [f"Also exported by ``{package}`` (``from {package} import ...``): {refs}.", ""]
+        rest = [n for n in names if n not in linked]
+        if rest:
+            lines += _render([(f"{package}.{n}", getattr(pkg, n)) for n in rest])
         return _parse(self, lines)
 
 
