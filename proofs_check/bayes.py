@@ -9,8 +9,8 @@ Notation (docs/theory.md#theorem-1), ``σ² > 0``, ``ξ > 0``:
   (:func:`proofs_check.closed_forms.bayes_risk_limit`);
 * ``r = G/B`` and the bound ``U = 1 + σ⁻²{(1 + ξσ²)(1 + σ² + 1/ξ)}⁻¹``.
 
-Analytic answer to docs/theory.md#theorem-1's open questions
-------------------------------------------------
+Analytic answer to the open questions of Theorem 1(c) (docs/theory.md#bayes-ratio)
+-----------------------------------------------------------------------------------
 
 Two exact identities (verified by sympy in :func:`bound_certificate`):
 

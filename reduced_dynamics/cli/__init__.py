@@ -4,7 +4,7 @@ Each command lives in its own module ``reduced_dynamics.cli.<name>`` that
 defines ``HELP`` (one line), ``add_arguments(parser)`` and ``main(args) -> int``.
 Every command that depends on the data model takes ``--d --L --sigma2`` and
 builds ONE :class:`~reduced_dynamics.setting.Setting` from them
-(:mod:`reduced_dynamics.cli._setting`), which it passes on.
+(``reduced_dynamics.cli._setting``), which it passes on.
 :func:`build_parser` returns the complete parser (all subcommands), e.g. for
 the documentation's CLI reference.
 Bad input (``ValueError``), an overflow of ``exp(d ωωᵀ)`` (``OverflowError``) and

@@ -163,7 +163,7 @@ def mc_risk_and_grad(omega, mu, sample: CovariateSample) -> RiskAndGrad:
     r"""Rao–Blackwellised Monte Carlo risk of the reduced model and its exact gradient on ``sample``.
 
     The per-prompt loss is :func:`reduced_dynamics.estimation.predictors.conditional_loss`
-    of the weights :func:`~reduced_dynamics.estimation.predictors.multi_head_weights`; its
+    of the weights ``reduced_dynamics.estimation.predictors.multi_head_weights``; its
     mean over a fixed sample is a smooth function of (ω, μ), an unbiased
     estimate of the true risk :math:`\mathcal E(\omega,\mu)`, and its gradient
     (formula in ``_per_prompt``) an unbiased estimate of :math:`\nabla\mathcal E`.

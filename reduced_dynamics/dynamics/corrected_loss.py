@@ -609,7 +609,7 @@ def mc_risk_cv(states, setting, *, n_prompts, seed, cv=True, chunk_elems=4_000_0
     r"""Rao–Blackwellised Monte Carlo risk of several reduced states on one sample, with control variates.
 
     The per-prompt loss is exactly :func:`reduced_dynamics.estimation.predictors.conditional_loss`
-    of :func:`~reduced_dynamics.estimation.predictors.multi_head_weights` (sufficient-statistics
+    of ``reduced_dynamics.estimation.predictors.multi_head_weights`` (sufficient-statistics
     form; β and ε integrated out). Common random numbers: every state is evaluated on
     the same covariates. Control variates (``cv=True``): with
     :math:`e_{h,l} = e^{\omega_h s_l - \omega_h^2 r^2/2}`,

@@ -813,7 +813,7 @@ def flow_at_times(
     r"""Integrate :math:`\dot\omega = -r\,g_\omega(\omega,\mu),\ \dot\mu = -g_\mu(\omega,\mu)` for any gradient ``g``.
 
     The shared engine of the comparison flows (the L̃ flow with a slowed ω in
-    :mod:`reduced_dynamics.crosscheck.core`, the Monte Carlo risk's flow, the flow of
+    :mod:`reduced_dynamics.crosscheck`, the Monte Carlo risk's flow, the flow of
     :mod:`reduced_dynamics.dynamics.corrected_loss`); :func:`integrate_flow` remains the
     fully diagnosed integrator of L̃ itself. No data model enters here (it lives in ``grad``).
 

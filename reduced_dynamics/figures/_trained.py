@@ -39,7 +39,7 @@ def _protocol(kw: dict) -> dict:
 
 
 def trained_runs(setting, *, quick: bool, seed: int) -> dict:
-    """The models of :data:`TRAINED_MODELS`, trained with Adam (lr 1e-3; quick: 1e-2) from seed ``seed``.
+    """The models of ``TRAINED_MODELS``, trained with Adam (lr 1e-3; quick: 1e-2) from seed ``seed``.
 
     Training is deterministic, so the result is cached per ``(setting, quick, seed)``
     and shared by the three trained-model figures (one ``run_figures`` trains once).

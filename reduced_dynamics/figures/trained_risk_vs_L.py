@@ -74,7 +74,7 @@ def _paired_length_risks(models: dict, setting, *, Ls, n_prompts, seed, chunk=81
 
 
 def trained_risk_vs_L_data(setting, *, quick=False, seed) -> FigureData:
-    """Risks vs evaluation length L of the models of :data:`TRAINED_MODELS` trained at ``setting.L``.
+    """Risks vs evaluation length L of the models of ``TRAINED_MODELS`` (``reduced_dynamics.figures._trained``) trained at ``setting.L``.
 
     Parameters
     ----------

@@ -395,8 +395,25 @@ class ReducedModel:
 def make_model(kind: str, *, n_heads, d, init_scale: float = 0.1, norm_L: int | None = None):
     """Build a model by name: one of :data:`MODEL_KINDS`.
 
-    ``norm_L`` (linear only) hard-codes the ``1/L`` normalisation; ``init_scale``
-    is the reduced model's init scale.
+    Parameters
+    ----------
+    kind : {"separate", "merged", "linear", "reduced"}
+        Parameterisation: separate ``Q, K, V`` per head, merged ``KQ``/``OV``
+        circuits, linear attention (separate, no softmax), or the reduced
+        ``(omega, mu)`` model.
+    n_heads : int
+        Number of heads ``H >= 1``.
+    d : int
+        Covariate dimension of the model (its embedding has ``d + 1`` rows).
+    init_scale : float, default 0.1
+        Scale of the reduced model's random initialisation (``kind="reduced"`` only).
+    norm_L : int, optional
+        Linear attention only: hard-codes the ``1/L`` normalisation at this
+        length (``None``: use each prompt's own length).
+
+    Returns
+    -------
+    AttentionModel or ReducedModel
 
     Examples
     --------

@@ -1,7 +1,7 @@
 r"""Seeded, resumable training of the attention models (docs/theory.md#full-model, docs/theory.md#emergent-patterns) and cross-checks.
 
 The trainer follows the paper's protocol: fresh prompts every step (drawn with
-:func:`reduced_dynamics.estimation.prompts.sample_tokens` from one seeded
+``reduced_dynamics.estimation.prompts.sample_tokens`` from one seeded
 ``numpy.random.Generator``), Adam (PyTorch's update rule, lr 1e-3, batch 256) or
 plain SGD, on the mean squared error. It is deterministic: the same
 :class:`TrainConfig` gives bit-identical parameters, and a run interrupted at a
@@ -13,7 +13,7 @@ Cross-checks against the reduced theory (docs/theory.md#reduced-model, docs/theo
 docs/theory.md#predictors, docs/theory.md#theorem-1) are here too: :func:`mc_risk` (Monte Carlo
 risk with standard error), :func:`cross_check` (trained model vs the reduced model at the
 extracted (ω, μ) vs debiased GD at ``η = μᵀω``, on common prompts; debiased GD is
-:func:`reduced_dynamics.estimation.predictors.debiased_gd`, the package's one implementation,
+:class:`~reduced_dynamics.DebiasedGD`, the package's one implementation,
 on the same :class:`~reduced_dynamics.Prompts`) and :func:`length_generalisation`. The SGD-vs-flow
 and single-head checks live in :mod:`reduced_dynamics.crosscheck`.
 """
@@ -194,7 +194,7 @@ class TrainResult(FrozenResult):
     ----------
     success : bool
     status : int
-        Key of :data:`MESSAGES`: 0 done, 1 stopped at ``stop_after``, 2 diverged.
+        Key of ``MESSAGES``: 0 done, 1 stopped at ``stop_after``, 2 diverged.
     message : str
     config : TrainConfig
     params : dict of ndarray
@@ -404,6 +404,8 @@ def train(
         Stop (status 1, checkpoint written) once this many steps are done.
     progress : bool
         Report step, loss and speed on stderr every ``progress_seconds``.
+    progress_seconds : float, default 10.0
+        Seconds between two progress lines.
     init_params : dict, optional
         Start from these parameters instead of the seeded init (not with ``resume``).
 
