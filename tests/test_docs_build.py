@@ -110,3 +110,16 @@ def test_theory_citations_become_checked_links(text, anchor):
     lines = [text]
     _rd_api()._theory_links(None, "function", "f", None, {}, lines)
     assert lines == [text.replace(f"docs/theory.md#{anchor}", f":theory:`{anchor}`")]
+
+
+def test_index_python_example_runs_and_prints_the_quoted_numbers(capsys):
+    text = (DOCS / "index.md").read_text(encoding="utf-8")
+    code = re.search(r"## In Python\n\n```python\n(.*?)```", text, re.S).group(1)
+    namespace: dict = {}
+    exec(compile(code, "docs/index.md", "exec"), namespace)
+    assert capsys.readouterr().out.count("\n") == 2
+    final, res = namespace["res"].final, namespace["res"]
+    assert (final.n_positive, final.n_negative) == (2, 1)
+    assert "$\\gamma = 0.08055$" in text and round(final.gamma, 5) == 0.08055
+    assert "5.6 \\cdot 10^{-5}" in text and round(final.eta_star - final.eta_eff, 7) == pytest.approx(5.6e-5, abs=5e-7)
+    assert "ratio 1.0003" in text and round(res.gamma[-1] / res.drift_law()[-1], 4) == 1.0003
