@@ -6,15 +6,91 @@ A crash mid-write leaves either the old file or the new one, never half of one.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
+import math
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "atomic_write_json", "atomic_savez", "to_jsonable"]
+__all__ = ["output_stem", "atomic_write_bytes", "atomic_write_text", "atomic_write_json", "atomic_savez", "to_jsonable"]
+
+
+#: longest stem written as is; a longer one keeps its first fields and ends in a hash of all of them
+MAX_STEM = 200
+_STR_VALUE = re.compile(r"^[A-Za-z0-9.+\-]+$")
+_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
+
+
+def _stem_value(key: str, value) -> str:
+    if isinstance(value, bool) or value is None:
+        raise TypeError(f"`{key}` of an output name must be a number, a name or a list of numbers, got {value!r}")
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"`{key}` of an output name must be finite, got {value!r}")
+        return "-" + repr(value)  # shortest round-trip text: 0.1 and 0.5 (or 0.1 and 0.10000000000000002) differ
+    if isinstance(value, str):
+        if not _STR_VALUE.match(value):
+            raise ValueError(f"`{key}` of an output name must match [A-Za-z0-9.+-]+, got {value!r}")
+        return "-" + value
+    if isinstance(value, (list, tuple)):
+        return "-" + ",".join(repr(float(v)) if not isinstance(v, int) else str(v) for v in value)
+    raise TypeError(f"`{key}` of an output name must be a number, a name or a list of numbers, got {value!r}")
+
+
+def output_stem(prefix: str, fields: dict) -> str:
+    """The file-name stem of a command's outputs: ``prefix`` and every configuration field, unambiguously.
+
+    Integers are written ``<key><value>`` (``d5``), floats ``<key>-<repr>``
+    (``sigma2-0.1``: the shortest text that reads back to the same float, so
+    different floats give different names), names ``<key>-<name>`` and lists of
+    numbers ``<key>-<v1>,<v2>``; fields are joined by ``_`` in the given order.
+    Values never contain ``_``, so with the same keys in the same order two
+    different configurations never share a stem. A stem longer than
+    :data:`MAX_STEM` characters keeps the fields that fit and ends with
+    ``h-<16 hex digits of sha256 of the full stem>``.
+
+    Parameters
+    ----------
+    prefix : str
+        What the file holds, e.g. ``"flow"`` or ``"portrait_two_head"``.
+    fields : dict
+        The configuration, in order: key -> int, float, str or list of numbers,
+        e.g. ``{"H": 2, "d": 5, "L": 40, "sigma2": 0.1, "seed": 0}``.
+
+    Returns
+    -------
+    str
+        E.g. ``flow_H2_d5_L40_sigma2-0.1_seed0`` (no suffix: add ``.npz``, ``.png``...).
+
+    Raises
+    ------
+    ValueError
+        A non-finite float or a name with characters outside ``[A-Za-z0-9.+-]``.
+    TypeError
+        A value that is not a number, a name or a list of numbers.
+    """
+    parts = [prefix]
+    for key, value in fields.items():
+        if not _KEY.match(key):
+            raise ValueError(f"output-name keys must be alphanumeric, got {key!r}")
+        parts.append(key + _stem_value(key, value))
+    stem = "_".join(parts)
+    if len(stem) <= MAX_STEM:
+        return stem
+    digest = hashlib.sha256(stem.encode("utf-8")).hexdigest()[:16]
+    kept = [parts[0]]
+    for part in parts[1:]:
+        if len("_".join([*kept, part])) + 19 > MAX_STEM:
+            break
+        kept.append(part)
+    return "_".join([*kept, f"h-{digest}"])
 
 
 def _current_umask() -> int:

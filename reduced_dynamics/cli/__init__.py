@@ -9,14 +9,24 @@ builds ONE :class:`~reduced_dynamics.setting.Setting` from them
 the documentation's CLI reference.
 Bad input (``ValueError``), an overflow of ``exp(d ωωᵀ)`` (``OverflowError``) and
 an unwritable output path (``OSError``) each become one line on stderr and exit
-status 2, never a traceback.
+status 2, never a traceback; the line names the flag the user typed (the
+library's parameter names are mapped to flags, ``reduced_dynamics.cli._common``).
+An option given twice is a usage error (exit 2). Numerical warnings (numpy's
+RuntimeWarning) never reach stderr as they are: a failing command prints only its
+one error line, a succeeding one at most one ``note:`` line counting them.
+Exit statuses (each command's ``--help`` lists its own): 0 success, 1 the result
+failed, 2 bad input, 3 the run failed numerically, 130 interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
+import warnings
+
+from reduced_dynamics.cli._common import close_all, exit_codes_epilog, flag_names, rename_params
 
 __all__ = ["main", "build_parser", "COMMANDS"]
 
@@ -32,11 +42,34 @@ COMMANDS = {
 
 
 class _Parser(argparse.ArgumentParser):
-    """ArgumentParser whose usage errors are one line and exit 2."""
+    """ArgumentParser whose usage errors are one line and exit 2.
+
+    A value starting with ``-`` that reads as a number or a comma-separated list
+    of numbers (``--omega0 -0.1,0.1``) is a value, not an option.
+    """
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(r"^-(\d|\.\d|inf|nan)[\w.,+\-]*$", re.IGNORECASE)
 
     def error(self, message):  # pragma: no cover - exercised through main()
-        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        sys.stderr.write(f"{self.prog}: error: {message.splitlines()[0] if message else 'usage error'}\n")
         sys.exit(2)
+
+
+def _once(action):
+    """Make ``action`` a usage error when its option is given twice (``--d 5 --d 6``)."""
+    base = type(action)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        seen = namespace.__dict__.setdefault("_seen_options", set())
+        if self.dest in seen:
+            parser.error(f"argument {'/'.join(self.option_strings)}: given more than once")
+        seen.add(self.dest)
+        base.__call__(self, parser, namespace, values, option_string)
+
+    action.__class__ = type(f"Once{base.__name__}", (base,), {"__call__": __call__})
 
 
 def _available():
@@ -63,41 +96,68 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     modules = _available()
     for name, mod in modules.items():
-        p = sub.add_parser(name, help=mod.HELP, description=mod.HELP)
+        epilog = getattr(mod, "EPILOG", None) or exit_codes_epilog()
+        p = sub.add_parser(name, help=mod.HELP, description=mod.HELP, epilog=epilog)
         mod.add_arguments(p)
-        p.set_defaults(_module=mod)
+        for action in p._actions:
+            if action.option_strings and not isinstance(action, (argparse._HelpAction, argparse._AppendAction)):
+                _once(action)
+        p.set_defaults(_module=mod, _flags=flag_names(p, getattr(mod, "PARAM_FLAGS", None)))
     return parser
+
+
+def _error_line(args, kind: str, exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc).strip() else exc.__class__.__name__
+    return f"reduced-dynamics {args.command}: {kind}: {rename_params(text, args._flags)}\n"
 
 
 def main(argv=None) -> int:
     """Run ``reduced-dynamics`` with ``argv`` (default ``sys.argv[1:]``); return the exit status.
 
     0 on success, 1 when a command reports a failed result, 2 on bad input
-    (one line on stderr naming the parameter), 130 on Ctrl-C.
+    (one line on stderr naming the flag), 3 when a run fails numerically
+    (``train`` diverged), 130 on Ctrl-C.
     """
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # a usage error (one line written, status 2) or --help (status 0)
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     if getattr(args, "_module", None) is None:
         parser.print_help(sys.stderr)
         return 2
-    try:
-        return int(args._module.main(args) or 0)
-    except ValueError as exc:
-        msg = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
-        sys.stderr.write(f"reduced-dynamics {args.command}: error: {msg}\n")
-        return 2
-    except OverflowError as exc:
-        sys.stderr.write(f"reduced-dynamics {args.command}: overflow: {str(exc).splitlines()[0]}\n")
-        return 2
-    except OSError as exc:  # e.g. an --out folder that cannot be created or written
-        where = f": {exc.filename!r}" if getattr(exc, "filename", None) else ""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RuntimeWarning)
+        try:
+            rc = int(args._module.main(args) or 0)
+        except ValueError as exc:
+            sys.stderr.write(_error_line(args, "error", exc))
+            return 2
+        except OverflowError as exc:
+            sys.stderr.write(_error_line(args, "overflow", exc))
+            return 2
+        except OSError as exc:  # e.g. an --out folder that cannot be created or written
+            where = f": {exc.filename!r}" if getattr(exc, "filename", None) else ""
+            sys.stderr.write(
+                f"reduced-dynamics {args.command}: error: cannot write output{where} ({exc.strerror or exc})\n"
+            )
+            return 2
+        except KeyboardInterrupt:
+            sys.stderr.write(f"reduced-dynamics {args.command}: interrupted\n")
+            return 130
+        finally:
+            close_all()
+    numeric = [w for w in caught if issubclass(w.category, RuntimeWarning)]
+    for w in caught:  # anything else is shown as Python would have shown it
+        if not issubclass(w.category, RuntimeWarning):
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    if numeric:
+        first = str(numeric[0].message).splitlines()[0]
         sys.stderr.write(
-            f"reduced-dynamics {args.command}: error: cannot write output{where} ({exc.strerror or exc})\n"
+            f"reduced-dynamics {args.command}: note: {len(numeric)} numerical warning(s) during the run "
+            f"(first: {first})\n"
         )
-        return 2
-    except KeyboardInterrupt:
-        sys.stderr.write(f"reduced-dynamics {args.command}: interrupted\n")
-        return 130
+    return rc
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -7,6 +7,7 @@ import sys
 import textwrap
 import time
 
+from reduced_dynamics.cli._common import Progress, add_quiet, exit_codes_epilog, nonempty, prepare_out
 from reduced_dynamics.cli._setting import add_setting_arguments, setting_from_args
 from reduced_dynamics.io import atomic_write_json, to_jsonable
 
@@ -17,8 +18,27 @@ def add_arguments(p):
     p.add_argument("--quick", action="store_true", help="smaller grids and shorter runs (under a minute)")
     add_setting_arguments(p)
     p.add_argument("--only", type=str, default=None, help="comma-separated subset of check names")
-    p.add_argument("--out", type=str, default=None, help="also write the full results (with data) to this JSON file")
+    p.add_argument(
+        "--out",
+        type=nonempty,
+        default=None,
+        help="also write the full results (with data and the setting) to this JSON file (a name you choose)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    add_quiet(p)
+
+
+EPILOG = exit_codes_epilog(fail="a check did not PASS: FAIL or ERROR")
+
+
+def parse_only(text):
+    """``--only`` as a list of names: comma-separated, no empty item; None when not given."""
+    if text is None:
+        return None
+    names = [s.strip() for s in text.split(",")]
+    if any(not n for n in names):
+        raise ValueError(f"`--only` must be a comma-separated list of check names without empty items, got {text!r}")
+    return names
 
 
 def _table(results) -> str:
@@ -38,14 +58,16 @@ def main(args) -> int:
     from proofs_check.checks import run_checks
 
     setting = setting_from_args(args)
-    only = [s.strip() for s in args.only.split(",") if s.strip()] if args.only else None
+    only = parse_only(args.only)
+    prepare_out(args.out, is_file=True)
     t0 = time.perf_counter()
+    lines = Progress("check", quiet=args.quiet)
 
     def progress(name, seconds, res):
-        if not args.json:
-            sys.stderr.write(f"  {name}: {res.status} ({seconds:.1f} s)\n")
+        lines.stage(f"{name}: {res.status} ({seconds:.1f} s)")
 
     results = run_checks(setting, quick=args.quick, only=only, progress=progress)
+    lines.close()
     passed = all(r.passed for r in results)
     payload = {
         "passed": passed,

@@ -5,10 +5,27 @@ from __future__ import annotations
 from pathlib import Path
 
 from reduced_dynamics._validation import check_positive_int
+from reduced_dynamics.cli._common import (
+    Progress,
+    add_quiet,
+    check_range,
+    exit_codes_epilog,
+    nonempty,
+    parse_floats,
+    prepare_out,
+)
 from reduced_dynamics.cli._setting import add_setting_arguments, setting_from_args
-from reduced_dynamics.io import atomic_savez
+from reduced_dynamics.cli.run import T_END_MAX
+from reduced_dynamics.io import atomic_savez, output_stem
 
 HELP = "Phase portraits: the invariant two-head plane (γ, m) and projections of the general-H flow."
+EPILOG = exit_codes_epilog() + (
+    "\n\nOutput names encode the whole configuration, e.g.\n"
+    "  portrait_two_head_d5_L40_sigma2-0.1_gamma--0.9,0.9_m--4.0,4.0_res80_ntraj4_tend-100000.0_scale-0.3_seed0.png\n"
+    "  portrait_H3_d5_L40_sigma2-0.1_ntraj4_tend-100000.0_seed0.png (and the .npz data of each)"
+)
+#: library parameter names -> the flags of this command (for the one error line)
+PARAM_FLAGS = {"n_heads": "--heads", "scale": "--init-scale", "gamma": "--gamma-range", "m": "--m-range"}
 
 
 def add_arguments(p):
@@ -32,7 +49,9 @@ def add_arguments(p):
         "--resolution", type=int, default=80, help="grid points per axis of the vector field (>= 10; default 80)"
     )
     p.add_argument("--n-traj", type=int, default=4, help="number of random-init trajectories (default 4)")
-    p.add_argument("--t-end", type=float, default=1e5, help="final time of the trajectories (>= 1; default 1e5)")
+    p.add_argument(
+        "--t-end", type=float, default=1e5, help=f"final time of the trajectories, in [1, {T_END_MAX:g}] (default 1e5)"
+    )
     p.add_argument(
         "--init-scale",
         type=float,
@@ -40,7 +59,31 @@ def add_arguments(p):
         help="scale of the random 4-D inits in the two-head plane (default 0.3)",
     )
     p.add_argument("--seed", type=int, default=0, help="first seed; trajectory k uses seed + k (default 0)")
-    p.add_argument("--out", type=str, default="results/portrait", help="output folder (default results/portrait)")
+    p.add_argument("--out", type=nonempty, default="results/portrait", help="output folder (default results/portrait)")
+    add_quiet(p)
+
+
+def output_names(args, setting, gamma_range, m_range) -> tuple[str, str]:
+    """The stems of the two-head and the general-H outputs: every option that changes each, in a fixed order."""
+    common = dict(d=setting.d, L=setting.L, sigma2=float(setting.sigma2))
+    two = output_stem(
+        "portrait_two_head",
+        dict(
+            **common,
+            gamma=list(gamma_range),
+            m=list(m_range),
+            res=int(args.resolution),
+            ntraj=int(args.n_traj),
+            tend=float(args.t_end),
+            scale=float(args.init_scale),
+            seed=int(args.seed),
+        ),
+    )
+    gen = output_stem(
+        f"portrait_H{int(args.heads)}",
+        dict(**common, ntraj=int(args.n_traj), tend=float(args.t_end), seed=int(args.seed)),
+    )
+    return two, gen
 
 
 def main(args) -> int:
@@ -54,25 +97,38 @@ def main(args) -> int:
         raise ValueError(f"`n_heads` must be an integer >= 2 for the general portrait, got {args.heads}")
     if args.seed < 0:
         raise ValueError(f"`seed` must be a non-negative integer, got {args.seed}")
+    check_range("--t-end", args.t_end, 1.0, T_END_MAX, lo_open=False)
+    gamma_range = parse_floats(args.gamma_range, "--gamma-range")
+    m_range = parse_floats(args.m_range, "--m-range")
+    for flag, pair in (("--gamma-range", gamma_range), ("--m-range", m_range)):
+        if len(pair) != 2 or not pair[0] < pair[1]:
+            raise ValueError(
+                f"`{flag}` must be 'lo,hi' with lo < hi, got {getattr(args, flag[2:].replace('-', '_'))!r}"
+            )
+    stem_two, stem_gen = output_names(args, setting, gamma_range, m_range)
+    prepare_out(args.out)
+    progress = Progress("portrait", quiet=args.quiet)
     out = Path(args.out)
+    progress.stage(f"two-head plane: {args.resolution}x{args.resolution} vector field and {args.n_traj} trajectories")
     two = two_head_portrait_data(
         setting,
-        gamma_range=args.gamma_range,
-        m_range=args.m_range,
+        gamma_range=tuple(gamma_range),
+        m_range=tuple(m_range),
         resolution=args.resolution,
         n_traj=args.n_traj,
         t_end=args.t_end,
         seed=args.seed,
         init_scale=args.init_scale,
     )
+    progress.stage(f"general H={args.heads}: {args.n_traj} trajectories")
     gen = general_portrait_data(setting, n_heads=args.heads, n_traj=args.n_traj, t_end=args.t_end, seed=args.seed)
-    stem = f"d{args.d}_L{args.L}_s{args.sigma2:g}_seed{args.seed}"
-    f1 = out / f"portrait_two_head_{stem}"
-    f2 = out / f"portrait_H{args.heads}_{stem}"
-    atomic_savez(f1.with_suffix(".npz"), **two.arrays)
-    save_figure(plot_two_head_portrait(two), f1.with_suffix(".png"))
-    atomic_savez(f2.with_suffix(".npz"), **gen.arrays)
-    save_figure(plot_general_portrait(gen), f2.with_suffix(".png"))
+    progress.stage(f"drawing into {out}")
+    # names are built as strings, never with Path.with_suffix (which cut "sigma2-0.1..." at its first dot)
+    f1, f2 = out / stem_two, out / stem_gen
+    atomic_savez(out / f"{stem_two}.npz", **two.arrays)
+    save_figure(plot_two_head_portrait(two), out / f"{stem_two}.png")
+    atomic_savez(out / f"{stem_gen}.npz", **gen.arrays)
+    save_figure(plot_general_portrait(gen), out / f"{stem_gen}.png")
     g_end = abs(two["traj_gamma"][0, -1])
     print(
         f"two-head plane (d={args.d}, L={args.L}, σ²={args.sigma2:g}): trajectory 0 at t={args.t_end:g}: "
@@ -83,5 +139,5 @@ def main(args) -> int:
         + ", ".join(f"{p}/{n}/{z}" for p, n, z in zip(gen["n_pos"], gen["n_neg"], gen["n_dummy"]))
     )
     for f in (f1, f2):
-        print(f"  wrote {f.with_suffix('.png')} and {f.with_suffix('.npz')}")
+        print(f"  wrote {f}.png and {f}.npz")
     return 0

@@ -13,18 +13,28 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import time
+from pathlib import Path
 
 import numpy as np
 
 from reduced_dynamics._validation import check_positive_int
+from reduced_dynamics.cli._common import Progress, add_quiet, exit_codes_epilog, nonempty, parse_floats, prepare_out
 from reduced_dynamics.cli._setting import add_setting_arguments, setting_from_args
 from reduced_dynamics.dynamics.manifold import eta_star, mu_gamma
 from reduced_dynamics.estimation.predictors import BayesRidge, DebiasedGD, MultiHead, SingleHead, VanillaGD
 from reduced_dynamics.estimation.risk import estimate_risks
-from reduced_dynamics.io import to_jsonable
+from reduced_dynamics.io import atomic_write_json, output_stem, to_jsonable
 
 HELP = "Monte Carlo risks of multi-head attention, single head, GD, debiased GD and Bayes ridge."
+EPILOG = exit_codes_epilog() + (
+    "\n\nLists: --omega 0.1,-0.1 --mu 4.4,-4.4 (comma-separated, as in `run`; space-separated also works).\n"
+    "Output name (--out) encodes the whole configuration, e.g.\n"
+    "  risk_d5_L40_sigma2-0.1_prompts200000_seed0_omega-0.1,-0.1_mu-4.4,-4.4_conditional0.json"
+)
+#: library parameter names -> the flags of this command (for the one error line)
+PARAM_FLAGS = {"n_prompts": "--prompts", "n": "--prompts"}
 
 #: γ of the default two-head point on the solution manifold
 DEFAULT_GAMMA = 0.1
@@ -34,14 +44,22 @@ def add_arguments(parser) -> None:
     add_setting_arguments(parser)
     parser.add_argument("--prompts", type=int, default=200000, help="Monte Carlo prompts (default 200000)")
     parser.add_argument("--seed", type=int, default=0, help="seed (default 0)")
-    parser.add_argument("--omega", type=float, nargs="+", default=None, help="KQ scales of the heads")
-    parser.add_argument("--mu", type=float, nargs="+", default=None, help="OV values of the heads")
+    parser.add_argument(
+        "--omega", nargs="+", default=None, help="KQ scales of the heads, comma-separated: 0.1,-0.1 (needs --mu)"
+    )
+    parser.add_argument(
+        "--mu", nargs="+", default=None, help="OV values of the heads, comma-separated: 4.4,-4.4 (needs --omega)"
+    )
     parser.add_argument(
         "--conditional",
         action="store_true",
         help="Rao-Blackwellise: average the risk conditional on the covariates (same mean, smaller stderr)",
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument(
+        "--out", type=nonempty, default=None, help="folder for the JSON result, named by the configuration"
+    )
+    add_quiet(parser)
 
 
 def _gd_risk():
@@ -66,15 +84,26 @@ def main(args) -> int:
         m = mu_gamma(DEFAULT_GAMMA, setting)
         omega, mu = (DEFAULT_GAMMA, -DEFAULT_GAMMA), (m, -m)
     else:
-        omega, mu = tuple(args.omega), tuple(args.mu)
+        omega, mu = tuple(parse_floats(args.omega, "--omega")), tuple(parse_floats(args.mu, "--mu"))
     stats_preds = {
         "multi_head": MultiHead(omega, mu),
         "single_head": SingleHead.optimum(setting),
         "gd": VanillaGD(eta),
         "debiased_gd": DebiasedGD(eta),
     }
+    prepare_out(args.out)
+    progress = Progress("risk", quiet=args.quiet)
     common = dict(n_prompts=args.prompts, seed=args.seed, conditional=args.conditional)
-    res = estimate_risks(stats_preds, setting, **common)
+    progress.stage(f"{', '.join(stats_preds)} on {args.prompts} prompts")
+    try:
+        res = estimate_risks(stats_preds, setting, **common)
+    except (ValueError, OverflowError) as exc:
+        if args.omega is not None and re.search(r"MultiHead|multi_head", str(exc)):  # the user's heads overflow
+            raise ValueError(
+                "`--omega` and `--mu` make the multi-head predictions overflow to non-finite values; use smaller values"
+            ) from None
+        raise
+    progress.stage(f"bayes_ridge on {args.prompts} prompts")
     ridge = estimate_risks({"bayes_ridge": BayesRidge()}, setting, **common)
     gd_risk = _gd_risk()
     exact = {name: None for name in (*stats_preds, "bayes_ridge")}
@@ -100,15 +129,45 @@ def main(args) -> int:
             "conditional": bool(args.conditional),
         },
     }
+    if args.out is not None:
+        stem = output_stem(
+            "risk",
+            dict(
+                d=d,
+                L=L,
+                sigma2=float(sigma2),
+                prompts=int(args.prompts),
+                seed=int(args.seed),
+                omega=[float(w) for w in omega],
+                mu=[float(v) for v in mu],
+                conditional=int(bool(args.conditional)),
+            ),
+        )
+        out["file"] = str(atomic_write_json(Path(args.out) / f"{stem}.json", out))
     if args.json:
         print(json.dumps(to_jsonable(out), indent=2))
         return 0
     print(f"risk  d={d} L={L} sigma2={sigma2} prompts={res.n} seed={args.seed}  ({seconds:.2f} s)")
     print(f"multi_head at omega={np.round(omega, 6).tolist()} mu={np.round(mu, 6).tolist()}; eta*={eta:.6f}")
-    print(f"{'estimator':<14}{'risk':>12}{'stderr':>12}{'exact':>12}{'(mc-exact)/se':>15}")
+    print(table(estimates, exact))
+    if args.out is not None:
+        print(f"  wrote {out['file']}")
+    return 0
+
+
+def _num(x: float) -> str:
+    """Six decimals while that is readable, else six significant digits (1e4-sized risks stay one token)."""
+    return f"{x:.6f}" if abs(x) < 1e4 else f"{x:.6g}"
+
+
+def table(estimates, exact) -> str:
+    """The risk table: columns as wide as their widest entry, always separated by two spaces."""
+    header = ["estimator", "risk", "stderr", "exact", "(mc-exact)/se"]
+    rows = []
     for name, est in estimates.items():
         ex = exact[name]
-        ex_s = f"{ex:12.6f}" if ex is not None else f"{'-':>12}"
-        z_s = f"{(est.risk - ex) / est.stderr:15.2f}" if ex is not None and est.stderr > 0 else f"{'-':>15}"
-        print(f"{name:<14}{est.risk:12.6f}{est.stderr:12.6f}{ex_s}{z_s}")
-    return 0
+        z = f"{(est.risk - ex) / est.stderr:.2f}" if ex is not None and est.stderr > 0 else "-"
+        rows.append([name, _num(est.risk), _num(est.stderr), _num(ex) if ex is not None else "-", z])
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    fmt = lambda r: "  ".join([r[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(r[1:], widths[1:]))])  # noqa: E731
+    return "\n".join(fmt(r) for r in [header, *rows])

@@ -9,27 +9,41 @@ from pathlib import Path
 import numpy as np
 
 from reduced_dynamics._validation import check_heads_pair
+from reduced_dynamics.cli._common import (
+    Progress,
+    add_quiet,
+    check_range,
+    exit_codes_epilog,
+    nonempty,
+    parse_floats,
+    prepare_out,
+)
 from reduced_dynamics.cli._setting import add_setting_arguments, setting_from_args
 from reduced_dynamics.dynamics.flow import EXPLICIT_METHODS, IMPLICIT_METHODS, initial_state, integrate_flow
-from reduced_dynamics.io import atomic_savez, atomic_write_json, to_jsonable
+from reduced_dynamics.io import atomic_savez, atomic_write_json, output_stem, to_jsonable
 
 HELP = "Integrate the reduced (ω, μ) gradient flow and summarise it (defaults: the paper's setting, H = 2)."
-
-
-def _floats(text):
-    try:
-        return [float(v) for v in text.replace(",", " ").split()]
-    except ValueError:
-        raise ValueError(f"expected a comma-separated list of numbers, got {text!r}") from None
+EPILOG = exit_codes_epilog(fail="the solver did not reach --t-end") + (
+    "\n\nOutput names (--out) encode the whole configuration, e.g.\n"
+    "  flow_H2_d5_L40_sigma2-0.1_init-random_scale-0.01_seed0_tend-100000.0_method-Radau_rtol-1e-08_atol-1e-11_neval400"
+)
+#: library parameter names -> the flags of this command (for the one error line)
+PARAM_FLAGS = {"n_heads": "--heads", "scale": "--init-scale", "omega": "--omega0", "mu": "--mu0", "kind": "--init"}
+#: bounds of the solver flags (checked before any work)
+T_END_MAX = 1e9  # the cost grows with t_end: about 10 s at 1e9, over 2 min at 1e12 (H = 2, Radau)
+RTOL_RANGE = (1e-13, 1.0)  # [1e-13, 1): below ~1e-13 solve_ivp silently raises it, at >= 1 it is no tolerance
+ATOL_RANGE = (0.0, 1.0)  # (0, 1)
 
 
 def add_arguments(p):
     p.add_argument("--heads", type=int, default=2, help="number of heads H (default 2)")
     add_setting_arguments(p)
-    p.add_argument("--t-end", type=float, default=1e5, help="final time (default 1e5)")
+    p.add_argument("--t-end", type=float, default=1e5, help=f"final time, in (0, {T_END_MAX:g}] (default 1e5)")
     p.add_argument("--init", choices=["random", "symmetric"], default="random", help="initialisation (default random)")
     p.add_argument("--init-scale", type=float, default=0.01, help="scale of the initial entries (default 0.01)")
-    p.add_argument("--omega0", type=str, default=None, help="user-given initial ω, comma-separated (needs --mu0)")
+    p.add_argument(
+        "--omega0", type=str, default=None, help="user-given initial ω, comma-separated, e.g. 0.1,-0.1 (needs --mu0)"
+    )
     p.add_argument("--mu0", type=str, default=None, help="user-given initial μ, comma-separated (needs --omega0)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random initialisation (default 0)")
     p.add_argument(
@@ -37,14 +51,18 @@ def add_arguments(p):
         default="Radau",
         help=f"solve_ivp method, one of {IMPLICIT_METHODS + EXPLICIT_METHODS} (default Radau)",
     )
-    p.add_argument("--rtol", type=float, default=1e-8, help="relative tolerance (default 1e-8)")
-    p.add_argument("--atol", type=float, default=1e-11, help="absolute tolerance (default 1e-11)")
+    p.add_argument("--rtol", type=float, default=1e-8, help="relative tolerance, in [1e-13, 1) (default 1e-8)")
+    p.add_argument("--atol", type=float, default=1e-11, help="absolute tolerance, in (0, 1) (default 1e-11)")
     p.add_argument("--n-eval", type=int, default=400, help="number of log-spaced output times (default 400)")
     p.add_argument(
-        "--out", type=str, default=None, help="folder for the trajectory (.npz), summary (.json) and portrait (.png)"
+        "--out",
+        type=nonempty,
+        default=None,
+        help="folder for the trajectory (.npz), summary (.json) and portrait (.png), named by the configuration",
     )
     p.add_argument("--no-plot", action="store_true", help="do not draw the PNG")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the text summary")
+    add_quiet(p)
 
 
 def _fmt(v):
@@ -73,30 +91,71 @@ def text_summary(res) -> str:
     return "\n".join(lines)
 
 
+def output_name(args, setting, n_heads: int) -> str:
+    """The stem of ``run``'s output files: every option that changes the result, in a fixed order."""
+    if args.omega0 is not None:
+        init = {
+            "init": "given",
+            "omega0": parse_floats(args.omega0, "--omega0"),
+            "mu0": parse_floats(args.mu0, "--mu0"),
+        }
+    else:
+        init = {"init": args.init, "scale": float(args.init_scale), "seed": int(args.seed)}
+    return output_stem(
+        "flow",
+        dict(
+            H=int(n_heads),
+            d=setting.d,
+            L=setting.L,
+            sigma2=float(setting.sigma2),
+            **init,
+            tend=float(args.t_end),
+            method=str(args.method),
+            rtol=float(args.rtol),
+            atol=float(args.atol),
+            neval=int(args.n_eval),
+        ),
+    )
+
+
 def main(args) -> int:
     setting = setting_from_args(args)
+    check_range("--t-end", args.t_end, 0.0, T_END_MAX)
+    check_range("--rtol", args.rtol, RTOL_RANGE[0], RTOL_RANGE[1], lo_open=False, hi_open=True)
+    check_range("--atol", args.atol, ATOL_RANGE[0], ATOL_RANGE[1], hi_open=True)
     if (args.omega0 is None) != (args.mu0 is None):
         raise ValueError("`--omega0` and `--mu0` must be given together")
-    if args.omega0 is not None:
-        w0, m0 = check_heads_pair(_floats(args.omega0), _floats(args.mu0))
-        w0, m0 = initial_state(args.heads, kind="given", omega0=w0, mu0=m0)
-    else:
-        w0, m0 = initial_state(args.heads, kind=args.init, scale=args.init_scale, seed=args.seed)
-    res = integrate_flow(
-        w0,
-        m0,
-        setting,
-        t_end=args.t_end,
-        method=args.method,
-        rtol=args.rtol,
-        atol=args.atol,
-        n_eval=args.n_eval,
-    )
+    prepare_out(args.out)
+    progress = Progress("run", quiet=args.quiet)
+    try:
+        if args.omega0 is not None:
+            w0, m0 = check_heads_pair(parse_floats(args.omega0, "--omega0"), parse_floats(args.mu0, "--mu0"))
+            w0, m0 = initial_state(args.heads, kind="given", omega0=w0, mu0=m0)
+        else:
+            w0, m0 = initial_state(args.heads, kind=args.init, scale=args.init_scale, seed=args.seed)
+        progress.stage(f"integrating H={len(w0)} to t={args.t_end:g} ({args.method})")
+        res = integrate_flow(
+            w0,
+            m0,
+            setting,
+            t_end=args.t_end,
+            method=args.method,
+            rtol=args.rtol,
+            atol=args.atol,
+            n_eval=args.n_eval,
+        )
+    except OverflowError as exc:
+        text = str(exc).splitlines()[0]
+        if args.omega0 is None:  # the random/symmetric start, not a user-given --omega0, is too large
+            text = text.replace("`omega0`", "ω0")
+        hint = "`--omega0`" if args.omega0 is not None else "`--init-scale`"
+        raise OverflowError(f"{text} (lower {hint})") from None
     summary = res.summary()
     files = {}
     if args.out:
         out = Path(args.out)
-        stem = f"flow_H{res.n_heads}_d{setting.d}_L{setting.L}_s{setting.sigma2:g}_seed{args.seed}"
+        stem = output_name(args, setting, res.n_heads)
+        progress.stage(f"writing {out / stem}.*")
         files["trajectory"] = str(
             atomic_savez(
                 out / f"{stem}.npz",

@@ -4,15 +4,41 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 from reduced_dynamics._validation import check_positive_int
+from reduced_dynamics.cli._common import Progress, add_quiet, check_range, exit_codes_epilog, nonempty, prepare_out
 from reduced_dynamics.cli._setting import add_setting_arguments, setting_from_args
 from reduced_dynamics.io import to_jsonable
 from reduced_dynamics.model.attention import MODEL_KINDS
-from reduced_dynamics.model.training import OPTIMIZERS, TrainConfig, summarize_run, train, write_outputs
+from reduced_dynamics.model.training import (
+    CHECKPOINT_NAME,
+    OPTIMIZERS,
+    TrainConfig,
+    summarize_run,
+    train,
+    write_outputs,
+)
 
 HELP = "train an attention model (numpy, fresh prompts each step) and extract its (omega, mu) circuits"
+#: exit status of a run that failed numerically (the loss became non-finite)
+EXIT_DIVERGED = 3
+#: largest accepted learning rate (Adam's steps are about lr in size; anything larger is a typo)
+LR_MAX = 10.0
+#: files of a previous run in --out that a new run (without --resume) would replace
+RUN_FILES = (CHECKPOINT_NAME, "final.npz", "final.json")
+EPILOG = exit_codes_epilog(numerical=True) + (
+    "\n\n--out DIR holds one run (checkpoint.npz, final.npz, final.json; the configuration is in final.json\n"
+    "and the checkpoint). A DIR that already holds a run is refused (exit 2) unless --resume continues it\n"
+    "or --force replaces it. Printed sum_mu_ratio = |Σμ|/Σ|μ| of the OV values (0: zero-sum holds, 1: worst);\n"
+    "in --json it is patterns.zero_sum_ratio."
+)
+#: library parameter names -> the flags of this command (for the one error line)
+PARAM_FLAGS = {
+    "n_heads": "--heads",
+    "parameterisation": "--param",
+    "n_prompts": "--n-eval",
+    "checkpoint_every": "--checkpoint-every",
+}
 
 
 def add_arguments(parser) -> None:
@@ -21,17 +47,49 @@ def add_arguments(parser) -> None:
     add_setting_arguments(parser, what="of the training prompts")
     a("--steps", type=int, default=10_000, help="optimizer steps (default 10000)")
     a("--batch", type=int, default=256, help="prompts per step (default 256)")
-    a("--lr", type=float, default=1e-3, help="learning rate (default 1e-3)")
+    a("--lr", type=float, default=1e-3, help=f"learning rate, in (0, {LR_MAX:g}] (default 1e-3)")
     # choices are validated by TrainConfig so bad values give the package's one-line ValueError
     a("--optimizer", default="adam", help=f"one of {', '.join(OPTIMIZERS)} (default adam)")
     a("--param", default="separate", help=f"one of {', '.join(MODEL_KINDS)} (default separate)")
     a("--seed", type=int, default=0, help="seed of init and prompts (default 0)")
-    a("--out", default=None, help="folder for checkpoint.npz, final.npz, final.json (written atomically)")
+    a(
+        "--out",
+        type=nonempty,
+        default=None,
+        help="folder for checkpoint.npz, final.npz, final.json (written atomically; one run per folder)",
+    )
     a("--resume", action="store_true", help="continue from OUT/checkpoint.npz")
+    a("--force", action="store_true", help="replace the run already in OUT (its checkpoint and final files)")
     a("--checkpoint-every", type=int, default=None, help="steps between checkpoints (default max(1000, steps/20))")
     a("--n-eval", type=int, default=20_000, help="fresh prompts for the risk estimate (default 20000)")
-    a("--progress", action="store_true", help="report progress on stderr")
+    a("--progress", action="store_true", help="report progress on stderr (the default now; kept for old scripts)")
     a("--json", action="store_true", help="print the summary as JSON on stdout")
+    add_quiet(parser)
+
+
+def check_out(out, *, resume: bool, force: bool) -> None:
+    """Refuse (``ValueError`` naming ``--resume`` and ``--force``) to start a new run over a folder holding one.
+
+    With ``force``, remove the previous run's files first, so the folder never
+    mixes two runs.
+    """
+    if resume and force:
+        raise ValueError("`--resume` continues the run in `--out` and `--force` replaces it: give one of them")
+    if out is None:
+        if resume:
+            raise ValueError("`--resume` needs `--out` (the folder holding checkpoint.npz)")
+        return
+    path = prepare_out(out)
+    present = [name for name in RUN_FILES if (path / name).exists()]
+    if not present or resume:
+        return
+    if not force:
+        raise ValueError(
+            f"`--out` {out!r} already holds a run ({', '.join(present)}): pass `--resume` to continue it "
+            "or `--force` to replace it"
+        )
+    for name in present:
+        (path / name).unlink()
 
 
 def main(args) -> int:
@@ -49,21 +107,26 @@ def main(args) -> int:
         parameterisation=args.param,
         seed=args.seed,
     )
+    check_range("--lr", args.lr, 0.0, LR_MAX)
     n_eval = check_positive_int("n-eval", args.n_eval)
     if n_eval < 2:
         raise ValueError(f"`n-eval` must be an integer >= 2, got {n_eval}")
-    if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
-        raise ValueError(f"`out` must be a folder, got the existing file {args.out!r}")
+    check_out(args.out, resume=args.resume, force=args.force)
+    progress = Progress("train", quiet=args.quiet)
+    progress.stage(f"training H={args.heads} for {args.steps} steps ({args.optimizer}, lr {args.lr:g})")
     result = train(
         config,
         out=args.out,
         resume=args.resume,
         checkpoint_every=args.checkpoint_every,
-        progress=args.progress,
+        progress=not args.quiet,
     )
     if result.status == 2:  # diverged: no meaningful circuits or risks to summarise
-        sys.stderr.write(f"reduced-dynamics train: {result.message} (stopped at step {result.step})\n")
-        return 1
+        progress.close()
+        msg = result.message.replace("`lr`", "`--lr`")
+        sys.stderr.write(f"reduced-dynamics train: failed numerically: {msg} (stopped at step {result.step})\n")
+        return EXIT_DIVERGED
+    progress.stage(f"risk on {n_eval} fresh prompts")
     summary = summarize_run(result, n_prompts=n_eval, seed=12345)
     if args.out is not None:
         write_outputs(args.out, result, summary)
@@ -75,9 +138,9 @@ def main(args) -> int:
         sys.stdout.write(
             f"{result.message} steps={result.step} ({result.steps_per_second:.0f} steps/s)\n"
             f"omega={fmt(summary.omega)} mu={fmt(summary.mu)} eta_eff={summary.eta_eff:.4f}\n"
-            f"zero_sum={p.zero_sum_ratio:.3f} sign_match={p.sign_match_fraction:.2f} "
+            f"sum_mu_ratio={p.zero_sum_ratio:.3f} sign_match={p.sign_match_fraction:.2f} "
             f"kq_offdiag_max={p.kq_offdiag_fraction_max:.3f} ov_off_max={p.ov_offresponse_fraction_max:.3f}\n"
             f"risk={summary.risk:.4f}±{summary.risk_stderr:.4f} reduced={summary.risk_reduced:.4f} "
             f"debiased_gd={summary.risk_debiased_gd:.4f}\n"
         )
-    return 0 if result.status in (0, 1) else 1
+    return 0  # status 0 (all steps) or 1 (stopped early, resumable); 2 (diverged) returned above

@@ -46,7 +46,7 @@ def test_bad_setting_one_line_exit_2(capsys, command, flag, value):
     rc = main([command, flag, value])
     out, err = capsys.readouterr()
     assert rc == 2 and out == ""
-    assert len(err.strip().splitlines()) == 1 and f"`{flag[2:]}`" in err
+    assert len(err.strip().splitlines()) == 1 and f"`{flag}`" in err
     assert err.startswith(f"reduced-dynamics {command}: error:")
 
 

@@ -95,7 +95,7 @@ def test_bad_input_is_one_stderr_line_and_exit_2(capsys, argv, param):
     rc = main(["risk", "--prompts", "100", *argv]) if "--prompts" not in argv else main(["risk", *argv])
     out, err = capsys.readouterr()
     assert rc == 2 and out == ""
-    assert len(err.strip().splitlines()) == 1 and f"`{param}`" in err
+    assert len(err.strip().splitlines()) == 1 and f"`--{param}`" in err
 
 
 def test_subprocess_bad_d_exits_2_without_traceback():
@@ -105,4 +105,4 @@ def test_subprocess_bad_d_exits_2_without_traceback():
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert len(proc.stderr.strip().splitlines()) == 1
-    assert "Traceback" not in proc.stderr and "`d`" in proc.stderr
+    assert "Traceback" not in proc.stderr and "`--d`" in proc.stderr

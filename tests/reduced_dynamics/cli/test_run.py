@@ -53,17 +53,17 @@ def test_text_summary_and_user_init(capsys):
 @pytest.mark.parametrize(
     "args,param",
     [
-        (["--d", "0"], "`d`"),
-        (["--L", "-3"], "`L`"),
-        (["--heads", "0"], "`n_heads`"),
-        (["--sigma2", "-1"], "`sigma2`"),
-        (["--sigma2", "nan"], "`sigma2`"),
-        (["--t-end", "0"], "`t_end`"),
-        (["--init-scale", "0"], "`scale`"),
-        (["--method", "Euler"], "`method`"),
+        (["--d", "0"], "`--d`"),
+        (["--L", "-3"], "`--L`"),
+        (["--heads", "0"], "`--heads`"),
+        (["--sigma2", "-1"], "`--sigma2`"),
+        (["--sigma2", "nan"], "`--sigma2`"),
+        (["--t-end", "0"], "`--t-end`"),
+        (["--init-scale", "0"], "`--init-scale`"),
+        (["--method", "Euler"], "`--method`"),
         (["--omega0", "0.1,0.2"], "`--omega0` and `--mu0`"),
-        (["--omega0", "0.1,0.2", "--mu0", "0.1"], "`omega` and `mu`"),
-        (["--omega0", "0.1,nan", "--mu0", "0.1,0.2"], "`omega`"),
+        (["--omega0", "0.1,0.2", "--mu0", "0.1"], "`--omega0` and `--mu0`"),
+        (["--omega0", "0.1,nan", "--mu0", "0.1,0.2"], "`--omega0`"),
     ],
 )
 def test_bad_input_exit_2(capsys, args, param):
@@ -77,7 +77,7 @@ def test_subprocess_bad_input_no_traceback():
     proc = subprocess.run([sys.executable, "-m", "reduced_dynamics", "run", "--d", "0"], capture_output=True, text=True)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
-    assert "`d` must be a positive integer" in proc.stderr
+    assert "`--d` must be a positive integer" in proc.stderr
 
 
 def test_unwritable_out_exit_2(capsys, tmp_path):
@@ -86,4 +86,4 @@ def test_unwritable_out_exit_2(capsys, tmp_path):
     blocker.write_text("x")
     rc = main(["run", "--t-end", "10", "--no-plot", "--out", str(blocker / "sub")])
     err = capsys.readouterr().err
-    assert rc == 2 and "cannot write output" in err and len(err.strip().splitlines()) == 1
+    assert rc == 2 and "`--out` cannot be created" in err and len(err.strip().splitlines()) == 1

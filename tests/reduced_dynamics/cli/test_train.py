@@ -40,15 +40,15 @@ def test_resume_via_cli_matches_uninterrupted(tmp_path, capsys):
 @pytest.mark.parametrize(
     "args, name",
     [
-        (["--heads", "0"], "`heads`"),
-        (["--d", "0"], "`d`"),
-        (["--lr", "0"], "`lr`"),
-        (["--lr", "-0.1"], "`lr`"),
-        (["--steps", "-1"], "`steps`"),
-        (["--batch", "0"], "`batch`"),
-        (["--optimizer", "lbfgs"], "`optimizer`"),
-        (["--param", "cubic"], "`param`"),
-        (["--resume"], "`resume`"),
+        (["--heads", "0"], "`--heads`"),
+        (["--d", "0"], "`--d`"),
+        (["--lr", "0"], "`--lr`"),
+        (["--lr", "-0.1"], "`--lr`"),
+        (["--steps", "-1"], "`--steps`"),
+        (["--batch", "0"], "`--batch`"),
+        (["--optimizer", "lbfgs"], "`--optimizer`"),
+        (["--param", "cubic"], "`--param`"),
+        (["--resume"], "`--resume`"),
     ],
 )
 def test_bad_input_exit_2_one_line(args, name, capsys):
@@ -62,15 +62,15 @@ def test_out_that_is_a_file_exit_2(tmp_path, capsys):
     f.write_text("x")
     assert main(["train", "--steps", "2", *TINY, "--out", str(f)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "`out`" in err
+    assert err.count("\n") == 1 and "`--out`" in err
 
 
-def test_divergence_exit_1_one_line(capsys):
-    """A diverging run (SGD, lr 1e6) reports the termination message on one stderr line and exits 1."""
-    rc = main(["train", "--steps", "200", *TINY, "--optimizer", "sgd", "--lr", "1e6", "--param", "linear"])
+def test_divergence_exit_3_one_line(capsys):
+    """A diverging run (SGD, lr 10, the largest accepted) is a numerical failure: one stderr line, exit 3."""
+    rc = main(["train", "--steps", "200", *TINY, "--optimizer", "sgd", "--lr", "10", "--param", "linear"])
     cap = capsys.readouterr()
-    assert rc == 1 and cap.out == ""
-    assert cap.err.count("\n") == 1 and "smaller `lr`" in cap.err and "Traceback" not in cap.err
+    assert rc == 3 and cap.out == ""
+    assert cap.err.count("\n") == 1 and "smaller `--lr`" in cap.err and "Traceback" not in cap.err
 
 
 def test_subprocess_bad_heads():
@@ -78,4 +78,4 @@ def test_subprocess_bad_heads():
         [sys.executable, "-m", "reduced_dynamics", "train", "--heads", "0"], capture_output=True, text=True, timeout=60
     )
     assert p.returncode == 2
-    assert p.stderr.count("\n") == 1 and "`heads`" in p.stderr and "Traceback" not in p.stderr
+    assert p.stderr.count("\n") == 1 and "`--heads`" in p.stderr and "Traceback" not in p.stderr

@@ -1,0 +1,234 @@
+"""What every command shares: ``--quiet`` and progress on stderr, the one list syntax, flag names in errors, exit codes.
+
+- Progress: :class:`Progress` writes one line per stage on stderr (never on stdout,
+  so ``--json`` output stays parseable) once the command has run for
+  :data:`PROGRESS_DELAY` seconds; ``--quiet`` turns it off. A quick command, or
+  one that fails on its input, prints nothing but its result or its one error line.
+- Lists: every list option takes comma-separated numbers (``--omega 0.1,-0.1``);
+  space-separated values after the flag (``--omega 0.1 -0.1``) are joined the same
+  way. Empty items (``0.1,,-0.2``), NaN and inf are rejected, naming the flag.
+- Errors: the library names its parameters (``n_heads``, ``t_end``, ...);
+  :func:`flag_names` maps each command's parameter names to the flags the user
+  typed, and :func:`reduced_dynamics.cli.main` rewrites the one error line with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import sys
+import threading
+import time
+
+__all__ = [
+    "EXIT_CODES",
+    "exit_codes_epilog",
+    "add_quiet",
+    "Progress",
+    "PROGRESS_DELAY",
+    "close_all",
+    "parse_floats",
+    "nonempty",
+    "check_range",
+    "prepare_out",
+    "flag_names",
+    "rename_params",
+]
+
+#: exit status -> meaning, shared by every command (each command's ``--help`` lists the ones it uses)
+EXIT_CODES = {
+    0: "success",
+    1: "the command ran but its result failed ({fail})",
+    2: "bad input: a usage error, a value out of range, an unwritable output path (one line on stderr naming the flag)",
+    3: "the run failed numerically (e.g. training diverged: the loss became non-finite); try a smaller --lr",
+    130: "interrupted (Ctrl-C)",
+}
+
+
+def exit_codes_epilog(*, fail: str | None = None, numerical: bool = False) -> str:
+    """The ``--help`` epilog listing the exit statuses a command can return.
+
+    ``fail`` says when the command exits 1 (None: it never does); ``numerical``
+    says whether it can exit 3.
+    """
+    lines = ["exit status:"]
+    for code, text in EXIT_CODES.items():
+        if code == 1 and fail is None:
+            continue
+        if code == 3 and not numerical:
+            continue
+        lines.append(f"  {code:<4} {text.format(fail=fail)}")
+    return "\n".join(lines)
+
+
+def add_quiet(p) -> None:
+    """Add ``--quiet`` (no progress lines on stderr) to the parser ``p``."""
+    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr (errors are still reported)")
+
+
+#: seconds a command runs before its first progress line (the line of the stage it is in then)
+PROGRESS_DELAY = 1.0
+_ACTIVE: list[Progress] = []
+
+
+class Progress:
+    """Progress lines on stderr for one command; silent with ``quiet=True``.
+
+    ``stage(text)`` writes ``reduced-dynamics <command>: <text> [<seconds> s]``;
+    ``tick(text)`` writes it only if ``every`` seconds have passed since the last
+    line (a rate-limited progress line for loops). During the first
+    :data:`PROGRESS_DELAY` seconds nothing is written: the stage current at that
+    moment is written then (by a timer), so a command that ends or fails before
+    prints no progress at all. :meth:`close` (called by
+    :func:`reduced_dynamics.cli.main` when the command returns) stops the timer.
+    """
+
+    def __init__(self, command: str, *, quiet: bool = False, every: float = 2.0):
+        self.command, self.quiet, self.every = command, bool(quiet), float(every)
+        self._t0 = self._last = time.perf_counter()
+        self._lock = threading.Lock()
+        self._pending: str | None = None
+        self._closed = False
+        self._timer = None
+        if not self.quiet:
+            _ACTIVE.append(self)
+            if PROGRESS_DELAY > 0:
+                self._timer = threading.Timer(PROGRESS_DELAY, self._flush_pending)
+                self._timer.daemon = True
+                self._timer.start()
+
+    def _write(self, text: str) -> None:
+        self._last = time.perf_counter()
+        sys.stderr.write(f"reduced-dynamics {self.command}: {text} [{self._last - self._t0:.1f} s]\n")
+        sys.stderr.flush()
+
+    def _flush_pending(self) -> None:
+        with self._lock:
+            if self._pending is not None and not self._closed:
+                self._write(self._pending)
+            self._pending = None
+
+    def stage(self, text: str) -> None:
+        if self.quiet:
+            return
+        with self._lock:
+            if self._closed:
+                return
+            if time.perf_counter() - self._t0 < PROGRESS_DELAY:
+                self._pending = text
+            else:
+                self._pending = None
+                self._write(text)
+
+    def tick(self, text: str) -> None:
+        if not self.quiet and time.perf_counter() - self._last >= self.every:
+            self.stage(text)
+
+    def close(self) -> None:
+        """Write nothing more (cancel the delayed first line)."""
+        with self._lock:
+            self._closed = True
+            self._pending = None
+        if self._timer is not None:
+            self._timer.cancel()
+
+
+def close_all() -> None:
+    """Close every :class:`Progress` of this process (the command has returned or failed)."""
+    while _ACTIVE:
+        _ACTIVE.pop().close()
+
+
+def parse_floats(value, flag: str) -> list[float]:
+    """Parse the one list syntax: comma-separated finite numbers (a list of such strings is joined with commas).
+
+    Raises
+    ------
+    ValueError
+        Naming ``flag``: an empty list, an empty item (``0.1,,0.2``), a non-number, NaN or inf.
+    """
+    text = ",".join(value) if isinstance(value, (list, tuple)) else str(value)
+    items = [s.strip() for s in text.split(",")]
+    if text.strip() == "" or any(s == "" for s in items):
+        raise ValueError(f"`{flag}` must be a comma-separated list of numbers without empty items, got {text!r}")
+    out = []
+    for s in items:
+        try:
+            f = float(s)
+        except ValueError:
+            raise ValueError(f"`{flag}` must be a comma-separated list of numbers, got {text!r}") from None
+        if not math.isfinite(f):
+            raise ValueError(f"`{flag}` must hold finite numbers, got {text!r}")
+        out.append(f)
+    return out
+
+
+def nonempty(text: str) -> str:
+    """argparse ``type`` for paths and names: reject the empty string (``--out ""``)."""
+    if text.strip() == "":
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
+def prepare_out(path, *, is_file: bool = False, flag: str = "--out"):
+    """Create the output folder (of ``path``, or ``path`` itself) before any work, so an unwritable ``--out`` fails first.
+
+    Raises ``ValueError`` naming ``flag`` when the folder cannot be created or
+    written, or when ``path`` should be a file but is a folder (or the reverse).
+    Returns ``path`` as a :class:`~pathlib.Path` (None stays None).
+    """
+    import os
+    from pathlib import Path
+
+    if path is None:
+        return None
+    path = Path(path)
+    folder = path.parent if is_file else path
+    if is_file and path.is_dir():
+        raise ValueError(f"`{flag}` must be a file name, got the folder {str(path)!r}")
+    if not is_file and path.exists() and not path.is_dir():
+        raise ValueError(f"`{flag}` must be a folder, got the existing file {str(path)!r}")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"`{flag}` cannot be created: {str(folder)!r} ({exc.strerror or exc})") from None
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f"`{flag}` is not writable: {str(folder)!r}")
+    return path
+
+
+def check_range(flag: str, value: float, lo: float, hi: float, *, lo_open: bool = True, hi_open: bool = False):
+    """Return ``value`` if it is a finite number in the interval ``lo..hi``, else raise ``ValueError`` naming ``flag``."""
+    ok = math.isfinite(value) and (value > lo if lo_open else value >= lo) and (value < hi if hi_open else value <= hi)
+    if not ok:
+        lb, rb = ("(" if lo_open else "["), (")" if hi_open else "]")
+        raise ValueError(f"`{flag}` must be a finite number in {lb}{lo:g}, {hi:g}{rb}, got {value!r}")
+    return value
+
+
+def flag_names(parser, extra: dict | None = None) -> dict[str, str]:
+    """Parameter name -> flag for one subcommand parser.
+
+    Every option ``--x-y`` maps its dest ``x_y`` and the spelling ``x-y`` to
+    ``--x-y``; ``extra`` adds the library's names that differ from the flag
+    (e.g. ``{"n_heads": "--heads"}``).
+    """
+    out = {}
+    for action in parser._actions:
+        longs = [s for s in action.option_strings if s.startswith("--")]
+        if not longs:
+            continue
+        flag = longs[0]
+        out[action.dest] = flag
+        out[flag[2:]] = flag
+    out.update(extra or {})
+    return out
+
+
+_BACKTICKED = re.compile(r"`([A-Za-z_][A-Za-z0-9_\-]*)`")
+
+
+def rename_params(message: str, names: dict[str, str]) -> str:
+    """Replace every backticked parameter name in ``message`` that has a flag by ```--flag```."""
+    return _BACKTICKED.sub(lambda m: f"`{names[m.group(1)]}`" if m.group(1) in names else m.group(0), message)

@@ -1,0 +1,285 @@
+"""Issue 9, the command line: output names, no silent overwrite, progress/--quiet, one-line errors naming the flag."""
+
+import json
+import re
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from reduced_dynamics.cli import COMMANDS, _common, build_parser, main
+from reduced_dynamics.io import MAX_STEM, output_stem
+
+SETTING_COMMANDS = ["run", "risk", "check", "train", "portrait"]
+TINY_TRAIN = ["--d", "2", "--L", "4", "--batch", "8", "--n-eval", "64"]
+TINY_PORTRAIT = ["--resolution", "10", "--n-traj", "1", "--t-end", "5", "--heads", "2"]
+
+
+def _one_line(capsys, rc, expected_rc=2):
+    out, err = capsys.readouterr()
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert rc == expected_rc, err
+    assert len(lines) == 1 and "Traceback" not in err and "Warning" not in err, err
+    return lines[0]
+
+
+# ----------------------------------------------------------------------------- 1. output names
+
+FIELD_VALUES = {
+    "H": st.integers(1, 10**6),
+    "d": st.integers(1, 10**5),
+    "sigma2": st.floats(0, 1e12, allow_nan=False),
+    "seed": st.integers(0, 2**63),
+    "init": st.sampled_from(["random", "symmetric", "given"]),
+    "omega0": st.lists(st.floats(-1e3, 1e3, allow_nan=False), min_size=1, max_size=40),
+}
+configs = st.fixed_dictionaries(FIELD_VALUES)
+
+
+@given(configs, configs)
+def test_output_stem_is_injective(a, b):
+    """Two configurations share a stem only if they are equal (floats compared as their exact bits)."""
+    same = {k: (json.dumps(v) if isinstance(v, list) else repr(v)) for k, v in a.items()} == {
+        k: (json.dumps(v) if isinstance(v, list) else repr(v)) for k, v in b.items()
+    }
+    assert (output_stem("flow", a) == output_stem("flow", b)) == same
+    assert len(output_stem("flow", a)) <= MAX_STEM
+
+
+@given(configs)
+def test_output_stem_one_field_changed_changes_the_name(a):
+    for key, value in a.items():
+        other = dict(a)
+        other[key] = value + 1 if isinstance(value, int) else (value * 2 + 1 if isinstance(value, float) else None)
+        if other[key] is None:
+            other[key] = "x" + value if isinstance(value, str) else [*value, 0.5]
+        assert output_stem("flow", other) != output_stem("flow", a), key
+
+
+def test_output_stem_text_and_bad_values():
+    assert output_stem("flow", {"H": 2, "d": 5, "L": 40, "sigma2": 0.1, "seed": 0}) == "flow_H2_d5_L40_sigma2-0.1_seed0"
+    assert output_stem("x", {"sigma2": 0.1}) != output_stem("x", {"sigma2": 0.5})
+    with pytest.raises(ValueError, match="`sigma2`"):
+        output_stem("x", {"sigma2": float("nan")})
+    with pytest.raises(ValueError, match="`init`"):
+        output_stem("x", {"init": "a_b"})
+
+
+def test_portrait_sigma2_and_seed_write_different_files(tmp_path, capsys, monkeypatch):
+    """σ² = 0.1 and 0.5 (and any seed) used to write the same portrait_two_head_d5_L40_s0.png.
+
+    Also: progress lines on stderr by default, none with --quiet (two runs only: portraits are the slow command).
+    """
+    monkeypatch.setattr(_common, "PROGRESS_DELAY", 0.0)
+    assert main(["portrait", *TINY_PORTRAIT, "--out", str(tmp_path), "--sigma2", "0.1"]) == 0
+    err = capsys.readouterr().err
+    assert err and all(line.startswith("reduced-dynamics portrait: ") for line in err.splitlines())
+    assert main(["portrait", *TINY_PORTRAIT, "--out", str(tmp_path), "--sigma2", "0.5", "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
+    pngs = sorted(p.name for p in tmp_path.glob("*.png"))
+    assert len(pngs) == 4 and len(list(tmp_path.glob("*.npz"))) == 4
+    assert sum("sigma2-0.1_" in p for p in pngs) == 2 and sum("sigma2-0.5_" in p for p in pngs) == 2
+    # the seed (and every other option) is in both names
+    from reduced_dynamics.cli._setting import setting_from_args
+    from reduced_dynamics.cli.portrait import output_names
+
+    names = set()
+    for extra in ([], ["--seed", "1"], ["--n-traj", "2"], ["--t-end", "6"], ["--init-scale", "0.2"]):
+        args = build_parser().parse_args(["portrait", *extra])
+        names.add(output_names(args, setting_from_args(args), (-0.9, 0.9), (-4.0, 4.0)))
+    assert len(names) == 5
+
+
+def test_run_seeds_and_sigma2_write_different_files(tmp_path, capsys):
+    base = ["run", "--t-end", "1", "--n-eval", "4", "--no-plot", "--quiet", "--out", str(tmp_path)]
+    for extra in (["--seed", "0"], ["--seed", "1"], ["--sigma2", "0.5"]):
+        assert main([*base, *extra]) == 0
+    capsys.readouterr()
+    assert len(list(tmp_path.glob("flow_*.npz"))) == 3 and len(list(tmp_path.glob("flow_*.json"))) == 3
+
+
+def test_risk_out_names_the_configuration(tmp_path, capsys):
+    base = ["risk", "--prompts", "50", "--quiet", "--json", "--out", str(tmp_path)]
+    assert main([*base, "--sigma2", "0.1"]) == 0
+    assert main([*base, "--sigma2", "0.5"]) == 0
+    capsys.readouterr()
+    names = sorted(p.name for p in tmp_path.glob("risk_*.json"))
+    assert len(names) == 2 and "sigma2-0.1_" in names[0] and "sigma2-0.5_" in names[1]
+
+
+# ----------------------------------------------------------------------------- 2. train --out refuses to overwrite
+
+
+def test_train_refuses_existing_run_without_resume_or_force(tmp_path, capsys):
+    out = str(tmp_path / "run")
+    assert main(["train", "--steps", "20", *TINY_TRAIN, "--quiet", "--out", out]) == 0
+    before = (tmp_path / "run" / "checkpoint.npz").read_bytes()
+    capsys.readouterr()
+    line = _one_line(capsys, main(["train", "--steps", "10", *TINY_TRAIN, "--out", out]))
+    assert "`--resume`" in line and "`--force`" in line and "`--out`" in line
+    assert (tmp_path / "run" / "checkpoint.npz").read_bytes() == before  # untouched
+    assert json.loads((tmp_path / "run" / "final.json").read_text())["steps"] == 20
+    # --force replaces it, --resume continues it, both together are refused
+    assert main(["train", "--steps", "10", *TINY_TRAIN, "--quiet", "--force", "--out", out]) == 0
+    assert json.loads((tmp_path / "run" / "final.json").read_text())["steps"] == 10
+    assert main(["train", "--steps", "30", *TINY_TRAIN, "--quiet", "--resume", "--out", out]) == 0
+    assert json.loads((tmp_path / "run" / "final.json").read_text())["steps"] == 30
+    capsys.readouterr()
+    line = _one_line(capsys, main(["train", "--steps", "40", *TINY_TRAIN, "--resume", "--force", "--out", out]))
+    assert "`--resume`" in line and "`--force`" in line
+
+
+# ----------------------------------------------------------------------------- 3. progress and --quiet
+
+PROGRESS_CASES = {
+    "risk": ["risk", "--prompts", "50"],
+    "train": ["train", "--steps", "5", *TINY_TRAIN],
+    "check": ["check", "--quick", "--only", "approximation"],
+    "figures": ["figures", "--quick", "--only", "bayes_ratio", "--out", "{tmp}"],
+    "run": ["run", "--t-end", "1", "--n-eval", "4"],
+}
+
+
+@pytest.mark.parametrize("command", list(PROGRESS_CASES))
+def test_progress_on_stderr_and_quiet_silences_it(command, tmp_path, capsys, monkeypatch):
+    """With the first-line delay at 0 s every long-running command writes progress lines; --quiet writes none."""
+    monkeypatch.setattr(_common, "PROGRESS_DELAY", 0.0)
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in PROGRESS_CASES[command]]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines and all(line.startswith(f"reduced-dynamics {command}: ") for line in lines), err
+    assert main([*argv, "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_progress_waits_for_the_delay(capsys):
+    """A command faster than PROGRESS_DELAY prints no progress (so quick failures stay one line)."""
+    p = _common.Progress("risk")
+    p.stage("work")
+    p.close()
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_every_command_has_quiet(command):
+    assert build_parser().parse_args([command, "--quiet"]).quiet is True
+
+
+# ----------------------------------------------------------------------------- 4. one line, exit 2, the flag named
+
+BAD = [
+    *[(c, ["--sigma2", "1e308"], "--sigma2") for c in SETTING_COMMANDS],
+    *[(c, ["--d", "5", "--d", "6"], "--d") for c in SETTING_COMMANDS],
+    ("run", ["--rtol", "2.5"], "--rtol"),
+    ("run", ["--rtol", "1e308"], "--rtol"),
+    ("run", ["--atol", "2.5"], "--atol"),
+    ("run", ["--t-end", "1e308"], "--t-end"),
+    ("run", ["--t-end", "1e10"], "--t-end"),
+    ("portrait", ["--t-end", "1e308"], "--t-end"),
+    ("run", ["--init-scale", "1e308"], "--init-scale"),
+    ("run", ["--init-scale", "0"], "--init-scale"),
+    ("run", ["--heads", "0"], "--heads"),
+    ("run", ["--n-eval", "0"], "--n-eval"),
+    ("run", ["--omega0", "0.1,,-0.1", "--mu0", "1,-1"], "--omega0"),
+    ("run", ["--out", ""], "--out"),
+    ("train", ["--lr", "1e308"], "--lr"),
+    ("train", ["--heads", "0"], "--heads"),
+    ("train", ["--n-eval", "1"], "--n-eval"),
+    ("train", ["--checkpoint-every", "0", "--steps", "1"], "--checkpoint-every"),
+    ("train", ["--out", ""], "--out"),
+    ("train", ["--lr", "1e-3", "--lr", "1e-2"], "--lr"),
+    ("risk", ["--mu", "1e308", "--omega", "1", "--prompts", "50"], "--mu"),
+    ("risk", ["--prompts", "1"], "--prompts"),
+    ("risk", ["--omega", "0.1,,0.2", "--mu", "1,2"], "--omega"),
+    ("risk", ["--omega", "0.1", "--omega", "0.2", "--mu", "1"], "--omega"),
+    ("risk", ["--out", ""], "--out"),
+    ("check", ["--only", ""], "--only"),
+    ("check", ["--only", "approximation,,optimality"], "--only"),
+    ("check", ["--out", ""], "--out"),
+    ("portrait", ["--heads", "1"], "--heads"),
+    ("portrait", ["--m-range", "1,1"], "--m-range"),
+    ("portrait", ["--gamma-range", "0.1,,0.2"], "--gamma-range"),
+    ("portrait", ["--out", ""], "--out"),
+    ("figures", ["--only", ""], "--only"),
+    ("figures", ["--out", ""], "--out"),
+    ("figures", ["--seed", "1", "--seed", "2"], "--seed"),
+    ("figures", ["--list", "--only", "bayes_ratio"], "--only"),
+    ("figures", ["--list", "--out", "/proc/x"], "--out"),
+    ("check", ["--quick", "--only", "approximation", "--out", "/proc/x/y.json"], "--out"),
+]
+
+
+@pytest.mark.parametrize("command, argv, flag", BAD, ids=[f"{c}{' '.join(a)}" for c, a, _ in BAD])
+def test_bad_input_one_line_names_the_flag(command, argv, flag, capsys):
+    line = _one_line(capsys, main([command, *argv]))
+    assert line.startswith(f"reduced-dynamics {command}: ")
+    assert f"`{flag}`" in line or f"argument {flag}" in line, line
+    internal = re.findall(r"`(n_heads|scale|t_end|n_eval|n_prompts|init_scale|prompts|lr|sigma2|only|out)`", line)
+    assert not internal, line
+
+
+def test_rename_params_maps_every_library_name_to_a_flag():
+    """Each command's map sends its dests and the library's own names to the flags the user types."""
+    sub = next(a for a in build_parser()._actions if hasattr(a, "choices") and a.choices)
+    flags = {name: p.get_default("_flags") for name, p in sub.choices.items()}
+    assert flags["run"]["n_heads"] == "--heads" and flags["run"]["scale"] == "--init-scale"
+    assert flags["run"]["t_end"] == "--t-end" and flags["run"]["n_eval"] == "--n-eval"
+    assert flags["train"]["n_prompts"] == "--n-eval" and flags["risk"]["n_prompts"] == "--prompts"
+    assert flags["train"]["parameterisation"] == "--param"
+    for name, table in flags.items():
+        parser = sub.choices[name]
+        for action in parser._actions:
+            longs = [s for s in action.option_strings if s.startswith("--")]
+            if longs and longs[0] != "--help":
+                assert table[action.dest] == longs[0], (name, action.dest)
+    assert _common.rename_params("`t_end` and `x`", flags["run"]) == "`--t-end` and `x`"
+
+
+def test_list_syntax_is_the_same_everywhere(capsys):
+    """The README's `risk --omega 0.1,-0.1 --mu 4.4,-4.4` works, as does the space-separated form."""
+    outs = []
+    for lists in (["--omega", "0.1,-0.1", "--mu", "4.4,-4.4"], ["--omega", "0.1", "-0.1", "--mu", "4.4", "-4.4"]):
+        assert main(["risk", "--prompts", "50", "--quiet", "--json", *lists]) == 0
+        outs.append(json.loads(capsys.readouterr().out))
+    assert outs[0]["config"]["omega"] == outs[1]["config"]["omega"] == [0.1, -0.1]
+    assert outs[0]["estimators"] == outs[1]["estimators"]
+    assert main(["run", "--omega0=-0.1,0.1", "--mu0", "-1,1", "--t-end", "1", "--n-eval", "4", "--quiet"]) == 0
+    assert main(["run", "--omega0", "-0.1,0.1", "--mu0", "-1,1", "--t-end", "1", "--n-eval", "4", "--quiet"]) == 0
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_help_documents_every_exit_code(command):
+    sub = next(a for a in build_parser()._actions if hasattr(a, "choices") and a.choices)
+    text = sub.choices[command].format_help()
+    table = text.split("exit status:")[1]
+    codes = {int(c) for c in re.findall(r"^\s+(\d+)\s", table, re.MULTILINE)}
+    assert {0, 2, 130} <= codes
+    assert (3 in codes) == (command == "train")
+    assert (1 in codes) == (command in ("run", "check"))
+
+
+def test_numerical_warnings_never_leak(capsys):
+    """A huge --init-scale used to print numpy's RuntimeWarning and the overflow line."""
+    line = _one_line(capsys, main(["run", "--init-scale", "1e308"]))
+    assert "overflow" in line and "`--init-scale`" in line
+
+
+# ----------------------------------------------------------------------------- 5. output formatting
+
+
+def test_risk_table_columns_never_run_together(capsys):
+    assert main(["risk", "--sigma2", "1e4", "--prompts", "200", "--quiet"]) == 0
+    rows = capsys.readouterr().out.splitlines()[2:]
+    assert rows[0].split() == ["estimator", "risk", "stderr", "exact", "(mc-exact)/se"]
+    for row in rows[1:]:
+        cells = row.split()
+        assert len(cells) == 5, row
+        for cell in cells[1:]:
+            assert cell == "-" or re.fullmatch(r"-?\d+(\.\d+)?(e[-+]\d+)?", cell), row
+
+
+def test_train_prints_a_metric_whose_direction_is_clear(capsys):
+    assert main(["train", "--steps", "5", *TINY_TRAIN, "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "sum_mu_ratio=" in out and "zero_sum=" not in out
