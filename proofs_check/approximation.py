@@ -18,12 +18,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from reduced_dynamics._validation import check_finite_float, check_positive_float, check_probability
+from reduced_dynamics._validation import (
+    check_finite_float,
+    check_positive_float,
+    check_positive_int,
+    check_probability,
+)
 from reduced_dynamics.dynamics.flow import initial_state, integrate_flow
 from reduced_dynamics.dynamics.loss import approx_loss
 from reduced_dynamics.dynamics.manifold import mu_gamma, single_head_optimum
 from reduced_dynamics.estimation.predictors import DebiasedGD, MultiHead, SingleHead, debiased_gd, multi_head
-from reduced_dynamics.estimation.prompts import sample_prompts
+from reduced_dynamics.estimation.prompts import CHUNK_BUDGET, iter_prompts
 from reduced_dynamics.estimation.risk import estimate_risks
 from reduced_dynamics.setting import as_setting
 
@@ -39,10 +44,18 @@ __all__ = [
 ]
 
 
+_HEADS_MAX = 10_000
+
+
 def _heads_count(name, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"`{name}` must be an integer >= 1, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= _HEADS_MAX:
+        raise ValueError(f"`{name}` must be an integer in [1, {_HEADS_MAX}], got {value!r}")
     return int(value)
+
+
+def _stats_working_bytes(setting) -> int:
+    """Working set per prompt of a reduced-model vs debiased-GD comparison (statistics sampler)."""
+    return 8 * (10 * setting.L + 16)
 
 
 def approximation_error(gamma, eta, setting, *, n_prompts, seed, quantile=0.99, n_positive=1, n_negative=1) -> float:
@@ -59,12 +72,14 @@ def approximation_error(gamma, eta, setting, *, n_prompts, seed, quantile=0.99, 
         Step of debiased GD, and total effective step ``μᵀω`` of the heads.
     setting : Setting
         Scalar data model.
-    n_prompts : int, >= 1
-        Number of sampled prompts.
+    n_prompts : int, in [1, 33554432]
+        Number of sampled prompts (drawn in chunks within the memory budget,
+        :data:`~reduced_dynamics.estimation.prompts.CHUNK_BUDGET`; the
+        differences are kept for the quantile).
     seed : int or numpy.random.Generator
         Required.
     quantile : float in [0, 1]
-    n_positive, n_negative : int, >= 1
+    n_positive, n_negative : int, in [1, 10000]
         Numbers of heads at ``+γ`` and ``−γ``.
 
     Returns
@@ -82,11 +97,26 @@ def approximation_error(gamma, eta, setting, *, n_prompts, seed, quantile=0.99, 
     quantile = check_probability("quantile", quantile, open_interval=False)
     n_positive = _heads_count("n_positive", n_positive)
     n_negative = _heads_count("n_negative", n_negative)
+    n_prompts = check_positive_int("n_prompts", n_prompts)
+    if 8 * n_prompts > CHUNK_BUDGET:
+        raise ValueError(
+            f"`n_prompts` must be an integer <= {CHUNK_BUDGET // 8} (the differences are kept for the quantile), "
+            f"got {n_prompts}"
+        )
     omega = np.array([gamma] * n_positive + [-gamma] * n_negative)
-    mu = np.array([eta / (2 * gamma) / n_positive] * n_positive + [-eta / (2 * gamma) / n_negative] * n_negative)
-    st = sample_prompts(n_prompts, setting, seed=seed, stats_only=True)
-    diff = multi_head(st, omega, mu) - debiased_gd(st, eta)
-    return float(np.quantile(np.abs(diff), quantile))
+    with np.errstate(over="ignore"):
+        mu = np.array([eta / (2 * gamma) / n_positive] * n_positive + [-eta / (2 * gamma) / n_negative] * n_negative)
+    if not np.all(np.isfinite(mu)):
+        raise ValueError(f"`gamma` = {gamma!r} is too small for `eta` = {eta!r}: the OV values η/(2γ) overflow")
+    diff = np.concatenate(
+        [
+            np.abs(multi_head(st, omega, mu) - debiased_gd(st, eta))
+            for st in iter_prompts(
+                n_prompts, setting, seed=seed, stats_only=True, per_prompt_bytes=_stats_working_bytes(setting)
+            )
+        ]
+    )
+    return float(np.quantile(diff, quantile))
 
 
 @reports_errors("approximation")
@@ -177,13 +207,15 @@ def check_predictor_limit(setting, *, quick=False) -> CheckResult:
     n = 5000 if quick else 40000
     gammas = np.array([0.01, 0.03, 0.1, 0.3])
     es = setting.eta_star
-    st = sample_prompts(n, setting, seed=5, stats_only=True)
-    rms = []
-    for g in gammas:
-        m = mu_gamma(g, setting)
-        diff = multi_head(st, [g, -g], [m, -m]) - debiased_gd(st, es)
-        rms.append(float(np.sqrt(np.mean(diff**2))))
-    rms = np.array(rms)
+    ms = [mu_gamma(g, setting) for g in gammas]
+    ss = np.zeros(gammas.size)
+    # common prompts for every γ, drawn chunk by chunk within the memory budget (any L)
+    for st in iter_prompts(n, setting, seed=5, stats_only=True, per_prompt_bytes=_stats_working_bytes(setting)):
+        dgd = debiased_gd(st, es)
+        for i, (g, m) in enumerate(zip(gammas, ms)):
+            diff = multi_head(st, [g, -g], [m, -m]) - dgd
+            ss[i] += np.sum(diff**2)
+    rms = np.sqrt(ss / n)
     order = float(np.polyfit(np.log(gammas[:3]), np.log(rms[:3]), 1)[0])
     return CheckResult(
         name="predictor_limit",

@@ -124,9 +124,9 @@ def bound_relative_slack_mp(*, sigma2, xi, dps=50):
 
     Parameters
     ----------
-    sigma2, xi : float or array_like, > 0
+    sigma2, xi : float or array_like, in [1e-15, 1e15]
         Broadcast together.
-    dps : int, >= 16
+    dps : int, in [16, 1000]
         Correct decimal digits of the result.
 
     Returns
@@ -144,9 +144,9 @@ def bound_rho_mp(*, sigma2, xi, dps=50):
 
     Parameters
     ----------
-    sigma2, xi : float or array_like, > 0
+    sigma2, xi : float or array_like, in [1e-15, 1e15]
         Broadcast together.
-    dps : int, >= 16
+    dps : int, in [16, 1000]
         Correct decimal digits of the result.
 
     Returns

@@ -43,6 +43,8 @@ def check_optimality(setting, *, quick=False) -> CheckResult:
         minimisation cannot run gives a failed result with ``error`` set.
     """
     loss = check_optimality_loss(setting, quick=quick)
+    if loss.skipped is not None:
+        return CheckResult.skip("optimality", loss.skipped, setting)
     if loss.error is not None:
         return CheckResult.could_not_run("optimality", loss.error, setting)
     pred = check_predictor_limit(setting, quick=quick)
@@ -90,8 +92,8 @@ def run_checks(setting, *, quick=False, only=None, progress=None) -> list[CheckR
         Scalar, isotropic data model (``Setting.paper()`` reproduces the paper).
     quick : bool
         Smaller grids and shorter runs (under a minute for all).
-    only : sequence of str, optional
-        Subset of :data:`CHECKS` names, run in the given order.
+    only : str or non-empty list of str, optional
+        Subset of :data:`CHECKS` names, run in the given order (default: all).
     progress : callable, optional
         Called as ``progress(name, seconds, result)`` after each check.
 
@@ -100,17 +102,27 @@ def run_checks(setting, *, quick=False, only=None, progress=None) -> list[CheckR
     list of CheckResult
         One per check. A check that raises is reported as a failed result
         with ``error`` set (:meth:`CheckResult.could_not_run`); the other
-        checks still run.
+        checks still run. A check whose statement does not apply at
+        ``setting`` (outside the theory's range, e.g. ``L = 1``, ``d = 1`` or
+        ``σ² = 0``; :data:`proofs_check.result.THEORY_RANGE`) is reported
+        with status ``"SKIPPED"`` and the reason (:meth:`CheckResult.skip`).
 
     Raises
     ------
     ValueError
         If ``setting`` is not a scalar isotropic :class:`Setting` or ``only``
-        names an unknown check.
+        is empty or names an unknown check.
     """
     setting = as_setting(setting, "run_checks").require_isotropic("run_checks")
-    names = list(CHECKS) if not only else list(only)
-    unknown = [n for n in names if n not in CHECKS]
+    if only is None:
+        names = list(CHECKS)
+    else:
+        if isinstance(only, str):
+            only = [only]
+        if not isinstance(only, (list, tuple)) or not only:
+            raise ValueError(f"`only` must be a non-empty list of check names among {list(CHECKS)}, got {only!r}")
+        names = list(only)
+    unknown = [n for n in names if not isinstance(n, str) or n not in CHECKS]
     if unknown:
         raise ValueError(f"`only` must name checks among {list(CHECKS)}, got {unknown}")
     out = []

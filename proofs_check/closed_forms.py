@@ -39,7 +39,6 @@ docs/theory.md#bayes-ratio; He, Pan, Chen, Yang (ICML 2025), Theorem 1.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import mpmath
@@ -47,8 +46,9 @@ import numpy as np
 
 from reduced_dynamics._results import FrozenResult
 from reduced_dynamics._validation import check_positive_int
-from reduced_dynamics.estimation.prompts import as_generator
-from reduced_dynamics.estimation.risk import RiskEstimate
+from reduced_dynamics.estimation._threads import single_blas_thread
+from reduced_dynamics.estimation.prompts import as_generator, check_n_prompts, chunk_sizes
+from reduced_dynamics.estimation.risk import RiskEstimate, _Moments
 from reduced_dynamics.setting import as_setting
 
 __all__ = [
@@ -98,33 +98,54 @@ def _check_debiased_L(L, debiased: bool) -> None:
     if debiased and np.any(np.asarray(L) < 2):
         bad = np.asarray(L)[np.asarray(L) < 2].ravel()[0] if np.ndim(L) else L
         raise ValueError(
-            f"`L` must be an integer >= 2 for debiased GD (the centred covariates vanish at L = 1), got {int(bad)!r}"
+            f"`L` must be an integer >= 2 for the optimal step of debiased GD (at L = 1 its prediction is 0 for every step), got {int(bad)!r}"
         )
 
 
-def _finite_array(name: str, value) -> np.ndarray:
-    """``value`` as a non-empty float64 array of finite reals."""
+#: Domain of ``σ²`` (besides 0 where allowed) and ``ξ`` of the proportional-limit functions:
+#: every ``Setting`` lies inside (``ξ = d/L ∈ [1e-9, 1e5]``, ``σ² <= 1e12``); beyond it the
+#: float64 formulas overflow, underflow or lose the ratio's deviation from 1 entirely.
+LIMIT_RANGE = (1e-15, 1e15)
+
+#: Largest allowed ``|eta|`` of :func:`gd_risk` (beyond it the risk overflows).
+ETA_MAX = 1e12
+
+
+def _reject_complex(name: str, value):
+    if isinstance(value, complex) or np.iscomplexobj(value):
+        raise ValueError(f"`{name}` must be real, got a complex value")
+
+
+def _finite_array(name: str, value, *, bound=None) -> np.ndarray:
+    """``value`` as a non-empty float64 array of finite reals (``|value| <= bound`` if given)."""
+    _reject_complex(name, value)
+    allowed = "a finite real number" if bound is None else f"a finite real number with |{name}| <= {bound:g}"
     try:
         arr = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError):
-        raise ValueError(f"`{name}` must be a finite real number (or an array of them), got {value!r}") from None
-    if arr.size == 0 or not np.all(np.isfinite(arr)):
-        raise ValueError(f"`{name}` must be a finite real number (or an array of them), got {value!r}")
+        raise ValueError(f"`{name}` must be {allowed} (or an array of them), got {value!r}") from None
+    if arr.size == 0 or not np.all(np.isfinite(arr)) or (bound is not None and np.any(np.abs(arr) > bound)):
+        raise ValueError(f"`{name}` must be {allowed} (or an array of them), got {value!r}")
     return arr
 
 
 def _as_param_array(name: str, value, *, allow_zero: bool) -> np.ndarray:
-    """``value`` as a float64 array, finite and > 0 (or >= 0)."""
-    allowed = "a finite number >= 0" if allow_zero else "a finite number > 0"
+    """``value`` as a float64 array in :data:`LIMIT_RANGE` (or 0 when ``allow_zero``)."""
+    _reject_complex(name, value)
+    lo, hi = LIMIT_RANGE
+    allowed = f"{'0 or ' if allow_zero else ''}a finite number in [{lo:g}, {hi:g}]"
     try:
         arr = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError):
         raise ValueError(f"`{name}` must be {allowed}, got {value!r}") from None
     if arr.size == 0:
         raise ValueError(f"`{name}` must be {allowed}, got an empty array")
-    bad = ~np.isfinite(arr) | ((arr < 0) if allow_zero else (arr <= 0))
-    if np.any(bad):
-        first = arr[bad].ravel()[0] if arr.ndim else arr
+    with np.errstate(invalid="ignore"):
+        ok = np.isfinite(arr) & (arr >= lo) & (arr <= hi)
+        if allow_zero:
+            ok |= arr == 0
+    if not np.all(ok):
+        first = arr[~ok].ravel()[0] if arr.ndim else arr
         raise ValueError(f"`{name}` must be {allowed}, got {float(first)!r}")
     return arr
 
@@ -190,10 +211,13 @@ def gd_risk(eta, setting, *, debiased=False):
     Parameters
     ----------
     eta : float or array_like
-        Step size (any finite real).
+        Step size, ``|eta| <= 1e12``.
     setting : Setting
-        Isotropic data model; ``L >= 2`` if ``debiased``. Array-valued fields
-        broadcast against ``eta``.
+        Isotropic data model. Array-valued fields broadcast against ``eta``.
+        At ``L = 1`` debiased GD predicts 0 (the centred covariates vanish)
+        and the formula gives its risk ``1 + σ²`` exactly, so every ``L >= 1``
+        is accepted, as by ``reduced-dynamics risk`` and ``check``; the
+        optimal step (:func:`gd_optimal_eta`) needs ``L >= 2``.
     debiased : bool
         Use centred covariates ``x_l − x̄``.
 
@@ -215,8 +239,8 @@ def gd_risk(eta, setting, *, debiased=False):
     array([0.3906, 0.2625])
     """
     d, L, sigma2 = _setting_arrays(setting, "gd_risk")
-    eta = _finite_array("eta", eta)
-    _check_debiased_L(setting.L, debiased)
+    eta = _finite_array("eta", eta, bound=ETA_MAX)
+    debiased = _check_debiased(debiased)
     b, c = _gd_coefficients(d, L, sigma2, debiased)
     return _out(1.0 + sigma2 - 2.0 * b * eta + c * eta * eta)
 
@@ -257,6 +281,7 @@ def gd_optimal_eta(setting, *, debiased=False):
     True
     """
     d, L, sigma2 = _setting_arrays(setting, "gd_optimal_eta")
+    debiased = _check_debiased(debiased)
     _check_debiased_L(setting.L, debiased)
     if debiased:
         return _out(np.asarray(setting.eta_star, dtype=np.float64))
@@ -291,6 +316,7 @@ def gd_optimal_risk(setting, *, debiased=False):
     0.242857
     """
     d, L, sigma2 = _setting_arrays(setting, "gd_optimal_risk")
+    debiased = _check_debiased(debiased)
     _check_debiased_L(setting.L, debiased)
     b, c = _gd_coefficients(d, L, sigma2, debiased)
     return _out(1.0 + sigma2 - b * b / c)
@@ -315,9 +341,9 @@ def gd_risk_limit(*, sigma2, xi):
 
     Parameters
     ----------
-    sigma2 : float or array_like, >= 0
+    sigma2 : float or array_like, 0 or in [1e-15, 1e15]
         Noise variance σ².
-    xi : float or array_like, > 0
+    xi : float or array_like, in [1e-15, 1e15]
         Aspect ratio ``ξ = lim d/L``; broadcast against ``sigma2``.
 
     Returns
@@ -372,8 +398,8 @@ def bayes_risk_limit(*, sigma2, xi):
 
     Parameters
     ----------
-    sigma2 : float or array_like, >= 0
-    xi : float or array_like, > 0
+    sigma2 : float or array_like, 0 or in [1e-15, 1e15]
+    xi : float or array_like, in [1e-15, 1e15]
         Broadcast against ``sigma2``.
 
     Returns
@@ -405,18 +431,20 @@ def bayes_risk_limit(*, sigma2, xi):
 def risk_ratio_limit(*, sigma2, xi):
     r"""Limiting ratio ``r = gd_risk_limit / bayes_risk_limit`` (left side of Theorem 1(c)).
 
-    ``r > 1`` for every ``σ² > 0, ξ > 0``, but where ``r − 1`` is below about
-    ``1e-16`` (``ξ`` large, or ``ξ`` and ``σ²`` both large) the float64 ratio
-    rounds to exactly 1 or just below it. **Take** ``r − 1`` **from**
+    ``r > 1`` for every ``σ² > 0, ξ > 0``. It is evaluated as
+    ``1 + (r − 1)`` with ``r − 1`` from :func:`risk_ratio_excess`, so it is
+    never below 1; where ``r − 1`` is below about ``1e-16`` (``ξ`` large, or
+    ``ξ`` and ``σ²`` both large) it rounds to exactly 1 (the plain quotient
+    ``G/B`` rounded to just below 1 there). **Take** ``r − 1`` **from**
     :func:`risk_ratio_excess` (cancellation-free, correct to ~1e-15 relative)
     and the distance to the bound from :func:`bound_slack`, never from
     ``risk_ratio_limit(...) - 1``.
 
     Parameters
     ----------
-    sigma2 : float or array_like, > 0
+    sigma2 : float or array_like, in [1e-15, 1e15]
         At ``σ² = 0`` and ``ξ <= 1`` the Bayes risk is 0, so ``σ² > 0`` is required.
-    xi : float or array_like, > 0
+    xi : float or array_like, in [1e-15, 1e15]
         Broadcast against ``sigma2``.
 
     Returns
@@ -433,8 +461,8 @@ def risk_ratio_limit(*, sigma2, xi):
     >>> round(risk_ratio_limit(sigma2=0.1, xi=0.125), 6)
     1.936573
     """
-    s, x = _limit_params(sigma2, xi, allow_zero_sigma2=False)
-    return _out(np.asarray(gd_risk_limit(sigma2=s, xi=x)) / np.asarray(bayes_risk_limit(sigma2=s, xi=x)))
+    s, x, eta, G, B = _ratio_parts(sigma2, xi)
+    return _out(1.0 + eta * eta / (G * B + s / x))
 
 
 def risk_ratio_bound(*, sigma2, xi):
@@ -446,8 +474,8 @@ def risk_ratio_bound(*, sigma2, xi):
 
     Parameters
     ----------
-    sigma2 : float or array_like, > 0
-    xi : float or array_like, > 0
+    sigma2 : float or array_like, in [1e-15, 1e15]
+    xi : float or array_like, in [1e-15, 1e15]
         Broadcast against ``sigma2``.
 
     Returns
@@ -491,8 +519,8 @@ def risk_ratio_excess(*, sigma2, xi):
 
     Parameters
     ----------
-    sigma2 : float or array_like, > 0
-    xi : float or array_like, > 0
+    sigma2 : float or array_like, in [1e-15, 1e15]
+    xi : float or array_like, in [1e-15, 1e15]
         Broadcast against ``sigma2``.
 
     Returns
@@ -507,7 +535,7 @@ def risk_ratio_excess(*, sigma2, xi):
     Examples
     --------
     >>> risk_ratio_limit(sigma2=1000.0, xi=1000.0) - 1  # r − 1 lost to rounding
-    -1.1102230246251565e-16
+    0.0
     >>> float(f"{risk_ratio_excess(sigma2=1000.0, xi=1000.0):.6g}")
     9.96007e-19
     """
@@ -525,8 +553,8 @@ def bound_relative_slack(*, sigma2, xi):
 
     Parameters
     ----------
-    sigma2 : float or array_like, > 0
-    xi : float or array_like, > 0
+    sigma2 : float or array_like, in [1e-15, 1e15]
+    xi : float or array_like, in [1e-15, 1e15]
         Broadcast against ``sigma2``.
 
     Returns
@@ -558,8 +586,8 @@ def bound_slack(*, sigma2, xi):
 
     Parameters
     ----------
-    sigma2 : float or array_like, > 0
-    xi : float or array_like, > 0
+    sigma2 : float or array_like, in [1e-15, 1e15]
+    xi : float or array_like, in [1e-15, 1e15]
         Broadcast against ``sigma2``.
 
     Returns
@@ -584,11 +612,21 @@ def bound_slack(*, sigma2, xi):
 # --- mpmath versions --------------------------------------------------------
 
 
+#: Largest ``dps`` of the ``*_mp`` functions (beyond it mpmath's time and memory explode).
+DPS_MAX = 1000
+
+
 def _check_dps(dps) -> int:
     dps = check_positive_int("dps", dps)
-    if dps < 16:
-        raise ValueError(f"`dps` must be an integer >= 16, got {dps!r}")
+    if not 16 <= dps <= DPS_MAX:
+        raise ValueError(f"`dps` must be an integer in [16, {DPS_MAX}], got {dps!r}")
     return dps
+
+
+def _check_debiased(debiased) -> bool:
+    if not isinstance(debiased, (bool, np.bool_)):
+        raise ValueError(f"`debiased` must be True or False, got {debiased!r}")
+    return bool(debiased)
 
 
 def _mp_broadcast(scalar_func, sigma2, xi, *, allow_zero_sigma2: bool, dps):
@@ -640,10 +678,10 @@ def gd_risk_limit_mp(*, sigma2, xi, dps=DEFAULT_DPS):
 
     Parameters
     ----------
-    sigma2 : float or array_like, >= 0
-    xi : float or array_like, > 0
+    sigma2 : float or array_like, 0 or in [1e-15, 1e15]
+    xi : float or array_like, in [1e-15, 1e15]
         Broadcast against ``sigma2``.
-    dps : int, >= 16
+    dps : int, in [16, 1000]
         Decimal digits of the result.
 
     Returns
@@ -661,10 +699,10 @@ def bayes_risk_limit_mp(*, sigma2, xi, dps=DEFAULT_DPS):
 
     Parameters
     ----------
-    sigma2 : float or array_like, >= 0
-    xi : float or array_like, > 0
+    sigma2 : float or array_like, 0 or in [1e-15, 1e15]
+    xi : float or array_like, in [1e-15, 1e15]
         Broadcast against ``sigma2``.
-    dps : int, >= 16
+    dps : int, in [16, 1000]
         Decimal digits of the result.
 
     Returns
@@ -682,10 +720,10 @@ def risk_ratio_limit_mp(*, sigma2, xi, dps=DEFAULT_DPS):
 
     Parameters
     ----------
-    sigma2 : float or array_like, > 0
-    xi : float or array_like, > 0
+    sigma2 : float or array_like, in [1e-15, 1e15]
+    xi : float or array_like, in [1e-15, 1e15]
         Broadcast against ``sigma2``.
-    dps : int, >= 16
+    dps : int, in [16, 1000]
         Decimal digits of the result.
 
     Returns
@@ -703,10 +741,10 @@ def risk_ratio_bound_mp(*, sigma2, xi, dps=DEFAULT_DPS):
 
     Parameters
     ----------
-    sigma2 : float or array_like, > 0
-    xi : float or array_like, > 0
+    sigma2 : float or array_like, in [1e-15, 1e15]
+    xi : float or array_like, in [1e-15, 1e15]
         Broadcast against ``sigma2``.
-    dps : int, >= 16
+    dps : int, in [16, 1000]
         Decimal digits of the result.
 
     Returns
@@ -749,13 +787,16 @@ def bayes_risk_finite(setting, *, n_prompts, seed, batch_size=None) -> RiskEstim
     ----------
     setting : Setting
         Scalar, isotropic data model.
-    n_prompts : int, >= 2
+    n_prompts : int, in [2, 1e9]
         Number of sampled prompts (one covariate matrix ``X`` each).
     seed : int or numpy.random.Generator
         Required.
     batch_size : int, optional
-        Matrices per batch (default keeps each batch near 4·10⁶ numbers);
-        the result does not depend on it.
+        Matrices per batch, at most (default keeps each batch near 4·10⁶
+        numbers; fewer when the batch would exceed the memory budget,
+        :data:`~reduced_dynamics.estimation.prompts.CHUNK_BUDGET`). The
+        matrices are the same whatever the batch size (one stream); memory
+        does not grow with ``n_prompts``.
 
     Returns
     -------
@@ -775,30 +816,28 @@ def bayes_risk_finite(setting, *, n_prompts, seed, batch_size=None) -> RiskEstim
     """
     setting = as_setting(setting, "bayes_risk_finite").require_isotropic("bayes_risk_finite")
     d, L, sigma2 = setting.d, setting.L, setting.sigma2
-    n_prompts = check_positive_int("n_prompts", n_prompts)
+    n_prompts = check_n_prompts(n_prompts)
     rng = as_generator(seed)
     if sigma2 == 0.0:
         return RiskEstimate(risk=max(0, d - L) / d, stderr=0.0, n=n_prompts, name="bayes_ridge")
-    if n_prompts < 2:
-        raise ValueError(f"`n_prompts` must be an integer >= 2 (a standard error is returned), got {n_prompts!r}")
     if batch_size is None:
         batch_size = max(1, int(4_000_000 // (L * d)))
     batch_size = check_positive_int("batch_size", batch_size)
     k = min(d, L)
     n_zero = d - k
-    samples = np.empty(n_prompts)
-    done = 0
-    while done < n_prompts:
-        b = min(batch_size, n_prompts - done)
-        X = rng.standard_normal((b, L, d))
-        gram = np.matmul(np.swapaxes(X, 1, 2), X) if d <= L else np.matmul(X, np.swapaxes(X, 1, 2))
-        lam = np.linalg.eigvalsh(gram)
-        lam = np.clip(lam, 0.0, None)  # round-off can give tiny negatives
-        samples[done : done + b] = np.sum(1.0 / (lam / sigma2 + d), axis=1) + n_zero / d
-        done += b
-    risk = sigma2 + float(samples.mean())
-    stderr = float(samples.std(ddof=1) / math.sqrt(n_prompts))
-    return RiskEstimate(risk=risk, stderr=stderr, n=n_prompts, name="bayes_ridge")
+    # memory per matrix: X, the Gram matrix and its workspace; the chunks also respect the budget
+    sizes = chunk_sizes(n_prompts, 8 * (L * d + 3 * k * k + 2 * k), setting=setting, cap=batch_size)
+    mom = _Moments(1)
+    with single_blas_thread():  # batched small eigenproblems: a threaded BLAS only synchronises
+        for b in sizes:
+            X = rng.standard_normal((b, L, d))
+            gram = np.matmul(np.swapaxes(X, 1, 2), X) if d <= L else np.matmul(X, np.swapaxes(X, 1, 2))
+            del X
+            lam = np.linalg.eigvalsh(gram)
+            lam = np.clip(lam, 0.0, None)  # round-off can give tiny negatives
+            mom.add(np.sum(1.0 / (lam / sigma2 + d), axis=1) + n_zero / d)
+    risk = sigma2 + float(mom.mean[0])
+    return RiskEstimate(risk=risk, stderr=mom.stderr(0), n=n_prompts, name="bayes_ridge")
 
 
 @dataclass(frozen=True)
@@ -834,7 +873,7 @@ def risk_ratio_finite(setting, *, n_prompts, seed) -> RatioEstimate:
     ----------
     setting : Setting
         Scalar, isotropic, with ``sigma2 > 0`` and ``L >= 2``.
-    n_prompts : int, >= 2
+    n_prompts : int, in [2, 1e9]
         Number of sampled prompts (one covariate matrix each).
     seed : int or numpy.random.Generator
         Required.

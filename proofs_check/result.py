@@ -10,7 +10,7 @@ from typing import Any
 from reduced_dynamics._results import FrozenResult, jsonable
 from reduced_dynamics.setting import as_setting
 
-__all__ = ["CheckResult"]
+__all__ = ["CheckResult", "THEORY_RANGE", "outside_theory_range"]
 
 
 class _ReadOnlyDict(dict):
@@ -74,6 +74,11 @@ class CheckResult(FrozenResult):
         ``"<ExceptionType>: <message>"`` when the check could not run at the
         given setting (then ``passed`` is False and ``measured`` repeats the
         reason); None otherwise.
+    skipped : str or None
+        Why the check's statement does not apply at the given setting (it is
+        outside the theory's range, :data:`THEORY_RANGE`), when it was not
+        run; then ``passed`` is False (nothing was verified) and ``status`` is
+        ``"SKIPPED"``, distinct from a failure. None otherwise.
 
     Examples
     --------
@@ -92,6 +97,7 @@ class CheckResult(FrozenResult):
     explanation: str = ""
     data: Any = field(default_factory=dict)
     error: str | None = None
+    skipped: str | None = None
 
     def __post_init__(self):
         super().__post_init__()
@@ -99,15 +105,22 @@ class CheckResult(FrozenResult):
         object.__setattr__(self, "data", _freeze(self.data))
         if self.error is not None and self.passed:
             raise ValueError("`passed` must be False when `error` is set")
+        if self.skipped is not None and (self.passed or self.error is not None):
+            raise ValueError("`passed` must be False and `error` None when `skipped` is set")
 
     @property
     def status(self) -> str:
-        """``"PASS"``, ``"FAIL"`` (ran, out of tolerance) or ``"ERROR"`` (could not run; a failure too)."""
+        """``"PASS"``, ``"FAIL"`` (ran, out of tolerance), ``"ERROR"`` (could not run; a failure too) or
+        ``"SKIPPED"`` (the statement does not apply at this setting; nothing was compared)."""
+        if self.skipped is not None:
+            return "SKIPPED"
         if self.error is not None:
             return "ERROR"
         return "PASS" if self.passed else "FAIL"
 
     def __repr__(self) -> str:
+        if self.skipped is not None:
+            return f"CheckResult({self.name}: SKIPPED; {self.skipped!r})"
         if self.error is not None:
             return f"CheckResult({self.name}: ERROR; {self.error!r})"
         return (
@@ -131,15 +144,54 @@ class CheckResult(FrozenResult):
             error=reason,
         )
 
+    @classmethod
+    def skip(cls, name: str, reason: str, setting=None) -> CheckResult:
+        """The result of a check whose statement does not apply at ``setting`` (status ``"SKIPPED"``)."""
+        where = f" at {setting!r}" if setting is not None else ""
+        return cls(
+            name=name,
+            passed=False,
+            predicted="(not applicable)",
+            measured=f"skipped{where}: {reason}",
+            tolerance="(not evaluated)",
+            explanation=f"The statement checked here does not apply{where}: {reason}. Nothing was compared.",
+            data={"setting": setting.to_dict() if setting is not None else None},
+            skipped=reason,
+        )
+
+
+#: Where each check's statement applies: check name -> the statements of the theory it checks (keys of
+#: :data:`reduced_dynamics.setting.THEORY_STATEMENTS`). A check run at a setting outside the range of one of
+#: them (:meth:`reduced_dynamics.Setting.theory_range_issues`) returns :meth:`CheckResult.skip`, not a FAIL.
+THEORY_RANGE = {
+    "manifold": ("solution-manifold", "drift-law"),  # its rate and constants are the drift's corrections
+    "drift_law": ("drift-law",),
+    "approximation": ("solution-manifold",),
+    "predictor_limit": ("solution-manifold",),
+    "optimality": ("solution-manifold",),
+    "optimality_loss": ("solution-manifold",),
+    "approx_vs_exact": ("approximation-error",),
+}
+
+
+def outside_theory_range(name: str, setting) -> str | None:
+    """The reason why check ``name`` does not apply at ``setting`` (:data:`THEORY_RANGE`), or None."""
+    for statement in THEORY_RANGE.get(name, ()):
+        issues = setting.theory_range_issues(statement)
+        if issues:
+            return issues[0]
+    return None
+
 
 def reports_errors(name: str):
     """Decorate a checker ``f(setting, *, quick=False, ...)``: a crash becomes a failed :class:`CheckResult`.
 
     Bad arguments still raise: the call is bound to the signature (``TypeError``)
     and ``setting`` is validated (scalar and isotropic, ``ValueError``) before
-    the check runs. Any ``Exception`` raised while it runs (for example a
-    solver that cannot converge at that setting) is returned as
-    :meth:`CheckResult.could_not_run`.
+    the check runs. A setting outside the check's range (:data:`THEORY_RANGE`)
+    gives :meth:`CheckResult.skip` without running it. Any ``Exception``
+    raised while it runs (for example a solver that cannot converge at that
+    setting) is returned as :meth:`CheckResult.could_not_run`.
     """
 
     def decorate(func):
@@ -150,6 +202,9 @@ def reports_errors(name: str):
             bound = sig.bind(*args, **kwargs)
             setting = as_setting(bound.arguments["setting"], name).require_isotropic(name)
             bound.arguments["setting"] = setting
+            reason = outside_theory_range(name, setting)
+            if reason is not None:
+                return CheckResult.skip(name, reason, setting)
             try:
                 return func(*bound.args, **bound.kwargs)
             except Exception as exc:

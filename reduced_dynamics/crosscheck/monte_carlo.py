@@ -24,7 +24,7 @@ import numpy as np
 from reduced_dynamics._results import FrozenResult
 from reduced_dynamics._validation import check_heads_pair, check_nonnegative_int, check_positive_int
 from reduced_dynamics.dynamics.flow import FlowPath, flow_at_times
-from reduced_dynamics.estimation.prompts import Prompts, sample_prompts
+from reduced_dynamics.estimation.prompts import Prompts, check_n_prompts, chunk_sizes, sample_prompts
 from reduced_dynamics.setting import Setting, as_setting
 
 __all__ = ["CovariateSample", "RiskAndGrad", "mc_risk_and_grad", "mc_flow"]
@@ -46,14 +46,18 @@ class CovariateSample:
 
     Parameters
     ----------
-    n_prompts : int, >= 1
-        Number of prompts.
+    n_prompts : int, in [2, 1e9]
+        Number of prompts (two at least: the risk has a standard error).
     setting : Setting
-        Scalar, isotropic data model.
+        Scalar, isotropic data model; one prompt's working set (about ``64 L``
+        bytes) must fit in the memory budget
+        (:data:`~reduced_dynamics.estimation.prompts.MEMORY_BUDGET`).
     seed : int, >= 0
         Root seed of the blocks.
     block_size : int, >= 1, optional
         Prompts per block (default ``min(4096, 2**20 // L)``, at least 1).
+        Memory does not grow with ``n_prompts`` beyond the cache (at most
+        ``2·10⁷`` scores).
 
     Attributes
     ----------
@@ -69,8 +73,9 @@ class CovariateSample:
     """
 
     def __init__(self, n_prompts, setting: Setting, *, seed, block_size=None):
-        self.n = check_positive_int("n_prompts", n_prompts)
+        self.n = check_n_prompts(n_prompts)
         self.setting = as_setting(setting, "CovariateSample").require_isotropic("CovariateSample")
+        chunk_sizes(1, 8 * (8 * self.setting.L + 8), setting=self.setting)  # refuses an L beyond the budget
         self.seed = check_nonnegative_int("seed", seed)
         L = self.setting.L
         B = max(1, min(4096, 2**20 // L)) if block_size is None else check_positive_int("block_size", block_size)
@@ -145,7 +150,7 @@ class RiskAndGrad(FrozenResult):
     risk : float
         Mean per-prompt (Rao–Blackwellised) loss over the sample.
     stderr : float
-        Standard error of ``risk`` (``ddof = 1``; NaN for a one-prompt sample).
+        Standard error of ``risk`` (``ddof = 1``).
     grad_omega, grad_mu : ndarray, shape (H,)
         Exact gradient of ``risk`` in ω and μ.
     n : int
@@ -192,7 +197,10 @@ def mc_risk_and_grad(omega, mu, sample: CovariateSample) -> RiskAndGrad:
     gw = np.zeros(omega.size)
     gm = np.zeros(omega.size)
     for b in sample:
-        l, a, m = _per_prompt(b, omega.tolist(), mu.tolist())
+        with np.errstate(over="ignore", invalid="ignore"):
+            l, a, m = _per_prompt(b, omega.tolist(), mu.tolist())
+        if not (np.all(np.isfinite(l)) and np.all(np.isfinite(a)) and np.all(np.isfinite(m))):
+            raise ValueError("`omega`, `mu` are too large: the risk or its gradient overflows on this sample")
         tot += l.sum()
         # variance: per-block centred sums of squares merged in block order (Chan et al.),
         # free of the cancellation of E[l²] − E[l]²
@@ -205,7 +213,7 @@ def mc_risk_and_grad(omega, mu, sample: CovariateSample) -> RiskAndGrad:
         n += nb
         gw += a.sum(0)
         gm += m.sum(0)
-    var = M2 / (n - 1) if n > 1 else math.nan
+    var = M2 / (n - 1)
     return RiskAndGrad(risk=float(tot / n), stderr=math.sqrt(var / n), grad_omega=gw / n, grad_mu=gm / n, n=n)
 
 

@@ -25,8 +25,10 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 
 from reduced_dynamics._results import FrozenResult
-from reduced_dynamics._validation import check_finite_array, check_positive_float, check_positive_int
+from reduced_dynamics._validation import check_finite_array, check_positive_float
 from reduced_dynamics.crosscheck.monte_carlo import CovariateSample, _check_sample, _per_prompt, _softmax_rows
+from reduced_dynamics.estimation.prompts import check_n_prompts
+from reduced_dynamics.estimation.risk import _Moments
 from reduced_dynamics.setting import Setting, as_setting
 
 __all__ = ["SingleHeadProfile", "single_head_profile", "SingleHeadMcOptimum", "single_head_mc_optimum"]
@@ -148,7 +150,7 @@ def single_head_mc_optimum(
     ----------
     setting : Setting
         Scalar, isotropic data model.
-    n_prompts : int, >= 2
+    n_prompts : int, in [2, 1e9]
         Prompts in the sample.
     seed : int, >= 0
         Seed of the sample (required).
@@ -163,8 +165,8 @@ def single_head_mc_optimum(
 
     Raises
     ------
-    RuntimeError
-        The minimiser is at the edge of ``bracket``.
+    ValueError
+        Bad input, or the minimiser is at the edge of ``bracket`` (widen it).
 
     References
     ----------
@@ -180,9 +182,7 @@ def single_head_mc_optimum(
 
     setting = as_setting(setting, "single_head_mc_optimum").require_isotropic("single_head_mc_optimum")
     d, sigma2 = setting.d, setting.sigma2
-    n_prompts = check_positive_int("n_prompts", n_prompts)
-    if n_prompts < 2:
-        raise ValueError(f"`n_prompts` must be an integer >= 2, got {n_prompts}")
+    n_prompts = check_n_prompts(n_prompts)
     xatol = check_positive_float("xatol", xatol)
     lo, hi = (0.2 / math.sqrt(d), 2.0 / math.sqrt(d)) if bracket is None else bracket
     lo, hi = check_positive_float("bracket[0]", lo), check_positive_float("bracket[1]", hi)
@@ -197,7 +197,7 @@ def single_head_mc_optimum(
     opt = minimize_scalar(prof, bounds=(lo, hi), method="bounded", options={"xatol": xatol})
     w = float(opt.x)
     if min(w - lo, hi - w) < 10 * xatol:
-        raise RuntimeError(f"single-head MC optimum at the edge of `bracket` ({lo}, {hi}): ω = {w}; widen it")
+        raise ValueError(f"single-head MC optimum at the edge of `bracket` ({lo}, {hi}): ω = {w}; widen it")
     m = single_head_profile(w, sample).mu_opt
     # profile curvature by central differences on the same sample (smooth in ω)
     hstep = 1e-3 / math.sqrt(d)
@@ -205,27 +205,24 @@ def single_head_mc_optimum(
     approx = single_head_optimum(setting)
     wa, ma = float(approx.omega), float(approx.mu)
     # per-prompt losses and ω-derivatives at the optimum and at L̃'s optimum (paired)
-    l_opt, l_app, g_w = [], [], []
+    mom = _Moments(4)  # columns: loss at the optimum, at L̃'s optimum, their difference, ∂ℓ/∂ω at the optimum
     for b in sample:
         l1, gw1, _ = _per_prompt(b, [w], [m])
         l2, _, _ = _per_prompt(b, [wa], [ma])
-        l_opt.append(l1)
-        l_app.append(l2)
-        g_w.append(gw1[:, 0])
-    l_opt, l_app, g_w = (np.concatenate(a) for a in (l_opt, l_app, g_w))
-    rn = math.sqrt(l_opt.size)
-    diff = l_app - l_opt
+        mom.add(np.stack([l1, l2, l2 - l1, gw1[:, 0]], axis=1))
+    rn = math.sqrt(mom.count)
+    sd = [math.sqrt(max(mom.var(i), 0.0)) for i in range(4)]
     return SingleHeadMcOptimum(
         omega=w,
         mu=float(m),
-        omega_stderr=float(g_w.std(ddof=1) / rn / curv) if curv > 0 else math.inf,
-        risk=float(l_opt.mean()),
-        risk_stderr=float(l_opt.std(ddof=1) / rn),
+        omega_stderr=float(sd[3] / rn / curv) if curv > 0 else math.inf,
+        risk=float(mom.mean[0]),
+        risk_stderr=sd[0] / rn,
         omega_approx=float(wa),
         mu_approx=float(ma),
-        risk_approx_point=float(l_app.mean()),
-        gain=float(diff.mean()),
-        gain_stderr=float(diff.std(ddof=1) / rn),
+        risk_approx_point=float(mom.mean[1]),
+        gain=float(mom.mean[2]),
+        gain_stderr=sd[2] / rn,
         setting=setting,
         n=n_prompts,
         seed=sample.seed,

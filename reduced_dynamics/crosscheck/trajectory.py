@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from reduced_dynamics._results import FrozenResult
+from reduced_dynamics._validation import check_finite_array
+from reduced_dynamics.estimation.predictors import _real
 
 __all__ = ["TrajectoryDiscrepancy", "trajectory_discrepancy"]
 
@@ -77,14 +79,19 @@ def trajectory_discrepancy(omega_a, mu_a, omega_b, mu_b, *, omega_ref=None, mu_r
     >>> trajectory_discrepancy(w, m, w, m).unexplained
     0.0
     """
-    wa, ma, wb, mb = (np.atleast_2d(np.asarray(a, dtype=np.float64)) for a in (omega_a, mu_a, omega_b, mu_b))
+    names = ("omega_a", "mu_a", "omega_b", "mu_b")
+    wa, ma, wb, mb = (
+        np.atleast_2d(check_finite_array(k, _real(k, a))) for k, a in zip(names, (omega_a, mu_a, omega_b, mu_b))
+    )
     if not (wa.shape == ma.shape == wb.shape == mb.shape):
         raise ValueError(
             f"`omega_a`, `mu_a`, `omega_b`, `mu_b` must have equal shapes (T, H), got "
             f"{wa.shape}, {ma.shape}, {wb.shape}, {mb.shape}"
         )
-    wr = wb if omega_ref is None else np.atleast_2d(np.asarray(omega_ref, dtype=np.float64))
-    mr = mb if mu_ref is None else np.atleast_2d(np.asarray(mu_ref, dtype=np.float64))
+    wr = wb if omega_ref is None else np.atleast_2d(check_finite_array("omega_ref", _real("omega_ref", omega_ref)))
+    mr = mb if mu_ref is None else np.atleast_2d(check_finite_array("mu_ref", _real("mu_ref", mu_ref)))
+    if np.any(np.abs(wb).mean(1) == 0) or np.any(np.sum(wb * mb, 1) == 0) or np.any(wb == 0) or np.any(mb == 0):
+        raise ValueError("`omega_b`, `mu_b` must be nonzero: the discrepancies are relative to the reference")
     ga, gb = np.abs(wa).mean(1), np.abs(wb).mean(1)
     ea, eb = np.sum(wa * ma, 1), np.sum(wb * mb, 1)
     rel_gamma = np.abs(ga - gb) / gb

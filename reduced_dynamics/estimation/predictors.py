@@ -39,6 +39,7 @@ docs/theory.md#data-model (data), #reduced-model (reduced model), #predictors (r
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -46,6 +47,7 @@ import numpy as np
 
 from reduced_dynamics._validation import check_finite_array, check_finite_float
 from reduced_dynamics.dynamics.manifold import single_head_optimum
+from reduced_dynamics.estimation._threads import single_blas_thread
 from reduced_dynamics.estimation.prompts import Prompts
 from reduced_dynamics.setting import Setting, as_setting
 
@@ -71,8 +73,29 @@ def _check_prompts(prompts, name="prompts") -> Prompts:
     return prompts
 
 
+#: Largest allowed ``|eta|`` of the one-step GD predictors (beyond it the predictions overflow).
+ETA_MAX = 1e12
+
+
+def _real(name, value):
+    """Refuse complex input (numpy would silently drop the imaginary part)."""
+    if isinstance(value, complex) or np.iscomplexobj(value):
+        raise ValueError(f"`{name}` must be real, got a complex value")
+    return value
+
+
+def _finite_out(arr, what):
+    """Return ``arr`` or raise ``ValueError`` if it has NaN/inf (an overflow of the inputs named in ``what``)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = float(np.sum(arr))
+    if not math.isfinite(total) and not np.all(np.isfinite(arr)):
+        raise ValueError(f"{what} overflow to non-finite values; use smaller parameters or prompt values")
+    return arr
+
+
 def _param(name, value):
     """A finite parameter: Python float for a scalar, read-only float64 ndarray otherwise."""
+    _real(name, value)
     if np.ndim(value) == 0 and not isinstance(value, np.ndarray):
         return check_finite_float(name, value)
     arr = check_finite_array(name, value).copy()
@@ -80,10 +103,17 @@ def _param(name, value):
     return arr if arr.ndim else float(arr)
 
 
+def _eta(value):
+    eta = _param("eta", value)
+    if np.any(np.abs(np.asarray(eta)) > ETA_MAX):
+        raise ValueError(f"`eta` must be a finite number with |eta| <= {ETA_MAX:g}, got {value!r}")
+    return eta
+
+
 def _heads(omega, mu) -> tuple[np.ndarray, np.ndarray]:
     """Validate per-head parameters of shapes ``(..., H)`` that broadcast against each other."""
-    omega = check_finite_array("omega", omega, min_ndim=1)
-    mu = check_finite_array("mu", mu, min_ndim=1)
+    omega = check_finite_array("omega", _real("omega", omega), min_ndim=1)
+    mu = check_finite_array("mu", _real("mu", mu), min_ndim=1)
     if omega.shape[-1] != mu.shape[-1]:
         raise ValueError(
             f"`omega` and `mu` must have the same number of heads (last axis), got shapes {omega.shape} and {mu.shape}"
@@ -96,7 +126,7 @@ def _heads(omega, mu) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _check_s(s) -> np.ndarray:
-    s = np.asarray(s, dtype=np.float64)
+    s = np.asarray(_real("s", s), dtype=np.float64)
     if s.ndim != 2:
         raise ValueError(f"`s` must have shape (n, L), got {s.shape}")
     return s
@@ -130,6 +160,12 @@ def multi_head_weights(s, omega, mu) -> np.ndarray:
     """
     s = _check_s(s)
     omega, mu = _heads(omega, mu)
+    with np.errstate(over="ignore", invalid="ignore"):
+        w = _multi_head_weights(s, omega, mu)
+    return _finite_out(w, "the weights of `omega`, `mu` on these scores")
+
+
+def _multi_head_weights(s, omega, mu) -> np.ndarray:
     # max_l ω_h s_l = ω_h max_l s_l (ω_h >= 0) or ω_h min_l s_l (ω_h < 0): rounding is monotone
     smax = s.max(axis=1)
     smin = s.min(axis=1)
@@ -161,10 +197,10 @@ def vanilla_gd_weights(s, eta) -> np.ndarray:
     ``eta`` scalar gives shape ``(n, L)``; ``eta`` of shape ``S`` gives ``S + (n, L)``.
     """
     s = _check_s(s)
-    eta = _param("eta", eta)
-    if isinstance(eta, float):
-        return (eta / s.shape[1]) * s
-    return (eta / s.shape[1])[..., None, None] * s
+    eta = _eta(eta)
+    with np.errstate(over="ignore", invalid="ignore"):
+        w = (eta / s.shape[1]) * s if isinstance(eta, float) else (eta / s.shape[1])[..., None, None] * s
+    return _finite_out(w, "the weights of `eta` on these scores")
 
 
 def debiased_gd_weights(s, eta) -> np.ndarray:
@@ -173,11 +209,11 @@ def debiased_gd_weights(s, eta) -> np.ndarray:
     ``eta`` scalar gives shape ``(n, L)``; ``eta`` of shape ``S`` gives ``S + (n, L)``.
     """
     s = _check_s(s)
-    eta = _param("eta", eta)
-    c = s - s.mean(axis=1, keepdims=True)
-    if isinstance(eta, float):
-        return (eta / s.shape[1]) * c
-    return (eta / s.shape[1])[..., None, None] * c
+    eta = _eta(eta)
+    with np.errstate(over="ignore", invalid="ignore"):
+        c = s - s.mean(axis=1, keepdims=True)
+        w = (eta / s.shape[1]) * c if isinstance(eta, float) else (eta / s.shape[1])[..., None, None] * c
+    return _finite_out(w, "the weights of `eta` on these scores")
 
 
 def linear_attention_weights(s, omega, mu) -> np.ndarray:
@@ -188,9 +224,12 @@ def linear_attention_weights(s, omega, mu) -> np.ndarray:
     i.e. vanilla GD with :math:`\eta = \mu^\top\omega` (docs/theory.md#predictors).
     """
     omega, mu = _heads(omega, mu)
+    s = _check_s(s)
     if omega.ndim == 1 and mu.ndim == 1:
-        return vanilla_gd_weights(s, float(mu @ omega))
-    return vanilla_gd_weights(s, np.sum(omega * mu, axis=-1))
+        eta = float(mu @ omega)
+        return _finite_out((eta / s.shape[1]) * s, "the weights of `omega`, `mu`")
+    eta = np.sum(omega * mu, axis=-1)
+    return _finite_out((eta / s.shape[1])[..., None, None] * s, "the weights of `omega`, `mu`")
 
 
 def _ridge_solve(A, b, *, lam, L, d) -> np.ndarray:
@@ -203,7 +242,8 @@ def _ridge_solve(A, b, *, lam, L, d) -> np.ndarray:
     if np.any(np.asarray(lam) == 0) and L < d:
         raise ValueError(f"`lam` must be > 0 when L < d (XᵀX is singular), got lam=0 with L={L}, d={d}")
     try:
-        return np.linalg.solve(A, b[..., None])[..., 0]
+        with single_blas_thread():  # batched small solves: a threaded BLAS only synchronises
+            return np.linalg.solve(A, b[..., None])[..., 0]
     except np.linalg.LinAlgError:
         raise ValueError(f"`lam` must be > 0 here: XᵀX + λI is singular for lam={lam}") from None
 
@@ -228,8 +268,8 @@ def ridge_weights(X, xq, lam) -> np.ndarray:
     -------
     ndarray, shape S + (n, L)
     """
-    X = np.asarray(X, dtype=np.float64)
-    xq = np.asarray(xq, dtype=np.float64)
+    X = np.asarray(_real("X", X), dtype=np.float64)
+    xq = np.asarray(_real("xq", xq), dtype=np.float64)
     lam = _check_lam(lam)
     if X.ndim != 3 or xq.shape != (X.shape[0], X.shape[2]):
         raise ValueError(f"`X` and `xq` must have shapes (n, L, d) and (n, d), got {X.shape} and {xq.shape}")
@@ -242,7 +282,8 @@ def ridge_weights(X, xq, lam) -> np.ndarray:
         A = A + lam[..., None, None, None] * eye
         b = np.broadcast_to(xq, A.shape[:-1])
     v = _ridge_solve(A, b, lam=lam, L=X.shape[1], d=X.shape[2])
-    return np.einsum("nld,...nd->...nl", X, v) if v.ndim > 2 else np.einsum("nld,nd->nl", X, v)
+    w = np.einsum("nld,...nd->...nl", X, v) if v.ndim > 2 else np.einsum("nld,nd->nl", X, v)
+    return _finite_out(w, "the ridge weights of `X`, `xq`")
 
 
 def _smooth(w, prompts) -> np.ndarray:
@@ -309,7 +350,7 @@ def bayes_ridge(prompts, *, lam=None) -> np.ndarray:
     A += lam * np.eye(prompts.d)
     b = np.einsum("nld,nl->nd", X, prompts.y)
     beta_hat = _ridge_solve(A, b, lam=lam, L=prompts.L, d=prompts.d)
-    return np.einsum("nd,nd->n", prompts.x_q, beta_hat)
+    return _finite_out(np.einsum("nd,nd->n", prompts.x_q, beta_hat), "the ridge predictions on `prompts`")
 
 
 # ------------------------------------------------------------------ conditional loss
@@ -358,7 +399,7 @@ def conditional_loss(prompts, w, *, setting=None) -> np.ndarray:
         if setting is None:
             raise ValueError("`setting` is required: the batch carries none (pass setting=Setting(...))")
     setting = as_setting(setting).require_scalar("conditional_loss")
-    w = np.asarray(w, dtype=np.float64)
+    w = check_finite_array("w", _real("w", w))
     n, L = prompts.n, prompts.L
     if w.ndim < 2 or w.shape[-2:] != (n, L):
         raise ValueError(f"`w` must have shape (..., n, L) with (n, L) = {(n, L)}, got {w.shape}")
@@ -368,14 +409,18 @@ def conditional_loss(prompts, w, *, setting=None) -> np.ndarray:
     if not prompts.has_covariates:
         d, r2, s = setting.d, prompts.xq_norm2, prompts.scores
         ws = np.einsum("nl,nl->n", w, s) if flat else np.einsum("...nl,nl->...n", w, s)
-        return (r2 - ws) ** 2 / (d * r2) + sigma2 + ((d - 1) / d + sigma2) * ww
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = (r2 - ws) ** 2 / (d * r2) + sigma2 + ((d - 1) / d + sigma2) * ww
+        return _finite_out(out, "the conditional losses of `w` on `prompts`")
     d = prompts.d
     if setting.d != d:
         raise ValueError(f"`setting` has d={setting.d} but the batch has d={d}")
     Xw = np.einsum("nld,nl->nd", prompts.X, w) if flat else np.einsum("nld,...nl->...nd", prompts.X, w)
     resid = prompts.x_q - Xw
     rr = np.einsum("nd,nd->n", resid, resid) if flat else np.einsum("...nd,...nd->...n", resid, resid)
-    return rr / d + sigma2 * (1.0 + ww)
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = rr / d + sigma2 * (1.0 + ww)
+    return _finite_out(out, "the conditional losses of `w` on `prompts`")
 
 
 # ----------------------------------------------------------- predictor objects
@@ -407,7 +452,9 @@ class Predictor:
 
     def __call__(self, prompts: Prompts) -> np.ndarray:
         """Predictions ``ŷ``, shape ``batch_shape + (n,)``."""
-        return _smooth(self.weights(prompts), _check_prompts(prompts))
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = _smooth(self.weights(prompts), _check_prompts(prompts))
+        return _finite_out(out, f"the predictions of {type(self).__name__} on `prompts`")
 
     @property
     def batch_shape(self) -> tuple:
@@ -553,7 +600,7 @@ class _StepPredictor(Predictor):
     eta: Any
 
     def __post_init__(self):
-        object.__setattr__(self, "eta", _param("eta", self.eta))
+        object.__setattr__(self, "eta", _eta(self.eta))
 
     @property
     def batch_shape(self) -> tuple:

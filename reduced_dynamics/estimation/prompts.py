@@ -54,7 +54,33 @@ import numpy as np
 from reduced_dynamics._validation import check_positive_int
 from reduced_dynamics.setting import Setting, as_setting
 
-__all__ = ["Prompts", "sample_prompts", "as_generator"]
+__all__ = [
+    "Prompts",
+    "sample_prompts",
+    "as_generator",
+    "MEMORY_BUDGET",
+    "CHUNK_BUDGET",
+    "N_PROMPTS_MAX",
+    "prompt_bytes",
+]
+
+#: Largest number of prompts of one Monte Carlo estimate (about a quarter of an hour of the risk engine
+#: at d = 5, L = 40); a larger request is refused instead of running for days.
+N_PROMPTS_MAX = 10**9
+
+#: The package's memory budget for Monte Carlo, in bytes (1 GiB). No single batch that
+#: :func:`sample_prompts` or ``sample_tokens()`` is asked for may exceed it (a larger
+#: request is refused with a ``ValueError`` pointing to the chunked engines), and every
+#: chunked Monte Carlo path (the risk engine, the checks of :mod:`proofs_check`, the
+#: attention models' evaluators, :class:`~reduced_dynamics.crosscheck.CovariateSample`)
+#: keeps the working arrays of one chunk within :data:`CHUNK_BUDGET`, whatever ``L``, ``d``
+#: or ``n_prompts``. Measured: ``reduced-dynamics check --quick --only optimality --L 100000``
+#: peaks at 0.25 GB resident (248 MB measured; it took 15.7 GB before the chunking).
+MEMORY_BUDGET = 2**30
+
+#: Working-set budget of one chunk of a chunked Monte Carlo path (256 MiB, a quarter of
+#: :data:`MEMORY_BUDGET`: the working arrays of a chunk are a few times its prompts).
+CHUNK_BUDGET = MEMORY_BUDGET // 4
 
 
 def as_generator(seed_or_rng) -> np.random.Generator:
@@ -69,7 +95,7 @@ def as_generator(seed_or_rng) -> np.random.Generator:
         raise ValueError("`seed` must be a non-negative integer or a numpy Generator, got None")
     try:
         seed = int(seed_or_rng)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ValueError(f"`seed` must be a non-negative integer or a numpy Generator, got {seed_or_rng!r}") from None
     if seed < 0 or seed != seed_or_rng:
         raise ValueError(f"`seed` must be a non-negative integer or a numpy Generator, got {seed_or_rng!r}")
@@ -83,6 +109,8 @@ def _readonly(a):
 
 
 def _float_array(name, value, shape_doc):
+    if isinstance(value, complex) or np.iscomplexobj(value):
+        raise ValueError(f"`{name}` must be a real array of shape {shape_doc}, got complex values")
     try:
         arr = np.array(value, dtype=np.float64)  # always a copy: the batch owns its arrays
     except (TypeError, ValueError):
@@ -522,6 +550,106 @@ def _sample_full(n, setting, rng, covariates_only):
     return Prompts._new(X=X, y=y, x_q=xq, y_q=yq, beta=beta, setting=setting)
 
 
+def check_n_prompts(n_prompts, minimum=2) -> int:
+    """``n_prompts`` as an int in ``[minimum, N_PROMPTS_MAX]``, else ``ValueError`` naming it (internal)."""
+    n = check_positive_int("n_prompts", n_prompts)
+    if not minimum <= n <= N_PROMPTS_MAX:
+        why = " (a standard error needs two prompts)" if minimum == 2 else ""
+        raise ValueError(f"`n_prompts` must be an integer in [{minimum}, {N_PROMPTS_MAX:.0e}]{why}, got {n}")
+    return n
+
+
+def _flag(name, value) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"`{name}` must be True or False, got {value!r}")
+    return bool(value)
+
+
+def prompt_bytes(setting, *, kind="full") -> int:
+    """Bytes (float64) that one sampled prompt of ``setting`` occupies.
+
+    Parameters
+    ----------
+    setting : Setting
+        Scalar data model.
+    kind : {"full", "stats", "tokens"}
+        The sampler: :func:`sample_prompts` (``"full"``), its statistics-only
+        form (``"stats"``) or ``sample_tokens()`` (``"tokens"``).
+
+    Returns
+    -------
+    int
+        Bytes per prompt (the arrays of the batch and its cached views).
+    """
+    setting = as_setting(setting, "prompt_bytes")
+    d, L = int(setting.d), int(setting.L)
+    if kind == "stats":
+        per = 2 * L + 2  # scores, y, |x_q|², y_q
+    elif kind == "full":
+        per = L * d + 2 * L + 2 * d + 1  # X, y, scores (cached), x_q, beta, y_q
+        if setting.Sigma is not None:
+            per += L * d  # the correlated copy of X
+    elif kind == "tokens":
+        per = L * (d + 1) + L + 2 * d + 3  # tokens, scores (cached), x_q, beta, y_q
+    else:
+        raise ValueError(f"`kind` must be 'full', 'stats' or 'tokens', got {kind!r}")
+    return 8 * per
+
+
+def _mib(nbytes) -> str:
+    return f"{nbytes / 2**20:,.1f} MiB"
+
+
+def check_batch_budget(n_prompts, setting, *, kind, where, budget=MEMORY_BUDGET) -> int:
+    """Raise ``ValueError`` if ``n_prompts`` prompts of ``setting`` exceed ``budget`` bytes (internal)."""
+    need = n_prompts * prompt_bytes(setting, kind=kind)
+    if need > budget:
+        raise ValueError(
+            f"`n_prompts` = {n_prompts} prompts of d={setting.d}, L={setting.L} need about {_mib(need)}, more than "
+            f"the memory budget of {_mib(budget)} (reduced_dynamics.estimation.prompts.MEMORY_BUDGET) for one batch "
+            f"of {where}: draw fewer prompts per call, or use the chunked Monte Carlo engine "
+            "(reduced_dynamics.estimate_risks), which handles any number of prompts"
+        )
+    return need
+
+
+def chunk_sizes(n_prompts, per_prompt_bytes, *, setting, cap=None):
+    """Split ``n_prompts`` into chunks whose working set ``k · per_prompt_bytes`` fits in :data:`CHUNK_BUDGET` (internal).
+
+    A prompt larger than :data:`CHUNK_BUDGET` is evaluated alone; one larger
+    than :data:`MEMORY_BUDGET` raises ``ValueError`` naming ``L`` (and ``d``).
+    Returns the list of chunk sizes (each ``<= cap`` if given).
+    """
+    per = int(per_prompt_bytes)
+    if per > MEMORY_BUDGET:
+        raise ValueError(
+            f"`L` = {setting.L} (with d = {setting.d}) is too large for Monte Carlo: one prompt needs about "
+            f"{_mib(per)} of working memory, more than the memory budget of {_mib(MEMORY_BUDGET)} "
+            "(reduced_dynamics.estimation.prompts.MEMORY_BUDGET)"
+        )
+    k = max(1, CHUNK_BUDGET // per)
+    if cap is not None:
+        k = min(k, int(cap))
+    sizes = [k] * (n_prompts // k)
+    if n_prompts % k:
+        sizes.append(n_prompts % k)
+    return sizes
+
+
+def iter_prompts(n_prompts, setting, *, seed, per_prompt_bytes, stats_only=False, covariates_only=False):
+    """Yield ``n_prompts`` prompts of ``setting`` in chunks that fit :data:`CHUNK_BUDGET` (internal).
+
+    Every chunk is drawn by :func:`sample_prompts` from one generator (``seed``),
+    one after the other; so when all the prompts fit in one chunk the batch is
+    exactly ``sample_prompts(n_prompts, setting, seed=seed, ...)``.
+    ``per_prompt_bytes`` is the caller's working set per prompt (its arrays
+    and the batch).
+    """
+    rng = as_generator(seed)
+    for k in chunk_sizes(n_prompts, per_prompt_bytes, setting=setting):
+        yield sample_prompts(k, setting, seed=rng, stats_only=stats_only, covariates_only=covariates_only)
+
+
 def sample_prompts(n_prompts, setting, *, seed, stats_only=False, covariates_only=False) -> Prompts:
     r"""Draw ``n_prompts`` independent prompts of the data model ``setting``.
 
@@ -549,6 +677,13 @@ def sample_prompts(n_prompts, setting, *, seed, stats_only=False, covariates_onl
     Prompts
         ``prompts.setting`` is ``setting``.
 
+    Raises
+    ------
+    ValueError
+        If the batch would exceed :data:`MEMORY_BUDGET` (the message gives the
+        estimated size): Monte Carlo over more prompts goes through the
+        chunked engine, :func:`reduced_dynamics.estimate_risks`.
+
     References
     ----------
     docs/theory.md#data-model
@@ -562,11 +697,14 @@ def sample_prompts(n_prompts, setting, *, seed, stats_only=False, covariates_onl
     >>> sample_prompts(4, Setting(d=5, L=40, sigma2=0.1), seed=0, stats_only=True).has_covariates
     False
     """
-    n_prompts = check_positive_int("n_prompts", n_prompts)
+    n_prompts = check_n_prompts(n_prompts, minimum=1)
     setting = as_setting(setting, "sample_prompts")
+    stats_only, covariates_only = _flag("stats_only", stats_only), _flag("covariates_only", covariates_only)
     rng = as_generator(seed)
     if stats_only:
         setting.require_isotropic("sample_prompts(stats_only=True)")
+    check_batch_budget(n_prompts, setting, kind="stats" if stats_only else "full", where="sample_prompts")
+    if stats_only:
         return _sample_stats(n_prompts, setting, rng, bool(covariates_only))
     return _sample_full(n_prompts, setting, rng, bool(covariates_only))
 
@@ -593,9 +731,15 @@ def sample_tokens(n_prompts, setting, *, seed) -> Prompts:
     -------
     Prompts
         With ``tokens`` of shape ``(n_prompts, L, d+1)``.
+
+    Raises
+    ------
+    ValueError
+        If the batch would exceed :data:`MEMORY_BUDGET`.
     """
-    n_prompts = check_positive_int("n_prompts", n_prompts)
+    n_prompts = check_n_prompts(n_prompts, minimum=1)
     setting = as_setting(setting, "sample_tokens").require_isotropic("sample_tokens")
+    check_batch_budget(n_prompts, setting, kind="tokens", where="sample_tokens")
     d, L = setting.d, setting.L
     rng = as_generator(seed)
     D = d + 1

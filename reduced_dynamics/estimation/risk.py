@@ -47,8 +47,19 @@ import numpy as np
 
 from reduced_dynamics._results import FrozenResult
 from reduced_dynamics._validation import check_finite_float, check_positive_int
+from reduced_dynamics.estimation._threads import single_blas_thread
 from reduced_dynamics.estimation.predictors import Predictor, conditional_loss
-from reduced_dynamics.estimation.prompts import Prompts, _concat, _draw_stats_into, _sample_full
+from reduced_dynamics.estimation.prompts import (
+    CHUNK_BUDGET,
+    MEMORY_BUDGET,
+    Prompts,
+    _concat,
+    _draw_stats_into,
+    _flag,
+    _mib,
+    _sample_full,
+    check_n_prompts,
+)
 from reduced_dynamics.setting import Setting, as_setting
 
 __all__ = [
@@ -64,8 +75,9 @@ __all__ = [
     "DEFAULT_MEMORY_BUDGET",
 ]
 
-#: Default memory budget of one chunk's working arrays, in bytes (256 MiB).
-DEFAULT_MEMORY_BUDGET = 256 * 2**20
+#: Default memory budget of one chunk's working arrays, in bytes (256 MiB,
+#: :data:`reduced_dynamics.estimation.prompts.CHUNK_BUDGET`).
+DEFAULT_MEMORY_BUDGET = CHUNK_BUDGET
 _SAMPLERS = ("auto", "stats", "full")
 
 
@@ -82,7 +94,7 @@ class RiskEstimate(FrozenResult):
         Sample mean of the per-prompt losses.
     stderr : float
         Its standard error, ``sqrt(sample variance / n)`` (sample variance with
-        ``ddof=1``; NaN when ``n = 1``, where no variance can be estimated).
+        ``ddof=1``; the engine needs ``n >= 2``).
     n : int
         Number of prompts.
     name : str
@@ -134,7 +146,9 @@ class ControlVariateEstimate(FrozenResult):
     coefficient : float
         Estimated optimal coefficient :math:`c = \widehat{\mathrm{Cov}}(\ell,\ell_c)/\widehat{\mathrm{Var}}(\ell_c)`.
     variance_reduction : float
-        ``plain_stderr² / stderr²`` (≈ :math:`1/(1-\rho^2)`).
+        ``plain_stderr² / stderr²`` (≈ :math:`1/(1-\rho^2)`); ``inf`` exactly when the
+        control reproduces the target's losses up to a constant (zero residual
+        variance, e.g. the target as its own control): the estimate is then exact.
     plain_risk : float
         The unadjusted estimate.
     plain_stderr : float
@@ -318,18 +332,33 @@ def plan_chunks(
     ChunkPlan
         ``block_size`` depends on the problem only; ``blocks_per_chunk`` is the
         largest number of whole blocks whose estimated working set fits in
-        ``memory_budget`` (at least one block).
+        ``memory_budget`` (at least one block). A block larger than the budget is
+        evaluated in slices of prompts that fit (same numbers).
+
+    Raises
+    ------
+    ValueError
+        If one prompt's working set alone exceeds both ``memory_budget`` and
+        :data:`~reduced_dynamics.estimation.prompts.MEMORY_BUDGET` (``L`` or
+        ``d`` too large for Monte Carlo), naming ``L`` and the sizes. A budget
+        smaller than one prompt evaluates one prompt at a time.
     """
-    n = check_positive_int("n_prompts", n_prompts)
+    n = check_n_prompts(n_prompts, minimum=1)
     setting = as_setting(setting, "plan_chunks")
     memory_budget = check_positive_int("memory_budget", memory_budget)
     n_heads = check_positive_int("n_heads", n_heads)
     n_predictors = check_positive_int("n_predictors", n_predictors)
-    if sampler not in ("stats", "full"):
+    if not isinstance(sampler, str) or sampler not in ("stats", "full"):
         raise ValueError(f"`sampler` must be 'stats' or 'full', got {sampler!r}")
     d, L = setting.d, setting.L
+    per_prompt = _bytes_per_prompt(sampler, d, L, n_heads, n_predictors)
+    if per_prompt > max(memory_budget, MEMORY_BUDGET):
+        raise ValueError(
+            f"`L` = {L} (with d = {d}) is too large for Monte Carlo: one prompt needs about {_mib(per_prompt)} "
+            f"of working memory, more than the memory budget of {_mib(max(memory_budget, MEMORY_BUDGET))}"
+        )
     B = min(_block_size(sampler, d, L), n)
-    per_block = B * _bytes_per_prompt(sampler, d, L, n_heads, n_predictors)
+    per_block = B * per_prompt
     k = max(1, memory_budget // per_block)
     n_blocks = -(-n // B)
     return ChunkPlan(block_size=B, blocks_per_chunk=int(min(k, n_blocks)), n_blocks=n_blocks)
@@ -363,6 +392,44 @@ def _normalise_predictors(predictors):
     return tuple(names), tuple(p for _, p in items)
 
 
+class _Moments:
+    """Running mean and centred cross-products of ``P`` columns, merged block by block (Chan et al.; internal).
+
+    Memory is ``O(P²)`` whatever the number of rows: the chunked Monte Carlo
+    paths reduce each chunk with :meth:`add` instead of keeping every loss.
+    """
+
+    def __init__(self, P):
+        self.count = 0
+        self.mean = np.zeros(P)
+        self.M2 = np.zeros((P, P))
+
+    def add(self, blk) -> None:
+        """Merge the rows of ``blk`` (shape ``(m, P)``)."""
+        blk = np.asarray(blk, dtype=np.float64)
+        if blk.ndim == 1:
+            blk = blk[:, None]
+        mb = blk.shape[0]
+        if mb == 0:
+            return
+        bmean = blk.mean(axis=0)
+        c = blk - bmean
+        bM2 = np.einsum("ip,iq->pq", c, c)
+        new = self.count + mb
+        delta = bmean - self.mean
+        self.mean = self.mean + delta * (mb / new)
+        self.M2 = self.M2 + bM2 + np.outer(delta, delta) * (self.count * mb / new)
+        self.count = new
+
+    def var(self, i=0) -> float:
+        """Sample variance (``ddof = 1``) of column ``i``."""
+        return float(self.M2[i, i] / (self.count - 1))
+
+    def stderr(self, i=0) -> float:
+        """Standard error of the mean of column ``i``."""
+        return math.sqrt(max(self.var(i), 0.0) / self.count)
+
+
 def _check_seed(seed) -> int:
     """Root seed: an int >= 0, or a Generator from which one 63-bit root seed is drawn."""
     if isinstance(seed, np.random.Generator):
@@ -376,14 +443,37 @@ def _block_rng(seed: int, i: int) -> np.random.Generator:
     return np.random.Generator(np.random.SFC64(np.random.SeedSequence(seed, spawn_key=(i,))))
 
 
-def _losses(batch: Prompts, preds, conditional, setting) -> np.ndarray:
+def _slice(batch: Prompts, sl: slice) -> Prompts:
+    """Prompts ``sl`` of a batch (views; the per-prompt losses do not depend on the slicing)."""
+
+    def cut(a):
+        return None if a is None else a[sl]
+
+    if batch._X is not None:
+        return Prompts._new(
+            X=cut(batch._X), y=cut(batch._y), x_q=cut(batch._x_q), y_q=cut(batch._y_q), setting=batch.setting
+        )
+    return Prompts._new(
+        scores=cut(batch._scores),
+        xq_norm2=cut(batch._xq_norm2),
+        y=cut(batch._y),
+        y_q=cut(batch._y_q),
+        setting=batch.setting,
+    )
+
+
+def _losses(batch: Prompts, preds, conditional, setting, max_prompts) -> np.ndarray:
+    """Per-prompt losses, evaluated ``max_prompts`` prompts at a time (the working set of one slice)."""
     out = np.empty((batch.n, len(preds)))
-    for j, p in enumerate(preds):
-        if conditional:
-            out[:, j] = conditional_loss(batch, p.weights(batch), setting=setting)
-        else:
-            err = batch.y_q - p(batch)
-            out[:, j] = err * err
+    for a in range(0, batch.n, max_prompts):
+        sl = slice(a, min(a + max_prompts, batch.n))
+        part = batch if (sl.start == 0 and sl.stop == batch.n) else _slice(batch, sl)
+        for j, p in enumerate(preds):
+            if conditional:
+                out[sl, j] = conditional_loss(part, p.weights(part), setting=setting)
+            else:
+                err = part.y_q - p(part)
+                out[sl, j] = err * err
     return out
 
 
@@ -407,8 +497,9 @@ def estimate_risks(
     setting : Setting
         Scalar data model; ``setting.Sigma`` (covariance of ``x``) forces
         ``sampler="full"``, and the ŷ = 0 risk is then ``tr Σ / d + σ²``.
-    n_prompts : int, >= 1
-        Number of prompts (``>= 2`` for standard errors).
+    n_prompts : int, in [2, 1e9]
+        Number of prompts (two at least: every estimate has a standard error;
+        :data:`~reduced_dynamics.estimation.prompts.N_PROMPTS_MAX` at most).
     seed : int >= 0 or numpy.random.Generator
         Root seed; block ``i`` uses ``SeedSequence(seed, spawn_key=(i,))``. A
         Generator is consumed to draw one 63-bit root seed.
@@ -418,12 +509,18 @@ def estimate_risks(
     conditional : bool, default False
         Use the conditional (Rao–Blackwellised) loss of each prompt.
     memory_budget : int, >= 1
-        Bytes allowed for one chunk's working arrays (default 256 MiB). Does
-        not change the result.
+        Bytes allowed for one chunk's working arrays (default 256 MiB,
+        whatever ``n_prompts``, ``L`` or ``d``). Does not change the result.
 
     Returns
     -------
     RiskResult
+
+    Notes
+    -----
+    The evaluation runs with one BLAS thread (``threadpoolctl``): the
+    batched small solves of ridge are many times slower when a
+    multi-threaded BLAS splits each of them (``benchmarks/bench_risk.py``).
 
     Examples
     --------
@@ -436,9 +533,17 @@ def estimate_risks(
     t0 = time.perf_counter()
     names, preds = _normalise_predictors(predictors)
     setting = as_setting(setting, "estimate_risks")
-    n = check_positive_int("n_prompts", n_prompts)
+    n = check_n_prompts(n_prompts)
     seed = _check_seed(seed)
     memory_budget = check_positive_int("memory_budget", memory_budget)
+    conditional = _flag("conditional", conditional)
+    if not isinstance(sampler, str) or sampler not in _SAMPLERS:
+        raise ValueError(f"`sampler` must be one of {list(_SAMPLERS)}, got {sampler!r}")
+    with single_blas_thread():
+        return _estimate_risks(names, preds, setting, n, seed, sampler, conditional, memory_budget, t0)
+
+
+def _estimate_risks(names, preds, setting, n, seed, sampler, conditional, memory_budget, t0) -> RiskResult:
     if sampler not in _SAMPLERS:
         raise ValueError(f"`sampler` must be one of {list(_SAMPLERS)}, got {sampler!r}")
     all_stats = all(p.uses_stats for p in preds)
@@ -459,10 +564,10 @@ def estimate_risks(
         memory_budget=memory_budget,
     )
     B, k, n_blocks = plan.block_size, plan.blocks_per_chunk, plan.n_blocks
+    n_heads = sum(p.n_heads for p in preds)
+    max_prompts = max(1, memory_budget // _bytes_per_prompt(sampler, d, L, n_heads, len(preds)))
     P = len(preds)
-    count = 0
-    mean = np.zeros(P)
-    M2 = np.zeros((P, P))
+    moments = _Moments(P)
     for c0 in range(0, n_blocks, k):
         blocks = range(c0, min(c0 + k, n_blocks))
         sizes = [min(B, n - i * B) for i in blocks]
@@ -492,21 +597,14 @@ def estimate_risks(
             batch = _concat(
                 [_sample_full(mb, setting, _block_rng(seed, i), bool(conditional)) for i, mb in zip(blocks, sizes)]
             )
-        losses = _losses(batch, preds, conditional, setting)
+        losses = _losses(batch, preds, conditional, setting, max_prompts)
         del batch
         off = 0
         for mb in sizes:  # per-block reduction, merged in block order
-            blk = losses[off : off + mb]
+            moments.add(losses[off : off + mb])
             off += mb
-            bmean = blk.mean(axis=0)
-            c = blk - bmean
-            bM2 = np.einsum("ip,iq->pq", c, c)
-            new = count + mb
-            delta = bmean - mean
-            mean = mean + delta * (mb / new)
-            M2 = M2 + bM2 + np.outer(delta, delta) * (count * mb / new)
-            count = new
-    cov = M2 / (count - 1) if count > 1 else np.full((P, P), np.nan)
+    count, mean, M2 = moments.count, moments.mean, moments.M2
+    cov = M2 / (count - 1)
     if not np.all(np.isfinite(mean)):
         bad = [nm for nm, v in zip(names, mean) if not np.isfinite(v)]
         raise OverflowError(f"non-finite loss for predictor(s) {bad}; check the predictor parameters")
@@ -592,6 +690,9 @@ def control_variate_risk(
         Named after ``predictor.name`` and ``control.name``.
     """
     control_risk = check_finite_float("control_risk", control_risk)
+    for name, p in (("predictor", predictor), ("control", control)):
+        if not isinstance(p, Predictor):
+            raise ValueError(f"`{name}` must be a Predictor, got {type(p).__name__}")
     res = estimate_risks(
         {"target": predictor, "control": control},
         setting,

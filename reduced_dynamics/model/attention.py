@@ -97,13 +97,31 @@ def unflatten_params(flat: np.ndarray, shapes: dict) -> dict:
     return out
 
 
-def _check_params(params, shapes) -> None:
+def _check_params(params, shapes, *, finite=True) -> None:
     if not isinstance(params, dict) or list(params) != list(shapes):
         got = list(params) if isinstance(params, dict) else type(params).__name__
         raise ValueError(f"`params` must be a dict with keys {list(shapes)}, got {got}")
     for k, shp in shapes.items():
-        if np.shape(params[k]) != shp:
-            raise ValueError(f"`params[{k!r}]` must have shape {shp}, got {np.shape(params[k])}")
+        v = params[k]
+        if isinstance(v, (str, bytes)) or np.shape(v) != shp:
+            raise ValueError(f"`params[{k!r}]` must have shape {shp}, got {np.shape(v)}")
+        a = np.asarray(v)
+        if a.dtype.kind not in "biuf" or (finite and not np.all(np.isfinite(a))):
+            raise ValueError(f"`params[{k!r}]` must hold finite real numbers")
+
+
+_NO_PARAMS = object()
+
+
+def check_model(model, params=_NO_PARAMS):
+    """Return ``model`` if it is a model of this module (and ``params``, if given, fit it), else raise ``ValueError``."""
+    if not isinstance(model, (AttentionModel, ReducedModel)):
+        raise ValueError(
+            f"`model` must be a model of reduced_dynamics.model.attention (make_model), got {type(model).__name__}"
+        )
+    if params is not _NO_PARAMS:
+        _check_params(params, model.param_shapes())
+    return model
 
 
 def _softmax_(S: np.ndarray) -> np.ndarray:
@@ -420,6 +438,8 @@ def make_model(kind: str, *, n_heads, d, init_scale: float = 0.1, norm_L: int | 
     >>> make_model("merged", n_heads=2, d=5).param_shapes()["KQ"]
     (2, 6, 6)
     """
+    if not isinstance(kind, str) or kind not in MODEL_KINDS:
+        raise ValueError(f"`kind` must be one of {', '.join(MODEL_KINDS)}, got {kind!r}")
     if kind == "separate":
         return AttentionModel(n_heads, d, "separate", "softmax")
     if kind == "merged":
@@ -428,4 +448,4 @@ def make_model(kind: str, *, n_heads, d, init_scale: float = 0.1, norm_L: int | 
         return AttentionModel(n_heads, d, "separate", "linear", norm_L)
     if kind == "reduced":
         return ReducedModel(n_heads, d, init_scale)
-    raise ValueError(f"`param` must be one of {', '.join(MODEL_KINDS)}, got {kind!r}")
+    raise ValueError(f"`kind` must be one of {', '.join(MODEL_KINDS)}, got {kind!r}")

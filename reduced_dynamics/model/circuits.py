@@ -249,6 +249,9 @@ def extract_circuits(model, params, *, dummy_tol: float = 0.05) -> Circuits:
     -------
     Circuits
     """
+    from reduced_dynamics.model.attention import check_model
+
+    check_model(model, params)
     KQ, ov = model.circuits(params)
     return circuits_from_arrays(KQ, ov, dummy_tol=dummy_tol)
 

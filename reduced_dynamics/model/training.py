@@ -40,9 +40,18 @@ from reduced_dynamics._validation import (
     check_positive_int,
     check_probability,
 )
+from reduced_dynamics.estimation._threads import single_blas_thread
 from reduced_dynamics.estimation.predictors import debiased_gd
-from reduced_dynamics.estimation.prompts import Prompts, as_generator, sample_tokens
-from reduced_dynamics.estimation.risk import RiskDifference, RiskEstimate
+from reduced_dynamics.estimation.prompts import (
+    MEMORY_BUDGET,
+    Prompts,
+    as_generator,
+    check_n_prompts,
+    chunk_sizes,
+    prompt_bytes,
+    sample_tokens,
+)
+from reduced_dynamics.estimation.risk import RiskDifference, RiskEstimate, _Moments
 from reduced_dynamics.io import atomic_savez, atomic_write_json
 from reduced_dynamics.model.attention import MODEL_KINDS, _check_params, flatten_params, make_model, unflatten_params
 from reduced_dynamics.model.circuits import CircuitManifoldGap, PatternMetrics, extract_circuits, pattern_metrics
@@ -79,6 +88,10 @@ MESSAGES = {
 }
 
 
+#: Largest number of training steps of one run (the loss history alone is 8 bytes a step).
+STEPS_MAX = 10**8
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Configuration of one training run (``setting``, then keyword-only fields; validated when built).
@@ -90,8 +103,10 @@ class TrainConfig:
     seed : int, >= 0
         Seeds the initialisation and (through an independent child stream) the prompts.
     n_heads : int, >= 1
-    steps : int, >= 0
+    steps : int, in [0, 1e8]
     batch : int, >= 1
+        Prompts per step; one step's working set must fit in
+        :data:`~reduced_dynamics.estimation.prompts.MEMORY_BUDGET` (1 GiB).
     lr : float, > 0
     optimizer : {"adam", "sgd"}
     parameterisation : {"separate", "merged", "linear", "reduced"}
@@ -143,6 +158,19 @@ class TrainConfig:
         if self.parameterisation not in MODEL_KINDS:
             raise ValueError(
                 f"`parameterisation` must be one of {', '.join(MODEL_KINDS)}, got {self.parameterisation!r}"
+            )
+        if self.steps > STEPS_MAX:
+            raise ValueError(f"`steps` must be an integer in [0, {STEPS_MAX:.0e}], got {self.steps}")
+        # one step's working set: the batch, the (H, L) scores, weights and their gradients, and the
+        # parameters with their gradients and the optimiser's two moments (H (D, D) blocks each)
+        L, D, H = self.setting.L, self.setting.d + 1, self.n_heads
+        need = self.batch * (prompt_bytes(self.setting, kind="tokens") + 8 * (L * (4 * H + 2) + 4 * H * D))
+        need += 8 * 5 * H * (3 * D * D + D)
+        if need > MEMORY_BUDGET:
+            raise ValueError(
+                f"`batch` = {self.batch} prompts of L={L}, d={D - 1} with {H} heads need about {need / 2**20:,.0f} MiB "
+                f"per training step, more than the memory budget of {MEMORY_BUDGET / 2**20:,.0f} MiB "
+                "(reduced_dynamics.estimation.prompts.MEMORY_BUDGET); use a smaller `batch` (or `L`)"
             )
 
     def model(self):
@@ -463,7 +491,7 @@ def train(
         if init_params is None:
             params = model.init(seed=np.random.default_rng(init_seq))
         else:
-            _check_params(init_params, shapes)
+            _check_params(init_params, shapes, finite=False)  # finiteness: checked below, naming `init_params`
             params = init_params
         theta = flatten_params({k: np.asarray(params[k], dtype=np.float64) for k in shapes}).copy()
         if not np.all(np.isfinite(theta)):
@@ -600,24 +628,26 @@ def _sample(n: int, setting: Setting, rng) -> Prompts:
     return sample_tokens(n, setting, seed=rng)
 
 
-def _mean_se(sq: np.ndarray) -> tuple[float, float]:
-    return float(sq.mean()), float(sq.std(ddof=1) / math.sqrt(sq.size))
+def _eval_chunks(model, setting, n_prompts, chunk):
+    """Chunk sizes of an evaluation: at most ``chunk`` prompts, and a working set within the memory budget.
+
+    Working set per prompt: the embedded batch, the ``(H, L)`` scores and weights of the
+    model, the reduced model and debiased GD (a conservative estimate).
+    """
+    H = int(getattr(model, "n_heads", 1))
+    L, D = setting.L, setting.d + 1
+    per = prompt_bytes(setting, kind="tokens") + 8 * (L * (3 * H + 6) + 2 * H * D + 8)
+    return chunk_sizes(n_prompts, per, setting=setting, cap=chunk)
 
 
-def _chunks(n, chunk):
-    while n > 0:
-        k = min(n, chunk)
-        yield k
-        n -= k
+def _check_eval(model, params, setting, n_prompts, chunk, where) -> tuple[Setting, int, int]:
+    from reduced_dynamics.model.attention import check_model
 
-
-def _check_eval(model, setting, n_prompts, chunk, where) -> tuple[Setting, int, int]:
+    check_model(model, params)
     setting = as_setting(setting, where).require_isotropic(where)
     if setting.d != model.d:
         raise ValueError(f"`setting.d` must equal the model's d = {model.d}, got {setting.d}")
-    n_prompts = check_positive_int("n_prompts", n_prompts)
-    if n_prompts < 2:
-        raise ValueError(f"`n_prompts` must be an integer >= 2, got {n_prompts}")
+    n_prompts = check_n_prompts(n_prompts)
     return setting, n_prompts, check_positive_int("chunk", chunk)
 
 
@@ -630,14 +660,17 @@ def mc_risk(model, params, setting: Setting, *, n_prompts: int = 100_000, seed, 
     setting : Setting
         Scalar, isotropic data model of the evaluation prompts (its ``L`` may
         differ from the training one); ``setting.d`` must be the model's ``d``.
-    n_prompts : int, >= 2
+    n_prompts : int, in [2, 1e9]
         Number of prompts.
     seed : int or Generator
         Required.
     chunk : int, >= 1
-        Prompts drawn per batch (memory). The prompts are drawn chunk by chunk
-        from one generator, so the numbers depend on ``chunk`` as well as on
-        ``seed`` (same distribution, different stream).
+        Prompts drawn per batch, at most (fewer when ``chunk`` prompts would
+        exceed the memory budget,
+        :data:`~reduced_dynamics.estimation.prompts.CHUNK_BUDGET`). The
+        prompts are drawn chunk by chunk from one generator, so the numbers
+        depend on the chunk size as well as on ``seed`` (same distribution,
+        different stream). Memory does not grow with ``n_prompts``.
 
     Returns
     -------
@@ -652,16 +685,14 @@ def mc_risk(model, params, setting: Setting, *, n_prompts: int = 100_000, seed, 
     >>> abs(r.risk - 1.1) < 4 * r.stderr
     True
     """
-    setting, n_prompts, chunk = _check_eval(model, setting, n_prompts, chunk, "mc_risk")
+    setting, n_prompts, chunk = _check_eval(model, params, setting, n_prompts, chunk, "mc_risk")
     rng = as_generator(seed)
-    sq = np.concatenate(
-        [
-            (model.predict(params, tok) - tok.y_q) ** 2
-            for tok in (_sample(k, setting, rng) for k in _chunks(n_prompts, chunk))
-        ]
-    )
-    risk, se = _mean_se(sq)
-    return RiskEstimate(risk=risk, stderr=se, n=n_prompts, name="model")
+    mom = _Moments(1)
+    with single_blas_thread():
+        for k in _eval_chunks(model, setting, n_prompts, chunk):
+            tok = _sample(k, setting, rng)
+            mom.add((model.predict(params, tok) - tok.y_q) ** 2)
+    return RiskEstimate(risk=float(mom.mean[0]), stderr=mom.stderr(0), n=n_prompts, name="model")
 
 
 @dataclass(frozen=True)
@@ -710,11 +741,12 @@ def cross_check(
     model, params : a model of :mod:`reduced_dynamics.model.attention` and its parameters
     setting : Setting
         Scalar, isotropic data model of the evaluation prompts; ``setting.d`` must be the model's ``d``.
-    n_prompts : int, >= 2
+    n_prompts : int, in [2, 1e9]
         Number of prompts.
     seed : int or Generator
         Required.
     chunk : int, >= 1
+        Prompts per batch, at most (as in :func:`mc_risk`).
     dummy_tol : float in (0, 1)
         Dummy-head threshold of the circuit extraction.
 
@@ -728,23 +760,28 @@ def cross_check(
     """
     from reduced_dynamics.model.attention import ReducedModel
 
-    setting, n_prompts, chunk = _check_eval(model, setting, n_prompts, chunk, "cross_check")
+    setting, n_prompts, chunk = _check_eval(model, params, setting, n_prompts, chunk, "cross_check")
     c = extract_circuits(model, params, dummy_tol=dummy_tol)
     red = ReducedModel(c.n_heads, c.d)
     rp = {"omega": c.omega, "mu": c.mu}
     eta = c.eta_eff
     rng = as_generator(seed)
-    cols = {"model": [], "reduced": [], "debiased_gd": []}
-    for k in _chunks(n_prompts, chunk):
-        tok = _sample(k, setting, rng)
-        cols["model"].append((model.predict(params, tok) - tok.y_q) ** 2)
-        cols["reduced"].append((red.predict(rp, tok) - tok.y_q) ** 2)
-        cols["debiased_gd"].append((debiased_gd(tok, eta) - tok.y_q) ** 2)
-    sq = {k: np.concatenate(v) for k, v in cols.items()}
-    est = {k: RiskEstimate(*_mean_se(a), n=n_prompts, name=k) for k, a in sq.items()}
+    # columns: model, reduced, debiased_gd, model − reduced, model − debiased_gd
+    mom = _Moments(5)
+    with single_blas_thread():
+        for k in _eval_chunks(model, setting, n_prompts, chunk):
+            tok = _sample(k, setting, rng)
+            a = (model.predict(params, tok) - tok.y_q) ** 2
+            b = (red.predict(rp, tok) - tok.y_q) ** 2
+            g = (debiased_gd(tok, eta) - tok.y_q) ** 2
+            mom.add(np.stack([a, b, g, a - b, a - g], axis=1))
+    est = {
+        k: RiskEstimate(float(mom.mean[i]), mom.stderr(i), n=n_prompts, name=k)
+        for i, k in enumerate(("model", "reduced", "debiased_gd"))
+    }
     diff = {
-        k: RiskDifference(*_mean_se(sq["model"] - sq[k]), n=n_prompts, first="model", second=k)
-        for k in ("reduced", "debiased_gd")
+        k: RiskDifference(float(mom.mean[i]), mom.stderr(i), n=n_prompts, first="model", second=k)
+        for i, k in ((3, "reduced"), (4, "debiased_gd"))
     }
     return CrossCheck(
         omega=c.omega,
@@ -797,7 +834,7 @@ def length_generalisation(
     setting : Setting
         Scalar, isotropic data model; ``setting.L`` is replaced by each length.
     Ls : sequence of int, each >= 1
-    n_prompts : int, >= 2
+    n_prompts : int, in [2, 1e9]
         Prompts per length.
     seed : int or Generator
         Required.
@@ -811,7 +848,11 @@ def length_generalisation(
     docs/theory.md#predictors (linear attention does not generalise in length)
     """
     setting = as_setting(setting, "length_generalisation")
+    if isinstance(Ls, (str, bytes)) or np.ndim(Ls) != 1 or len(Ls) == 0:
+        raise ValueError(f"`Ls` must be a non-empty sequence of positive integers, got {Ls!r}")
     Ls = [check_positive_int("Ls", x) for x in Ls]
+    for Lk in Ls:
+        _check_eval(model, params, setting.replace(L=Lk), n_prompts, 8192, "length_generalisation")
     rng = as_generator(seed)
     seeds = rng.spawn(len(Ls)) if hasattr(rng, "spawn") else [np.random.default_rng(rng.integers(2**63)) for _ in Ls]
     est = [mc_risk(model, params, setting.replace(L=Lk), n_prompts=n_prompts, seed=g) for Lk, g in zip(Ls, seeds)]
@@ -899,7 +940,7 @@ def summarize_run(result: TrainResult, *, n_prompts: int = 20_000, seed, dummy_t
     Parameters
     ----------
     result : TrainResult
-    n_prompts : int, >= 2
+    n_prompts : int, in [2, 1e9]
         Number of evaluation prompts.
     seed : int or Generator
         Required; seeds the evaluation prompts.

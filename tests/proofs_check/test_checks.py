@@ -76,7 +76,7 @@ def test_failing_check_exits_1(capsys, monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "args,param", [(["--only", "nosuch"], "`only`"), (["--d", "0"], "`d`"), (["--sigma2", "-1"], "`sigma2`")]
+    "args,param", [(["--only", "nosuch"], "`--only`"), (["--d", "0"], "`--d`"), (["--sigma2", "-1"], "`--sigma2`")]
 )
 def test_check_bad_input(capsys, args, param):
     rc = main(["check", "--quick", *args])

@@ -204,7 +204,7 @@ def test_flatten_roundtrip_and_views():
 @pytest.mark.parametrize(
     "call, name",
     [
-        (lambda: make_model("nope", n_heads=2, d=3), "`param`"),
+        (lambda: make_model("nope", n_heads=2, d=3), "`kind`"),
         (lambda: make_model("separate", n_heads=0, d=3), "`n_heads`"),
         (lambda: make_model("merged", n_heads=2, d=0), "`d`"),
         (lambda: AttentionModel(2, 3, attention="relu"), "`attention`"),
