@@ -142,7 +142,7 @@ def test_unknown_figure_exit_2(capsys):
     rc = main(["figures", "--only", "nosuchfigure", "--out", "/nonexistent-should-not-be-created"])
     err = capsys.readouterr().err
     assert rc == 2
-    assert "`only`" in err and len(err.strip().splitlines()) == 1
+    assert "`--only`" in err and len(err.strip().splitlines()) == 1
 
 
 def test_unknown_figure_subprocess(tmp_path):
@@ -160,7 +160,7 @@ def test_unknown_figure_subprocess(tmp_path):
 def test_bad_seed_exit_2(capsys):
     rc = main(["figures", "--only", "bayes_ratio", "--seed", "-1", "--quick"])
     err = capsys.readouterr().err
-    assert rc == 2 and "`seed`" in err
+    assert rc == 2 and "`--seed`" in err
 
 
 def test_list(capsys):

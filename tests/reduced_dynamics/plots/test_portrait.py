@@ -65,16 +65,16 @@ def test_portrait_new_figure_when_none_given(which, two_head, general):
 @pytest.mark.parametrize(
     "args,param",
     [
-        (["--d", "0"], "`d`"),
-        (["--L", "0"], "`L`"),
-        (["--sigma2", "-1"], "`sigma2`"),
-        (["--heads", "1"], "`n_heads`"),
-        (["--gamma-range", "0.5,0.1"], "`gamma_range`"),
-        (["--m-range", "x"], "`m_range`"),
-        (["--resolution", "3"], "`resolution`"),
-        (["--t-end", "0"], "`t_end`"),
-        (["--m-range=-1e200,1e200"], "`m_range`"),
-        (["--seed", "-1"], "`seed`"),
+        (["--d", "0"], "`--d`"),
+        (["--L", "0"], "`--L`"),
+        (["--sigma2", "-1"], "`--sigma2`"),
+        (["--heads", "1"], "`--heads`"),
+        (["--gamma-range", "0.5,0.1"], "`--gamma-range`"),
+        (["--m-range", "x"], "`--m-range`"),
+        (["--resolution", "3"], "`--resolution`"),
+        (["--t-end", "0"], "`--t-end`"),
+        (["--m-range=-1e200,1e200"], "`--m-range`"),
+        (["--seed", "-1"], "`--seed`"),
     ],
 )
 def test_portrait_bad_input_exit_2(capsys, args, param):
@@ -89,7 +89,7 @@ def test_portrait_bad_input_subprocess():
         [sys.executable, "-m", "reduced_dynamics", "portrait", "--d", "0"], capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 2
-    assert len(proc.stderr.strip().splitlines()) == 1 and "`d`" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "`--d`" in proc.stderr
 
 
 def test_portrait_cli_writes_files(tmp_path, capsys):
