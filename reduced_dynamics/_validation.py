@@ -29,25 +29,34 @@ def _is_int(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-def check_positive_int(name: str, value) -> int:
-    """Return ``value`` as ``int`` if it is an integer ``>= 1``."""
+def _int_value(value):
+    """An integral float (``3.0``) becomes an int; anything else is returned unchanged."""
     if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if not _is_int(value) or value < 1:
-        raise ValueError(f"`{name}` must be a positive integer, got {value!r}")
+        return int(value)
+    return value
+
+
+def check_positive_int(name: str, value, *, hi: int | None = None) -> int:
+    """Return ``value`` as ``int`` if it is an integer in ``[1, hi]`` (no upper bound if ``hi`` is None)."""
+    value = _int_value(value)
+    if not _is_int(value) or value < 1 or (hi is not None and value > hi):
+        rng = "a positive integer" if hi is None else f"an integer in [1, {hi}]"
+        raise ValueError(f"`{name}` must be {rng}, got {value!r}")
     return int(value)
 
 
-def check_nonnegative_int(name: str, value) -> int:
-    """Return ``value`` as ``int`` if it is an integer ``>= 0``."""
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if not _is_int(value) or value < 0:
-        raise ValueError(f"`{name}` must be a non-negative integer, got {value!r}")
+def check_nonnegative_int(name: str, value, *, hi: int | None = None) -> int:
+    """Return ``value`` as ``int`` if it is an integer in ``[0, hi]`` (no upper bound if ``hi`` is None)."""
+    value = _int_value(value)
+    if not _is_int(value) or value < 0 or (hi is not None and value > hi):
+        rng = "a non-negative integer" if hi is None else f"an integer in [0, {hi}]"
+        raise ValueError(f"`{name}` must be {rng}, got {value!r}")
     return int(value)
 
 
 def _as_float(name: str, value, allowed: str) -> float:
+    if isinstance(value, (complex, np.complexfloating)) or (isinstance(value, np.ndarray) and value.dtype.kind == "c"):
+        raise ValueError(f"`{name}` must be {allowed} (complex numbers are not accepted), got {value!r}")
     try:
         out = float(value)
     except (TypeError, ValueError):
@@ -89,9 +98,19 @@ def check_probability(name: str, value, *, open_interval: bool = True) -> float:
 
 
 def check_finite_array(name: str, value, *, ndim: int | None = None, min_ndim: int | None = None) -> np.ndarray:
-    """Return ``value`` as a float64 array after checking it is finite."""
+    """Return ``value`` as a float64 array after checking it is real and finite.
+
+    Complex input (a complex array, or a sequence holding complex numbers) is rejected with a
+    ``ValueError`` naming ``name``: numpy would otherwise drop the imaginary part silently.
+    """
     try:
-        arr = np.asarray(value, dtype=np.float64)
+        raw = np.asarray(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"`{name}` must be an array of finite real numbers, got {value!r}") from None
+    if raw.dtype.kind == "c":
+        raise ValueError(f"`{name}` must be an array of finite real numbers (complex numbers are not accepted)")
+    try:
+        arr = np.asarray(raw, dtype=np.float64)
     except (TypeError, ValueError):
         raise ValueError(f"`{name}` must be an array of finite real numbers, got {value!r}") from None
     if ndim is not None and arr.ndim != ndim:

@@ -25,13 +25,36 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Setting", "PAPER_SETTING", "as_setting"]
+__all__ = ["Setting", "PAPER_SETTING", "THEORY_STATEMENTS", "as_setting"]
 
 #: Allowed ranges (inclusive) of the scalar constants. Outside them the closed
 #: forms overflow or lose all precision, or the simulators cannot run.
 D_MAX = 100_000
 L_MAX = 10**9
 SIGMA2_MAX = 1e12
+
+
+_REASON_L1 = (
+    "L = 1 is outside the theory's range: L̃ is the large-L approximation of the risk "
+    "(docs/theory.md#approximate-loss) and debiased GD, the limit predictor of S_γ, vanishes identically at L = 1"
+)
+_REASON_D1 = (
+    "d = 1 is outside the drift law's range: its corrections are relative O(γ⁴) and γ(t) ∝ d^(-1/2), so at "
+    "d = 1 the flow stays outside the asymptotic regime for any practical time (docs/theory.md#drift-law)"
+)
+_REASON_S0 = (
+    "σ² = 0 is outside the statement's range: without noise the risk of these states itself vanishes like d/L, "
+    "so the relative error of an O(1/L) approximation need not decrease with L (docs/theory.md#corrected-loss)"
+)
+
+#: Where each statement of the theory applies. Statement name -> tuple of (condition on a scalar
+#: setting, reason when the condition fails). Read by :meth:`Setting.theory_range_issues`.
+THEORY_STATEMENTS = {
+    "approximate-loss": ((lambda s: s.L >= 2, _REASON_L1),),
+    "solution-manifold": ((lambda s: s.L >= 2, _REASON_L1),),
+    "drift-law": ((lambda s: s.L >= 2, _REASON_L1), (lambda s: s.d >= 2, _REASON_D1)),
+    "approximation-error": ((lambda s: s.sigma2 > 0, _REASON_S0),),
+}
 
 
 def _int_field(name: str, value, hi: int):
@@ -65,7 +88,7 @@ def _int_field(name: str, value, hi: int):
 def _float_field(name: str, value, lo: float, hi: float):
     """Validate a real field (scalar or array) in ``[lo, hi]``."""
     msg = f"`{name}` must be a finite number in [{lo:g}, {hi:g}], got {value!r}"
-    if isinstance(value, bool):
+    if isinstance(value, bool) or np.iscomplexobj(value):
         raise ValueError(msg)
     try:
         arr = np.asarray(value, dtype=np.float64)
@@ -86,6 +109,8 @@ def _covariance_field(Sigma, d):
         return None
     if not isinstance(d, int):
         raise ValueError("`Sigma` needs a scalar `d`, got an array of `d`")
+    if np.iscomplexobj(Sigma):
+        raise ValueError(f"`Sigma` must be a real ({d}, {d}) matrix, got a complex array")
     try:
         S = np.array(Sigma, dtype=np.float64)
     except (TypeError, ValueError):
@@ -268,6 +293,53 @@ class Setting:
     def eta_star(self):
         r"""Optimal effective step :math:`\eta^* = 1/(1 + (1+\sigma^2)d/L) = 1/(1 + c d)`."""
         return 1.0 / (1.0 + self.c * self.d)
+
+    def theory_range_issues(self, statement: str | None = None) -> tuple[str, ...]:
+        """Why this (scalar) setting is outside the range of a statement of the theory.
+
+        The validated ranges of the fields (``d <= 1e5``, ``L <= 1e9``, ``sigma2 <= 1e12``) are
+        where the numerics work; some statements of the theory need more. At such a setting a
+        check of the statement should report SKIPPED with the reason, not FAIL.
+
+        Parameters
+        ----------
+        statement : str, optional
+            A key of :data:`THEORY_STATEMENTS`: ``"approximate-loss"`` (L̃ approximates the
+            risk; needs L >= 2), ``"solution-manifold"`` (the flow's limit predictor is debiased
+            GD; L >= 2), ``"drift-law"`` (γ(t) = (16 c d³ (pn/H) t)^(-1/6) within a practical
+            horizon; L >= 2 and d >= 2), ``"approximation-error"`` (the relative error of an
+            O(1/L) approximation decreases with L; σ² > 0). ``None``: every statement.
+
+        Returns
+        -------
+        tuple of str
+            The reasons (each naming the field and the statement's anchor in docs/theory.md),
+            without repeats; empty when the setting is inside the range.
+
+        Raises
+        ------
+        ValueError
+            An unknown ``statement``, or an array-valued setting.
+
+        Examples
+        --------
+        >>> Setting(d=5, L=40, sigma2=0.1).theory_range_issues()
+        ()
+        >>> Setting(d=5, L=1, sigma2=0.1).theory_range_issues("drift-law")[0][:45]
+        "L = 1 is outside the theory's range: L̃ is th"
+        """
+        self.require_scalar("theory_range_issues")
+        if statement is None:
+            conditions = [c for conds in THEORY_STATEMENTS.values() for c in conds]
+        elif isinstance(statement, str) and statement in THEORY_STATEMENTS:
+            conditions = list(THEORY_STATEMENTS[statement])
+        else:
+            raise ValueError(f"`statement` must be one of {sorted(THEORY_STATEMENTS)} or None, got {statement!r}")
+        out: list[str] = []
+        for applies, reason in conditions:
+            if not applies(self) and reason not in out:
+                out.append(reason)
+        return tuple(out)
 
     @property
     def inf_loss(self):

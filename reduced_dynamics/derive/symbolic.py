@@ -40,6 +40,7 @@ docs/theory.md#approximate-loss
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -48,10 +49,11 @@ import numpy as np
 import sympy as sp
 
 from reduced_dynamics._results import FrozenResult
-from reduced_dynamics._validation import check_nonnegative_int, check_positive_int
+from reduced_dynamics._validation import check_finite_array, check_nonnegative_int, check_positive_int
 from reduced_dynamics.setting import as_setting
 
 __all__ = [
+    "H_MAX",
     "ProblemSymbols",
     "StateSymbols",
     "GeneratedLossFunctions",
@@ -69,6 +71,26 @@ __all__ = [
     "sympy2numpy",
     "generated_loss_functions",
 ]
+
+
+#: Largest number of heads of the symbolic derivation (sympy's cost grows fast with H).
+H_MAX = 8
+
+
+def _check_H(H) -> int:
+    return check_positive_int("H", H, hi=H_MAX)
+
+
+def _cached_by_H(fn):
+    """``functools.cache`` keyed by a validated ``H`` (a ValueError naming `H` before any hashing)."""
+    cached = cache(fn)
+
+    @functools.wraps(fn)
+    def wrapper(H):
+        return cached(_check_H(H))
+
+    wrapper.cache_clear = cached.cache_clear
+    return wrapper
 
 
 @dataclass(frozen=True)
@@ -125,8 +147,8 @@ def problem_symbols() -> ProblemSymbols:
 
 
 def state_symbols(H: int) -> StateSymbols:
-    """The real state symbols ``omega_1..omega_H`` and ``mu_1..mu_H``."""
-    H = check_positive_int("H", H)
+    """The real state symbols ``omega_1..omega_H`` and ``mu_1..mu_H`` (``1 <= H <= H_MAX``)."""
+    H = _check_H(H)
     omega = sp.symbols(f"omega_1:{H + 1}", real=True)
     mu = sp.symbols(f"mu_1:{H + 1}", real=True)
     return StateSymbols(omega=tuple(omega), mu=tuple(mu))
@@ -171,21 +193,20 @@ def fluctuation_kernel(omega_h, omega_k, v) -> sp.Expr:
     return sp.simplify(sp.powsimp(m(omega_h + omega_k) / (m(omega_h) * m(omega_k)), force=True))
 
 
-@cache
+@_cached_by_H
 def derive_approx_loss(H: int) -> sp.Expr:
     r"""Derive :math:`\tilde L(\omega, \mu)` for ``H`` heads from the moment statements.
 
     Parameters
     ----------
     H : int
-        Number of heads, ``>= 1``.
+        Number of heads, in ``[1, H_MAX]`` (``H_MAX = 8``).
 
     Returns
     -------
     sympy.Expr
         In the symbols of :func:`problem_symbols` and :func:`state_symbols`.
     """
-    H = check_positive_int("H", H)
     d, L, sigma2, omega, mu = _symbols(H)
     tilt = tilted_mean()  # coefficient of x_q in the tilted mean of x, as function of omega
     w = sp.Symbol("omega", real=True)
@@ -197,10 +218,9 @@ def derive_approx_loss(H: int) -> sp.Expr:
     return bias + (1 + sigma2) / L * fluct.subs(v, d)  # |x_q|² → d
 
 
-@cache
+@_cached_by_H
 def closed_form_loss(H: int) -> sp.Expr:
     r"""docs/theory.md#reduced-model closed form ``1 + σ² − 2μᵀω + μᵀ(ωωᵀ + (1+σ²)/L exp∘(d ωωᵀ))μ``."""
-    H = check_positive_int("H", H)
     d, L, sigma2, omega, mu = _symbols(H)
     w, m = sp.Matrix(omega), sp.Matrix(mu)
     E = sp.Matrix(H, H, lambda i, j: sp.exp(d * omega[i] * omega[j]))
@@ -213,8 +233,8 @@ def taylor_form_loss(H: int, order: int) -> sp.Expr:
 
     ``σ² + (1 − ⟨μ,ω⟩)² + c⟨μ,1⟩² + c Σ_{k=1}^{order} d^k/k! ⟨μ, ω^k⟩²``.
     """
-    H = check_positive_int("H", H)
-    order = check_nonnegative_int("order", order)
+    H = _check_H(H)
+    order = check_nonnegative_int("order", order, hi=50)
     d, L, sigma2, omega, mu = _symbols(H)
     c = (1 + sigma2) / L
     inner = lambda k: sum(mu[h] * omega[h] ** k for h in range(H))  # noqa: E731
@@ -224,14 +244,14 @@ def taylor_form_loss(H: int, order: int) -> sp.Expr:
     return out
 
 
-@cache
+@_cached_by_H
 def loss_gradient(H: int) -> sp.Matrix:
     """Symbolic gradient of :func:`derive_approx_loss`: a (2H × 1) column in ``(ω_1..ω_H, μ_1..μ_H)`` order."""
     expr = derive_approx_loss(H)
     return sp.Matrix([sp.diff(expr, s) for s in state_symbols(H).theta])
 
 
-@cache
+@_cached_by_H
 def loss_hessian(H: int) -> sp.Matrix:
     """Symbolic Hessian (2H × 2H) of :func:`derive_approx_loss`."""
     return sp.hessian(derive_approx_loss(H), state_symbols(H).theta)
@@ -271,11 +291,19 @@ class GeneratedFunction:
             (``(2H, 1)`` for the gradient, ``(2H, 2H)`` for the Hessian).
         """
         setting = as_setting(setting, "GeneratedFunction")
-        omega = np.asarray(omega, dtype=np.float64)
-        mu = np.asarray(mu, dtype=np.float64)
+        omega = check_finite_array("omega", omega)
+        mu = check_finite_array("mu", mu)
         if omega.shape != (self.H,) or mu.shape != (self.H,):
             raise ValueError(f"`omega` and `mu` must have shape ({self.H},), got {omega.shape} and {mu.shape}")
-        return np.asarray(self.func(*omega, *mu, setting.d, setting.L, setting.sigma2), dtype=np.float64)
+        with np.errstate(all="ignore"):
+            out = np.asarray(self.func(*omega, *mu, setting.d, setting.L, setting.sigma2), dtype=np.float64)
+        if not np.all(np.isfinite(out)):
+            from reduced_dynamics.dynamics.loss import LossOverflowError
+
+            raise LossOverflowError(
+                "the generated function is not finite in float64: exp(d ω ωᵀ) or |mu| too large; reduce `omega` or `mu`"
+            )
+        return out
 
     def __repr__(self) -> str:
         text = str(self.expr)
@@ -325,13 +353,13 @@ class GeneratedLossFunctions(FrozenResult):
     hessian: GeneratedFunction
 
 
-@cache
+@_cached_by_H
 def generated_loss_functions(H: int) -> GeneratedLossFunctions:
     """Numpy callables (loss, gradient, Hessian) generated from the derived loss; cached per H.
 
     Parameters
     ----------
-    H : int, >= 1
+    H : int, in [1, H_MAX]
 
     Returns
     -------
@@ -345,7 +373,6 @@ def generated_loss_functions(H: int) -> GeneratedLossFunctions:
     >>> round(float(fns.loss([0.0], [0.0], Setting(d=5, L=40, sigma2=0.1))), 12)
     1.1
     """
-    H = check_positive_int("H", H)
     expr = derive_approx_loss(H)
     return GeneratedLossFunctions(
         loss=sympy2numpy(expr, H),

@@ -80,13 +80,19 @@ expansion neglects, it is *not* the true risk's γ² coefficient.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from reduced_dynamics._results import FrozenResult
-from reduced_dynamics._validation import check_finite_float, check_positive_int
-from reduced_dynamics.dynamics.loss import LossGradient, _state_pair
+from reduced_dynamics._validation import (
+    check_finite_array,
+    check_finite_float,
+    check_positive_float,
+    check_positive_int,
+)
+from reduced_dynamics.dynamics.loss import LossGradient, LossOverflowError, _state_pair
 from reduced_dynamics.setting import as_setting
 
 __all__ = [
@@ -106,6 +112,9 @@ __all__ = [
     "mc_risk_cv",
 ]
 
+#: Largest ``setting.L`` of :func:`mc_risk_cv` (a chunk holds at least one prompt of L scores).
+MC_L_MAX = 10**7
+
 #: Largest allowed ``max_h ω_h²``: the χ² averages need ``1 − 2ω_hω_k > 0``; we keep a margin.
 MAX_OMEGA2 = 0.45
 
@@ -117,13 +126,14 @@ def _scalar(setting, where):
     return setting.d, setting.L, setting.sigma2
 
 
-def _prepare(omega, mu, setting, where):
+def _prepare(omega, mu, setting, where, names=("omega", "mu")):
     d, L, sigma2 = _scalar(setting, where)
-    omega, mu = _state_pair(omega, mu)
-    w2 = float(np.max(omega * omega)) if omega.size else 0.0
+    omega, mu = _state_pair(omega, mu, names)
+    with np.errstate(over="ignore"):
+        w2 = float(np.max(omega * omega)) if omega.size else 0.0
     if w2 >= MAX_OMEGA2:
         raise ValueError(
-            f"`omega` must satisfy max ω_h² < {MAX_OMEGA2} (the expansion needs 1 − 2ω_hω_k > 0), "
+            f"`{names[0]}` must satisfy max ω_h² < {MAX_OMEGA2} (the expansion needs 1 − 2ω_hω_k > 0), "
             f"got max ω_h² = {w2:.4g}"
         )
     return omega, mu, d, L, sigma2
@@ -141,6 +151,16 @@ def _pieces(omega, mu, d, sigma2):
     b = (1.0 - 2.0 * w2) ** (-d / 2.0 - 1.0)
     bp = 2.0 * (d + 2.0) * omega * (1.0 - 2.0 * w2) ** (-d / 2.0 - 2.0)  # db/dω
     return G, Gp, b, bp
+
+
+def _guard(where, *arrays):
+    """Raise LossOverflowError if a result is not finite (never return NaN/inf silently)."""
+    for a in arrays:
+        if not np.all(np.isfinite(a)):
+            raise LossOverflowError(
+                f"{where} is not finite in float64: `mu` too large, or (1 − 2ω_h²)^(−d/2) overflows "
+                "for this `omega` and `setting.d`; reduce |mu|, |omega| or d"
+            )
 
 
 def _float_or_array(x):
@@ -184,10 +204,13 @@ def corrected_loss_terms(omega, mu, setting) -> CorrectedLossTerms:
     docs/theory.md#corrected-loss
     """
     omega, mu, d, _, sigma2 = _prepare(omega, mu, setting, "corrected_loss_terms")
-    G, _, b, _ = _pieces(omega, mu, d, sigma2)
-    u = np.sum(mu * omega, axis=-1)
-    R0 = sigma2 + (1.0 - u) ** 2
-    R1 = 2.0 * (1.0 - u) * np.sum(mu * omega * b, axis=-1) + np.einsum("...h,...hk,...k->...", mu, G, mu)
+    with np.errstate(all="ignore"):  # checked by _guard
+        G, _, b, _ = _pieces(omega, mu, d, sigma2)
+        u = np.sum(mu * omega, axis=-1)
+        R0 = sigma2 + (1.0 - u) ** 2
+        R1 = 2.0 * (1.0 - u) * np.sum(mu * omega * b, axis=-1) + np.einsum("...h,...hk,...k->...", mu, G, mu)
+        total = R0 + R1 / setting.L
+    _guard("corrected_loss_terms", R0, R1, total)
     return CorrectedLossTerms(R0=_float_or_array(R0), R1=_float_or_array(R1))
 
 
@@ -220,6 +243,11 @@ def corrected_loss(omega, mu, setting):
 
 
 def _corrected_grad_arrays(omega, mu, d, L, sigma2):
+    with np.errstate(all="ignore"):  # checked by the callers (_guard)
+        return _corrected_grad_raw(omega, mu, d, L, sigma2)
+
+
+def _corrected_grad_raw(omega, mu, d, L, sigma2):
     G, Gp, b, bp = _pieces(omega, mu, d, sigma2)
     u = np.sum(mu * omega, axis=-1)[..., None]
     v = np.sum(mu * omega * b, axis=-1)[..., None]
@@ -264,6 +292,7 @@ def corrected_loss_grad(omega, mu, setting) -> LossGradient:
     """
     omega, mu, d, L, sigma2 = _prepare(omega, mu, setting, "corrected_loss_grad")
     gw, gm = _corrected_grad_arrays(omega, mu, d, L, sigma2)
+    _guard("corrected_loss_grad", gw, gm)
     return LossGradient(omega=gw, mu=gm)
 
 
@@ -275,7 +304,7 @@ def corrected_loss_hessian_fd(omega, mu, setting, *, h=1e-6):
     omega, mu : array_like, shape (H,)
     setting : Setting
         Scalar and isotropic.
-    h : float, > 0
+    h : float, in (0, 0.01]
         Relative step of the differences.
 
     Returns
@@ -286,7 +315,13 @@ def corrected_loss_hessian_fd(omega, mu, setting, *, h=1e-6):
     omega, mu, d, L, sigma2 = _prepare(omega, mu, setting, "corrected_loss_hessian_fd")
     if omega.ndim != 1:
         raise ValueError(f"`omega` must have shape (H,) here, got {omega.shape}")
-    return _fd_hessian(omega, mu, d, L, sigma2, h)
+    h = check_positive_float("h", h)
+    if h > 1e-2:
+        raise ValueError(f"`h` must be a number in (0, 0.01], got {h!r}")
+    with np.errstate(all="ignore"):
+        out = _fd_hessian(omega, mu, d, L, sigma2, h)
+    _guard("corrected_loss_hessian_fd", out)
+    return out
 
 
 def _fd_hessian(omega, mu, d, L, sigma2, h=1e-6):
@@ -372,14 +407,21 @@ def corrected_manifold_coefficients(eta, setting) -> ManifoldCoefficients:
     docs/theory.md#corrected-loss
     """
     setting = as_setting(setting)
-    eta = np.asarray(eta, dtype=np.float64)
-    if not np.all(np.isfinite(eta)):
-        raise ValueError(f"`eta` must be a finite real number, got {eta!r}")
+    eta = check_finite_array("eta", eta)
     d = np.broadcast_to(np.asarray(setting.d, dtype=np.float64), setting.shape)
     s2 = np.broadcast_to(np.asarray(setting.sigma2, dtype=np.float64), setting.shape)
-    a0 = ((1 + s2) * d + 1) * eta**2 + 2 * (1 - eta) * eta
-    a2 = 2 * (d + 2) * (1 - eta) * eta
-    a4 = (d + 2) * (d + 4) * (eta**2 * ((1 + s2) * d / 6 + 0.5) + (1 - eta) * eta)
+    try:
+        np.broadcast_shapes(eta.shape, setting.shape)
+    except ValueError:
+        raise ValueError(
+            f"`eta` (shape {eta.shape}) must broadcast against the shape {setting.shape} of `setting`"
+        ) from None
+    with np.errstate(all="ignore"):
+        a0 = ((1 + s2) * d + 1) * eta**2 + 2 * (1 - eta) * eta
+        a2 = 2 * (d + 2) * (1 - eta) * eta
+        a4 = (d + 2) * (d + 4) * (eta**2 * ((1 + s2) * d / 6 + 0.5) + (1 - eta) * eta)
+    if not all(np.all(np.isfinite(a)) for a in (a0, a2, a4)):
+        raise ValueError(f"`eta` is too large: the coefficients overflow float64, got {eta!r}")
     return ManifoldCoefficients(a0=_float_or_array(a0), a2=_float_or_array(a2), a4=_float_or_array(a4))
 
 
@@ -393,7 +435,8 @@ def corrected_drift_constant(setting, *, eta=None):
     ----------
     setting : Setting
         Scalar.
-    eta : float, optional
+    eta : float in [1e-100, 1e100], optional
+        Effective step; default :func:`corrected_eta_star`. It must give ``a4 > 0``.
 
     Returns
     -------
@@ -404,9 +447,16 @@ def corrected_drift_constant(setting, *, eta=None):
     docs/theory.md#corrected-loss
     """
     d, L, sigma2 = _scalar(setting, "corrected_drift_constant")
+    if L < 2:
+        raise ValueError(f"`setting.L` must be >= 2 for the corrected drift law (η_c* = 0 at L = 1), got {L}")
     eta = corrected_eta_star(setting) if eta is None else check_finite_float("eta", eta)
+    if not 1e-100 <= eta <= 1e100:
+        raise ValueError(f"`eta` must be a number in [1e-100, 1e100] (an effective step), got {eta!r}")
     a4 = corrected_manifold_coefficients(eta, setting).a4
-    return float(96.0 * a4 / (L * eta**2))
+    out = 96.0 * a4 / (L * eta**2)
+    if not (math.isfinite(out) and out > 0):
+        raise ValueError(f"`eta` = {eta!r} gives no finite positive drift constant (need a4 > 0) in {setting!r}")
+    return float(out)
 
 
 def corrected_drift_gamma(t, setting, *, n_positive=1, n_negative=1, gamma0=None, t0=0.0, include_gamma2=True):
@@ -425,7 +475,8 @@ def corrected_drift_gamma(t, setting, *, n_positive=1, n_negative=1, gamma0=None
     setting : Setting
         Scalar.
     n_positive, n_negative : int, >= 1
-    gamma0 : float, optional
+    gamma0 : float in [1e-6, 1], optional
+        γ at ``t0``.
     t0 : float
     include_gamma2 : bool
         Keep the (formally O(1/L²)) γ² term.
@@ -439,12 +490,14 @@ def corrected_drift_gamma(t, setting, *, n_positive=1, n_negative=1, gamma0=None
     docs/theory.md#corrected-loss
     """
     d, L, sigma2 = _scalar(setting, "corrected_drift_gamma")
+    if L < 2:
+        raise ValueError(f"`setting.L` must be >= 2 for the corrected drift law (η_c* = 0 at L = 1), got {L}")
     from reduced_dynamics.dynamics.manifold import _head_counts  # shared validation of p, n
 
     p, n = _head_counts(n_positive, n_negative)
-    t = np.asarray(t, dtype=np.float64)
-    if not np.all(np.isfinite(t)):
-        raise ValueError(f"`t` must be finite, got {t!r}")
+    t = check_finite_array("t", t)
+    if t.size > 100_000:
+        raise ValueError(f"`t` must have at most 100000 entries, got {t.size}")
     eta = corrected_eta_star(setting)
     coef = corrected_manifold_coefficients(eta, setting)
     a2, a4 = coef.a2, coef.a4
@@ -456,11 +509,14 @@ def corrected_drift_gamma(t, setting, *, n_positive=1, n_negative=1, gamma0=None
             raise ValueError("`gamma0` is required when include_gamma2=True (the two-term law has no universal origin)")
         if np.any(t <= 0):
             raise ValueError(f"`t` must be > 0, got {t!r}")
-        out = (6.0 * kappa * B * t) ** (-1.0 / 6.0)
+        with np.errstate(all="ignore"):
+            out = (6.0 * kappa * B * t) ** (-1.0 / 6.0)
+        if not np.all(np.isfinite(out)):
+            raise ValueError(f"`t` is too small: γ(t) overflows float64, got {t!r}")
         return float(out) if out.ndim == 0 else out
     g0 = check_finite_float("gamma0", gamma0)
-    if g0 <= 0:
-        raise ValueError(f"`gamma0` must be > 0, got {gamma0!r}")
+    if not 1e-6 <= g0 <= 1.0:
+        raise ValueError(f"`gamma0` must be a number in [1e-06, 1] (a KQ scale on the manifold), got {gamma0!r}")
     t0 = check_finite_float("t0", t0)
     if np.any(t < t0):
         raise ValueError(f"`t` must be >= t0 = {t0}, got {t!r}")
@@ -527,7 +583,8 @@ def integrate_corrected_flow(omega0, mu0, times, setting, *, rtol=1e-9, atol=1e-
     """
     from reduced_dynamics.dynamics.flow import flow_at_times
 
-    omega0, mu0, d, L, sigma2 = _prepare(omega0, mu0, setting, "integrate_corrected_flow")
+    omega0, mu0, d, L, sigma2 = _prepare(omega0, mu0, setting, "integrate_corrected_flow", ("omega0", "mu0"))
+    _guard("the corrected gradient at (omega0, mu0)", *_corrected_grad_arrays(omega0, mu0, d, L, sigma2))
     return flow_at_times(
         lambda w, m: _corrected_grad_arrays(w, m, d, L, sigma2),
         omega0,
@@ -597,8 +654,8 @@ class McRiskEstimates(FrozenResult):
     mean : ndarray, shape (S,)
         Estimated risk of each of the S states.
     stderr : ndarray, shape (S,)
-        Its standard error (of the control-variate residual when ``cv=True``;
-        NaN if there are too few prompts for the degrees of freedom).
+        Its standard error (of the control-variate residual when ``cv=True``);
+        :func:`mc_risk_cv` refuses too few prompts for the degrees of freedom.
     """
 
     mean: np.ndarray
@@ -627,14 +684,14 @@ def mc_risk_cv(states, setting, *, n_prompts, seed, cv=True, chunk_elems=4_000_0
         Each ``omega``, ``mu`` a sequence of H floats (H may differ between states).
     setting : Setting
         Scalar and isotropic.
-    n_prompts : int, >= 1
+    n_prompts : int, in [1, 1e9]
         Number of prompts.
     seed : int >= 0 or numpy.random.Generator
         Required. An int seeds ``SeedSequence([seed, L])``; a Generator supplies that int.
     cv : bool
         Use the control variates.
-    chunk_elems : int
-        Prompts·L per chunk (memory bound).
+    chunk_elems : int, in [1, 1e8]
+        Prompts·L per chunk (memory bound); ``setting.L`` must be <= 1e7 (one prompt per chunk at least).
 
     Returns
     -------
@@ -646,14 +703,31 @@ def mc_risk_cv(states, setting, *, n_prompts, seed, cv=True, chunk_elems=4_000_0
     docs/theory.md#corrected-loss
     """
     d, L, sigma2 = _scalar(setting, "mc_risk_cv")
-    n_prompts = check_positive_int("n_prompts", n_prompts)
+    if L > MC_L_MAX:
+        raise ValueError(f"`setting.L` must be <= {MC_L_MAX} for mc_risk_cv (one prompt is held in memory), got {L}")
+    n_prompts = check_positive_int("n_prompts", n_prompts, hi=10**9)
+    chunk_elems = check_positive_int("chunk_elems", chunk_elems, hi=10**8)
+    try:
+        states = [tuple(pair) for pair in states]
+        if any(len(pair) != 2 for pair in states) or not states:
+            raise TypeError
+    except TypeError:
+        raise ValueError(f"`states` must be a non-empty sequence of (omega, mu) pairs, got {states!r}") from None
     if isinstance(seed, np.random.Generator):
         seed = int(seed.integers(2**63))
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"`seed` must be an integer >= 0 or a numpy Generator, got {seed!r}")
     st = []
-    for w, mu in states:
-        w, mu = _state_pair(w, mu)
+    for i, (w, mu) in enumerate(states):
+        try:
+            w, mu = _state_pair(w, mu)
+        except ValueError as exc:
+            raise ValueError(f"`states` entry {i}: {exc}") from None
+        if d * float(np.max(w * w)) > 50.0 or np.max(np.abs(mu)) > 1e6:
+            raise ValueError(
+                f"`states` entry {i} must have d·max ω² <= 50 and |mu| <= 1e6 (the Monte Carlo weights "
+                f"e^(ω s − ω² r²/2) degenerate beyond), got d·max ω² = {d * float(np.max(w * w)):.4g}"
+            )
         if w.ndim != 1:
             raise ValueError(f"`states` entries must be (omega, mu) of shape (H,), got {w.shape}")
         st.append((tuple(float(v) for v in w), tuple(float(v) for v in mu)))
@@ -677,7 +751,18 @@ def mc_risk_cv(states, setting, *, n_prompts, seed, cv=True, chunk_elems=4_000_0
             dof = 1 + X.shape[1]
         else:
             dof = 1
-        se = y.std(ddof=dof) / np.sqrt(y.size) if y.size > dof else float("nan")
-        means.append(float(y.mean()))
+        if y.size <= dof:
+            raise ValueError(
+                f"`n_prompts` must exceed the {dof} fitted coefficients for a standard error, got {n_prompts}"
+            )
+        with np.errstate(all="ignore"):
+            se = y.std(ddof=dof) / np.sqrt(y.size)
+            mean = y.mean()
+        if not (np.isfinite(mean) and np.isfinite(se)):
+            raise LossOverflowError(
+                f"mc_risk_cv: the Monte Carlo losses are not finite in float64 at {setting!r}; "
+                "reduce `setting.d` or |omega|, |mu| of `states`"
+            )
+        means.append(float(mean))
         ses.append(float(se))
     return McRiskEstimates(mean=np.array(means), stderr=np.array(ses))

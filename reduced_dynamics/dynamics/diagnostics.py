@@ -7,8 +7,10 @@ Definitions (tolerances in :class:`StageTolerances`):
 
 - **dummy head**: ``|ω_h| ≤ dummy·max_k|ω_k|`` and ``|μ_h| ≤ dummy·max_k|μ_k|``;
 - **sign matching**: every non-dummy head has ``sign ω_h = sign μ_h``;
-- **zero-sum OV**: ``|Σμ| / Σ|μ| < zero_sum``;
+- **zero-sum OV**: ``|Σμ| / Σ|μ| < zero_sum``; the ratio is defined as 0 at ``μ = 0`` (where
+  ``Σμ = 0`` exactly), so it is always finite, in ``[0, 1]``;
 - **homogeneous KQ**: ``(max − min)/mean`` of ``|ω_h|`` over non-dummy heads ``< homogeneous``;
+  defined as 0 when γ = 0 (all ``|ω_h|`` equal 0), so it is always finite;
 - **γ**: mean ``|ω_h|`` over non-dummy heads;
 - **manifold gap**: ``|M₊ − μ_γ(γ)| / μ_γ(γ)`` and ``|M₋ − μ_γ(γ)| / μ_γ(γ)`` with the positive and
   negative OV masses ``M₊ = Σ_{μ_h>0} μ_h`` and ``M₋ = −Σ_{μ_h<0} μ_h`` (both >= 0).
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from reduced_dynamics._results import FrozenResult
-from reduced_dynamics._validation import check_probability
+from reduced_dynamics._validation import check_finite_array, check_probability
 from reduced_dynamics.setting import as_setting
 
 __all__ = [
@@ -66,6 +68,14 @@ class StageTolerances:
         return {"dummy": self.dummy, "zero_sum": self.zero_sum, "homogeneous": self.homogeneous}
 
 
+def _tolerances(tolerances) -> StageTolerances:
+    if tolerances is None:
+        return StageTolerances()
+    if not isinstance(tolerances, StageTolerances):
+        raise TypeError(f"`tolerances` must be a StageTolerances or None, got {tolerances!r}")
+    return tolerances
+
+
 def _dummy_mask(omega, mu, tol):
     aw, am = np.abs(omega), np.abs(mu)
     mw = np.max(aw, axis=-1, keepdims=True)
@@ -104,9 +114,9 @@ class TrajectoryDiagnostics(FrozenResult):
     sum_mu : float or ndarray
         ``Σ_h μ_h``.
     zero_sum_ratio : float or ndarray
-        ``|Σμ| / Σ|μ|`` (inf when μ = 0).
+        ``|Σμ| / Σ|μ|`` in [0, 1]; 0 when μ = 0 (then Σμ = 0 exactly).
     homogeneity : float or ndarray
-        ``(max − min)/mean`` of ``|ω_h|`` over non-dummy heads (inf when γ = 0).
+        ``(max − min)/mean`` of ``|ω_h|`` over non-dummy heads; 0 when γ = 0.
     sign_matched : bool or ndarray of bool
         Every non-dummy head has ``sign ω_h = sign μ_h``.
     zero_sum : bool or ndarray of bool
@@ -154,26 +164,33 @@ def trajectory_diagnostics(omega, mu, *, tolerances: StageTolerances | None = No
     ----------
     docs/theory.md#emergent-patterns
     """
-    tol = tolerances or StageTolerances()
+    tol = _tolerances(tolerances)
     omega, mu = _pair(omega, mu)
     dummy = _dummy_mask(omega, mu, tol.dummy)
     active = ~dummy
     aw = np.abs(omega)
     n_active = np.maximum(np.sum(active, axis=-1), 1)
-    gamma = np.sum(np.where(active, aw, 0.0), axis=-1) / n_active
     wmax = np.max(np.where(active, aw, -np.inf), axis=-1)
     wmin = np.min(np.where(active, aw, np.inf), axis=-1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        homogeneity = np.where(gamma > 0, (wmax - wmin) / gamma, np.inf)
-        abs_sum = np.sum(np.abs(mu), axis=-1)
+    with np.errstate(all="ignore"):  # overflow is turned into a ValueError below
+        gamma = np.sum(np.where(active, aw, 0.0), axis=-1) / n_active
+        homogeneity = np.where(gamma > 0, (wmax - wmin) / np.where(gamma > 0, gamma, 1.0), 0.0)
+        scale = np.max(np.abs(mu), axis=-1, keepdims=True)  # scaled sums cannot overflow
+        mu_s = mu / np.where(scale > 0, scale, 1.0)
+        abs_sum = np.sum(np.abs(mu_s), axis=-1)
+        zsr = np.where(abs_sum > 0, np.abs(np.sum(mu_s, axis=-1)) / np.where(abs_sum > 0, abs_sum, 1.0), 0.0)
         sum_mu = np.sum(mu, axis=-1)
-        zsr = np.where(abs_sum > 0, np.abs(sum_mu) / abs_sum, np.inf)
+        eta_eff = np.sum(omega * mu, axis=-1)
+    if not (np.all(np.isfinite(gamma)) and np.all(np.isfinite(sum_mu)) and np.all(np.isfinite(eta_eff))):
+        raise ValueError("`omega` and `mu` are too large: Σμ, μᵀω or γ overflow float64")
+    if not np.all(np.isfinite(homogeneity)):
+        raise ValueError("`omega` is too large: the spread of |ω_h| overflows float64")
     matched = np.all(np.where(active, np.sign(omega) == np.sign(mu), True), axis=-1)
     pos = np.sum(active & (mu > 0), axis=-1)
     neg = np.sum(active & (mu < 0), axis=-1)
     return TrajectoryDiagnostics(
         gamma=_scalarise(gamma),
-        eta_eff=_scalarise(np.sum(omega * mu, axis=-1)),
+        eta_eff=_scalarise(eta_eff),
         sum_mu=_scalarise(sum_mu),
         zero_sum_ratio=_scalarise(zsr),
         homogeneity=_scalarise(homogeneity),
@@ -241,7 +258,7 @@ def stage_times(t, omega, mu, *, tolerances: StageTolerances | None = None) -> S
     docs/theory.md#stages
     """
     diag = trajectory_diagnostics(omega, mu, tolerances=tolerances)
-    t = np.atleast_1d(np.asarray(t, dtype=np.float64))
+    t = np.atleast_1d(check_finite_array("t", t))
     if t.shape != np.atleast_1d(diag.gamma).shape:
         raise ValueError(
             f"`t` must have one entry per state of the trajectory, got {t.shape} for states of shape {np.shape(omega)}"
@@ -272,8 +289,8 @@ class ManifoldGap(FrozenResult):
     M_minus : float or ndarray, shape (...)
         Measured negative OV mass, as a magnitude (>= 0).
     gap : float or ndarray, shape (...)
-        ``max(|M_plus − mu_gamma|, |M_minus − mu_gamma|) / mu_gamma`` (``inf`` when
-        ``mu_gamma`` underflows to 0, i.e. for ``d γ² > ~710``).
+        ``max(|M_plus − mu_gamma|, |M_minus − mu_gamma|) / mu_gamma`` (finite:
+        :func:`manifold_gap` raises where ``mu_gamma`` is 0 or infinite).
 
     Floats for a single state ``(H,)``, arrays of the leading shape otherwise.
     """
@@ -303,6 +320,12 @@ def manifold_gap(omega, mu, setting, *, tolerances: StageTolerances | None = Non
         ``gamma``, ``mu_gamma`` (prediction), ``M_plus``, ``M_minus`` (measured,
         both >= 0) and ``gap``.
 
+    Raises
+    ------
+    ValueError
+        A state with γ = 0 (μ_γ is infinite there), or with ``d γ² > ~700`` (μ_γ underflows to 0),
+        or OV masses that overflow.
+
     References
     ----------
     docs/theory.md#solution-manifold
@@ -313,11 +336,22 @@ def manifold_gap(omega, mu, setting, *, tolerances: StageTolerances | None = Non
     omega, mu = _pair(omega, mu)
     diag = trajectory_diagnostics(omega, mu, tolerances=tolerances)
     gamma = np.asarray(diag.gamma, dtype=np.float64)
-    mg = np.asarray(mu_gamma(np.maximum(gamma, 1e-300), setting))
-    m_plus = np.sum(np.where(mu > 0, mu, 0.0), axis=-1)
-    m_minus = -np.sum(np.where(mu < 0, mu, 0.0), axis=-1)
-    with np.errstate(divide="ignore", invalid="ignore"):  # μ_γ underflows to 0 only for dγ² > ~710: gap inf
+    if np.any(gamma <= 0):
+        raise ValueError(
+            "`omega` must have γ > 0 (a non-dummy head with ω_h != 0) for manifold_gap: μ_γ(0) is infinite"
+        )
+    with np.errstate(all="ignore"):  # non-finite values are turned into a ValueError below
+        mg = np.asarray(mu_gamma(gamma, setting))
+        m_plus = np.sum(np.where(mu > 0, mu, 0.0), axis=-1)
+        m_minus = -np.sum(np.where(mu < 0, mu, 0.0), axis=-1)
         gap = np.maximum(np.abs(m_plus - mg), np.abs(m_minus - mg)) / mg
+    if not (np.all(mg > 0) and np.all(np.isfinite(mg))):
+        raise ValueError(
+            "`omega` is outside the range of manifold_gap: μ_γ(γ) underflows to 0 for d·γ² > ~700 "
+            f"(largest γ = {float(np.max(gamma)):.4g})"
+        )
+    if not (np.all(np.isfinite(gap)) and np.all(np.isfinite(m_plus)) and np.all(np.isfinite(m_minus))):
+        raise ValueError("`mu` is too large: the OV masses overflow float64")
     return ManifoldGap(
         gamma=_scalarise(np.broadcast_to(gamma, gap.shape)),
         mu_gamma=_scalarise(mg),

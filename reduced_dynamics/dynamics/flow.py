@@ -46,6 +46,7 @@ from reduced_dynamics._results import FrozenResult
 from reduced_dynamics._validation import (
     check_finite_array,
     check_nonnegative_float,
+    check_nonnegative_int,
     check_positive_float,
     check_positive_int,
 )
@@ -77,6 +78,8 @@ __all__ = [
     "gradient_descent",
     "flow_at_times",
     "STATUS_MESSAGES",
+    "status_message",
+    "T_END_MAX",
     "IMPLICIT_METHODS",
     "EXPLICIT_METHODS",
 ]
@@ -84,14 +87,90 @@ __all__ = [
 IMPLICIT_METHODS = ("Radau", "BDF", "LSODA")
 EXPLICIT_METHODS = ("RK45", "RK23", "DOP853")
 
-#: One table of termination messages, each saying what to try next.
+#: Largest allowed final time of a flow (``t_end``, ``times``). The cost grows with t_end (the paper's
+#: setting: 1 s to 1e6, 4 s to 1e9, 24 s to 1e10), while γ(t) ~ t^(-1/6) changes little: the bound keeps
+#: every run within seconds.
+T_END_MAX = 1e9
+#: Allowed solver tolerances: ``rtol`` in [RTOL_MIN, RTOL_MAX], ``atol`` in (0, ATOL_MAX].
+RTOL_MIN, RTOL_MAX, ATOL_MAX = 1e-14, 0.1, 1.0
+#: Largest number of output times (``n_eval``) and of gradient-descent steps (``n_steps``).
+N_EVAL_MAX = 100_000
+N_STEPS_MAX = 10**8
+#: Budget of gradient evaluations of one :func:`integrate_flow` run (the paper's setting needs ~6e4 for
+#: t_end = 1e9); a flow that needs more (extremely stiff settings) ends with status -1 instead of running on.
+NFEV_MAX = 150_000
+#: Largest number of heads H of a flow (the Hessian is 2H × 2H, exp(d ωωᵀ) is H × H).
+N_HEADS_MAX = 1000
+
+#: One table of termination messages, each saying what to try next. Keys: ``(status, kind)``
+#: with ``kind`` ``"multi"`` (H >= 2 heads) or ``"single"`` (H = 1); see :func:`status_message`.
 STATUS_MESSAGES = {
-    0: "Reached t_end. The flow of H >= 2 never stops (no finite minimiser); increase `t_end` to follow the drift further.",
-    1: "Stationary point reached: |grad L̃| fell below `stationarity_tol` (expected for H = 1).",
-    2: "Left the overflow-safe region: d·max(ω²) reached the cap where exp(d ωωᵀ) nears float64 overflow. Try a smaller `init_scale` or smaller |omega0|.",
-    3: "Gradient-descent iterates diverged or overflowed. Try a smaller step `eta`.",
-    -1: "Integration failed (see solver message). Try a stiff method (`Radau`, `BDF`), or loosen `rtol`/`atol`.",
+    (
+        0,
+        "multi",
+    ): "Reached t_end. The flow of H >= 2 never stops (no finite minimiser); increase `t_end` to follow the drift further.",
+    (
+        0,
+        "single",
+    ): "Reached t_end before the gradient fell below `stationarity_tol`. The H = 1 flow converges to the kernel regressor ω = ±1/√d; increase `t_end` to reach it.",
+    (
+        1,
+        "multi",
+    ): "Stationary point reached: |grad L̃| < `stationarity_tol`. For H >= 2 this is a saddle (e.g. the start ω = μ = 0), not a minimiser: start off it (e.g. `init='random'`).",
+    (1, "single"): "Stationary point reached: |grad L̃| fell below `stationarity_tol` (expected for H = 1).",
+    (
+        2,
+        "multi",
+    ): "Left the overflow-safe region: d·max(ω²) reached the cap where exp(d ωωᵀ) nears float64 overflow. Try a smaller `init_scale` or smaller |omega0|.",
+    (3, "multi"): "Gradient-descent iterates diverged or overflowed. Try a smaller step `eta`.",
+    (
+        -1,
+        "multi",
+    ): "Integration failed (see solver message). Try a stiff method (`Radau`, `BDF`), or loosen `rtol`/`atol`.",
 }
+for _status in (2, 3, -1):
+    STATUS_MESSAGES[(_status, "single")] = STATUS_MESSAGES[(_status, "multi")]
+del _status
+
+
+def status_message(status: int, n_heads: int) -> str:
+    """The termination message of :data:`STATUS_MESSAGES` for ``status`` and ``n_heads`` heads.
+
+    Parameters
+    ----------
+    status : int
+        0 reached ``t_end``; 1 stationary; 2 left the overflow-safe region; 3 gradient descent
+        diverged; -1 solver failure.
+    n_heads : int, >= 1
+        Number of heads H (the messages of H = 1 and H >= 2 differ: only H = 1 has a minimiser).
+
+    Returns
+    -------
+    str
+    """
+    n_heads = check_positive_int("n_heads", n_heads)
+    if status not in (0, 1, 2, 3, -1):
+        raise ValueError(f"`status` must be one of 0, 1, 2, 3, -1, got {status!r}")
+    return STATUS_MESSAGES[(status, "single" if n_heads == 1 else "multi")]
+
+
+def _check_tolerances(rtol, atol):
+    """Validate the solver tolerances (ValueError naming each)."""
+    rtol_v = check_positive_float("rtol", rtol)
+    if not RTOL_MIN <= rtol_v <= RTOL_MAX:
+        raise ValueError(f"`rtol` must be a number in [{RTOL_MIN:g}, {RTOL_MAX:g}], got {rtol!r}")
+    atol_v = check_positive_float("atol", atol)
+    if atol_v > ATOL_MAX:
+        raise ValueError(f"`atol` must be a number in (0, {ATOL_MAX:g}], got {atol!r}")
+    return rtol_v, atol_v
+
+
+def _check_stage_tolerances(tolerances) -> StageTolerances:
+    if tolerances is None:
+        return StageTolerances()
+    if not isinstance(tolerances, StageTolerances):
+        raise TypeError(f"`tolerances` must be a StageTolerances or None, got {tolerances!r}")
+    return tolerances
 
 
 @dataclass(frozen=True)
@@ -158,7 +237,8 @@ class FlowResult(FrozenResult):
         (``|∇L̃| < stationarity_tol``); 2 left the overflow-safe region;
         3 gradient descent diverged; -1 solver failure.
     message : str
-        ``STATUS_MESSAGES[status]``, saying what to try next (plus the solver's message on failure).
+        ``status_message(status, H)`` (:data:`STATUS_MESSAGES`), saying what to try next (plus the
+        solver's message on failure); the messages of H = 1 and H >= 2 differ.
     t : ndarray, shape (T,)
         Output times (for gradient descent: ``eta × step``).
     omega, mu : ndarray, shape (T, H)
@@ -382,8 +462,8 @@ def initial_state(n_heads, *, kind="random", scale=0.01, seed=None, omega0=None,
 
     Parameters
     ----------
-    n_heads : int
-        Number of heads H >= 1.
+    n_heads : int, in [1, 1000]
+        Number of heads H.
     kind : {"random", "symmetric", "given"}
         ``random``: i.i.d. ``N(0, scale²)`` entries drawn from ``seed``;
         ``symmetric``: ``ω = scale·(+1, −1, +1, ...)``, ``μ = ω`` (a ± pair per two heads);
@@ -407,7 +487,7 @@ def initial_state(n_heads, *, kind="random", scale=0.01, seed=None, omega0=None,
     array([[ 0.1, -0.1,  0.1, -0.1],
            [ 0.1, -0.1,  0.1, -0.1]])
     """
-    n_heads = check_positive_int("n_heads", n_heads)
+    n_heads = check_positive_int("n_heads", n_heads, hi=N_HEADS_MAX)
     if kind == "given" or (omega0 is not None or mu0 is not None):
         if omega0 is None or mu0 is None:
             raise ValueError("`omega0` and `mu0` must both be given for kind='given'")
@@ -422,12 +502,29 @@ def initial_state(n_heads, *, kind="random", scale=0.01, seed=None, omega0=None,
     if kind == "random":
         if seed is None:
             raise ValueError("`seed` is required for kind='random' (an integer >= 0 or a numpy Generator)")
+        if not isinstance(seed, np.random.Generator):
+            seed = check_nonnegative_int("seed", seed)
         rng = as_generator(seed)
         return rng.standard_normal((2, n_heads)) * scale
     if kind == "symmetric":
         signs = np.where(np.arange(n_heads) % 2 == 0, 1.0, -1.0)
         return np.stack([scale * signs, scale * signs])
     raise ValueError(f"`kind` must be one of 'random', 'symmetric', 'given', got {kind!r}")
+
+
+class _BudgetExceeded(Exception):
+    """The flow needed more than :data:`NFEV_MAX` gradient evaluations."""
+
+
+def _check_t_end(name: str, value) -> float:
+    """A final time in (0, T_END_MAX] (ValueError naming ``name``): the run time must stay bounded."""
+    out = check_positive_float(name, value)
+    if out > T_END_MAX:
+        raise ValueError(
+            f"`{name}` must be a number in (0, {T_END_MAX:g}], got {value!r} (the cost of a flow grows "
+            "with its final time)"
+        )
+    return out
 
 
 def _log_times(t_end: float, n_eval: int, t_first: float) -> np.ndarray:
@@ -446,8 +543,10 @@ def _evaluate_along(omega, mu, setting):
 
 def _single_state(omega0, mu0):
     omega0, mu0 = _state_pair(omega0, mu0, ("omega0", "mu0"))
-    if omega0.ndim != 1:
-        raise ValueError(f"`omega0` must have shape (H,), got {omega0.shape}")
+    if omega0.ndim != 1 or mu0.ndim != 1:
+        raise ValueError(f"`omega0` and `mu0` must have shape (H,), got {omega0.shape} and {mu0.shape}")
+    if omega0.size > N_HEADS_MAX:
+        raise ValueError(f"`omega0` must have at most {N_HEADS_MAX} heads, got {omega0.size}")
     return omega0.copy(), mu0.copy()
 
 
@@ -480,23 +579,29 @@ def integrate_flow(
         Initial state (see :func:`initial_state`).
     setting : Setting
         Scalar and isotropic.
-    t_end : float, > 0
-        Final time. The slow drift along S_γ continues to any t.
+    t_end : float, in (0, T_END_MAX = 1e9]
+        Final time. The slow drift along S_γ continues to any t; the bound keeps the run time
+        within seconds. At most ``NFEV_MAX`` gradient evaluations are spent: a flow too stiff
+        to finish within them ends with status -1 at the last state the solver evaluated.
     method : str
         A :func:`scipy.integrate.solve_ivp` method. Implicit methods
         (``Radau`` default, ``BDF``, ``LSODA``) receive the analytic Jacobian.
-    rtol, atol : float, > 0
-        Solver tolerances.
-    n_eval : int, >= 2
+    rtol : float, in [1e-14, 0.1]
+        Relative tolerance of the solver.
+    atol : float, in (0, 1]
+        Absolute tolerance of the solver.
+    n_eval : int, in [2, 100000]
         Number of output times: 0 and log-spaced from ``t_first`` to ``t_end``.
     t_first : float, > 0
         First positive output time.
     stationarity_tol : float, >= 0
-        Terminate when ``|∇L̃| < stationarity_tol`` (0 disables).
+        Terminate when ``|∇L̃| < stationarity_tol`` (0 disables). A start that is already
+        stationary (e.g. the saddle ``ω = μ = 0``) returns at once with status 1 and the
+        one-point trajectory ``t = [0]``.
     exponent_cap : float in (0, MAX_EXPONENT], optional
         Terminate when ``d·max ω²`` reaches this (default 0.95·MAX_EXPONENT).
     tolerances : StageTolerances, optional
-        Tolerances of the stage diagnostics.
+        Tolerances of the stage diagnostics (a ``TypeError`` for anything else).
 
     Returns
     -------
@@ -504,6 +609,10 @@ def integrate_flow(
 
     Raises
     ------
+    ValueError
+        A bad argument, named in the message with its allowed range.
+    TypeError
+        ``tolerances`` is not a :class:`StageTolerances`.
     LossOverflowError
         The initial state is outside the overflow-safe region, or the solver
         broke down near it.
@@ -524,13 +633,13 @@ def integrate_flow(
     setting = as_setting(setting, "integrate_flow")
     setting.require_isotropic("integrate_flow")
     omega0, mu0 = _single_state(omega0, mu0)
-    t_end = check_positive_float("t_end", t_end)
-    rtol = check_positive_float("rtol", rtol)
-    atol = check_positive_float("atol", atol)
-    n_eval = check_positive_int("n_eval", n_eval)
+    t_end = _check_t_end("t_end", t_end)
+    rtol, atol = _check_tolerances(rtol, atol)
+    n_eval = check_positive_int("n_eval", n_eval, hi=N_EVAL_MAX)
     if n_eval < 2:
-        raise ValueError(f"`n_eval` must be an integer >= 2, got {n_eval}")
+        raise ValueError(f"`n_eval` must be an integer in [2, {N_EVAL_MAX}], got {n_eval}")
     t_first = check_positive_float("t_first", t_first)
+    tol = _check_stage_tolerances(tolerances)
     stationarity_tol = check_nonnegative_float("stationarity_tol", stationarity_tol)
     if method not in IMPLICIT_METHODS + EXPLICIT_METHODS:
         raise ValueError(f"`method` must be one of {IMPLICIT_METHODS + EXPLICIT_METHODS}, got {method!r}")
@@ -538,14 +647,14 @@ def integrate_flow(
     if cap > MAX_EXPONENT:
         raise ValueError(f"`exponent_cap` must be in (0, {MAX_EXPONENT:g}], got {exponent_cap}")
     d = setting.d
-    start_expo = d * float(np.max(omega0**2))
+    with np.errstate(over="ignore"):
+        start_expo = d * float(np.max(omega0**2))
     if start_expo >= cap:
         raise LossOverflowError(
-            f"initial state is outside the overflow-safe region: d·max(ω0²) = {start_expo:.4g} >= {cap:.4g}"
+            f"initial state `omega0` is outside the overflow-safe region: d·max(ω0²) = {start_expo:.4g} >= {cap:.4g}"
         )
-    tol = tolerances or StageTolerances()
     H = omega0.shape[0]
-    counts = {"njev": 0}
+    counts = {"njev": 0, "nfev": 0}
 
     d_arr, c_arr = np.asarray(float(d)), np.asarray(float(setting.c))  # 0-d constants of the fast path
 
@@ -561,8 +670,15 @@ def integrate_flow(
         w, m, E = terms(y)
         return _grad_arrays(w, m, d_arr, c_arr, E)
 
+    last = {"t": 0.0, "y": np.concatenate([omega0, mu0])}
+
     def rhs(_t, y):
+        counts["nfev"] += 1
+        if counts["nfev"] > NFEV_MAX:
+            raise _BudgetExceeded()
         gw, gm = grad(y)
+        if _t >= last["t"]:
+            last["t"], last["y"] = float(_t), y.copy()
         return -np.concatenate([gw, gm])
 
     def jac(_t, y):
@@ -584,6 +700,32 @@ def integrate_flow(
     ev_stationary.direction = -1
     events = [ev_overflow] + ([ev_stationary] if stationarity_tol > 0 else [])
 
+    if stationarity_tol > 0:
+        gw0, gm0 = grad(np.concatenate([omega0, mu0]))
+        with np.errstate(all="ignore"):  # a huge gradient is simply not stationary
+            g0_norm = math.sqrt(float(gw0 @ gw0 + gm0 @ gm0))
+        if g0_norm < stationarity_tol:
+            # the start is already stationary (e.g. the saddle ω = μ = 0): the event of the solver only
+            # sees crossings, so report it here, with the one-point trajectory
+            loss, gnorm = _evaluate_along(omega0[None, :], mu0[None, :], setting)
+            return FlowResult(
+                success=True,
+                status=1,
+                message=status_message(1, H),
+                t=np.zeros(1),
+                omega=omega0[None, :].copy(),
+                mu=mu0[None, :].copy(),
+                loss=loss,
+                grad_norm=gnorm,
+                setting=setting,
+                method=method,
+                nfev=1,
+                njev=0,
+                nlu=0,
+                seconds=0.0,
+                tolerances=tol,
+            )
+
     t_eval = _log_times(t_end, n_eval, t_first)
     extra = {"jac": jac} if method in IMPLICIT_METHODS else {}
     start = time.perf_counter()
@@ -600,6 +742,9 @@ def integrate_flow(
                 events=events,
                 **extra,
             )
+    except _BudgetExceeded:
+        # too stiff to finish within the budget: end at the last state the solver evaluated (status -1)
+        sol = None
     except LossOverflowError as exc:
         # a trial step of the solver left the overflow-safe region before the event could stop it
         raise LossOverflowError(
@@ -613,6 +758,32 @@ def integrate_flow(
             "too stiff near the overflow cap. Try a smaller |omega0|."
         ) from None
     seconds = time.perf_counter() - start
+    if sol is None:
+        t = np.array([0.0, last["t"]])
+        Y = np.stack([np.concatenate([omega0, mu0]), last["y"]])
+        omega, mu = Y[:, :H].copy(), Y[:, H:].copy()
+        loss, gnorm = _evaluate_along(omega, mu, setting)
+        return FlowResult(
+            success=False,
+            status=-1,
+            message=(
+                f"{status_message(-1, H)} The solver needed more than {NFEV_MAX} gradient evaluations "
+                f"(the flow is too stiff at {setting!r}) and stopped at t = {last['t']:.4g}; try a shorter "
+                "`t_end` or a looser `rtol`/`atol`."
+            ),
+            t=t,
+            omega=omega,
+            mu=mu,
+            loss=loss,
+            grad_norm=gnorm,
+            setting=setting,
+            method=method,
+            nfev=NFEV_MAX,
+            njev=counts["njev"],
+            nlu=0,
+            seconds=seconds,
+            tolerances=tol,
+        )
     t = sol.t
     Y = sol.y.T
     if sol.status == 1 and sol.t_events is not None:
@@ -624,13 +795,13 @@ def integrate_flow(
     omega, mu = Y[:, :H].copy(), Y[:, H:].copy()
     if sol.status == -1:
         status = -1
-        message = f"{STATUS_MESSAGES[-1]} Solver: {sol.message}"
+        message = f"{status_message(-1, H)} Solver: {sol.message}"
     elif sol.status == 1 and len(sol.t_events[0]):
-        status, message = 2, STATUS_MESSAGES[2]
+        status, message = 2, status_message(2, H)
     elif sol.status == 1:
-        status, message = 1, STATUS_MESSAGES[1]
+        status, message = 1, status_message(1, H)
     else:
-        status, message = 0, STATUS_MESSAGES[0]
+        status, message = 0, status_message(0, H)
     loss, gnorm = _evaluate_along(omega, mu, setting)
     return FlowResult(
         success=status in (0, 1),
@@ -697,7 +868,7 @@ def gradient_descent(
         Scalar and isotropic.
     eta : float, > 0
         Step size.
-    n_steps : int, >= 1
+    n_steps : int, in [1, 1e8]
         Number of steps.
     n_records : int in [2, n_steps + 1], optional
         Number of recorded iterates, including step 0 and the last step.
@@ -726,13 +897,17 @@ def gradient_descent(
     setting = as_setting(setting, "gradient_descent")
     setting.require_isotropic("gradient_descent")
     omega, mu = _single_state(omega0, mu0)
+    H = omega.shape[0]
     d = setting.d
-    if d * float(np.max(omega**2)) > MAX_EXPONENT:
+    with np.errstate(over="ignore"):
+        expo0 = d * float(np.max(omega**2))
+    if expo0 > MAX_EXPONENT:
         raise LossOverflowError(
-            f"initial state is outside the overflow-safe region: d·max(ω0²) = {d * float(np.max(omega**2)):.4g} > {MAX_EXPONENT:g}"
+            f"initial state `omega0` is outside the overflow-safe region: d·max(ω0²) = {expo0:.4g} > {MAX_EXPONENT:g}"
         )
     eta = check_positive_float("eta", eta)
-    n_steps = check_positive_int("n_steps", n_steps)
+    n_steps = check_positive_int("n_steps", n_steps, hi=N_STEPS_MAX)
+    tol = _check_stage_tolerances(tolerances)
     n_records = min(200, n_steps + 1) if n_records is None else check_positive_int("n_records", n_records)
     if not 2 <= n_records <= n_steps + 1:
         raise ValueError(
@@ -747,15 +922,17 @@ def gradient_descent(
     nfev = 0
     last_good = None  # (step, omega, mu) of the latest iterate with a finite loss and gradient
     for k in range(n_steps + 1):
-        if not (np.all(np.isfinite(omega)) and np.all(np.isfinite(mu))) or d * float(np.max(omega**2)) > MAX_EXPONENT:
-            status, message = 3, STATUS_MESSAGES[3]
+        with np.errstate(over="ignore", invalid="ignore"):
+            far = d * float(np.max(omega**2)) > MAX_EXPONENT
+        if not (np.all(np.isfinite(omega)) and np.all(np.isfinite(mu))) or far:
+            status, message = 3, status_message(3, H)
             break
         try:
             w, m, dd, c, s2, E = _prepare(omega, mu, setting, "gradient_descent")
             _loss_values(w, m, c, s2, E)
             gw, gm = _grad_arrays(w, m, dd, c, E)
         except (LossOverflowError, ValueError):
-            status, message = 3, STATUS_MESSAGES[3]
+            status, message = 3, status_message(3, H)
             break
         nfev += 1
         last_good = (k, omega.copy(), mu.copy())
@@ -795,7 +972,7 @@ def gradient_descent(
         njev=0,
         nlu=0,
         seconds=seconds,
-        tolerances=tolerances or StageTolerances(),
+        tolerances=tol,
     )
 
 
@@ -825,13 +1002,17 @@ def flow_at_times(
         ``(grad_omega, grad_mu)``, each of shape (H,).
     omega0, mu0 : array_like, shape (H,)
     times : array_like, shape (T,)
-        Non-decreasing output times, ``times[0] >= 0``; the flow starts at t = 0.
+        Non-decreasing output times, ``0 <= times[0]``, ``times[-1] <= T_END_MAX``; the flow starts at t = 0.
     hessian : callable, optional
         ``hessian(omega, mu) -> (2H, 2H)``; passed (scaled) as the Jacobian to implicit methods.
-    omega_rate : float, > 0
+    omega_rate : float, in [1e-6, 1e6]
         The rate ``r`` of ω relative to μ (1: the plain gradient flow).
-    method, rtol, atol
-        Passed to :func:`scipy.integrate.solve_ivp`.
+    method : str
+        A :func:`scipy.integrate.solve_ivp` method.
+    rtol : float, in [1e-14, 0.1]
+        Relative tolerance.
+    atol : float, in (0, 1]
+        Absolute tolerance.
     what : str
         Name used in the error message if the integration fails.
 
@@ -847,9 +1028,14 @@ def flow_at_times(
     """
     omega0, mu0 = _single_state(omega0, mu0)
     times = check_finite_array("times", times, ndim=1)
-    if times[0] < 0 or np.any(np.diff(times) < 0):
-        raise ValueError("`times` must be non-negative and non-decreasing")
+    if times[0] < 0 or np.any(np.diff(times) < 0) or times[-1] > T_END_MAX:
+        raise ValueError(f"`times` must be non-negative, non-decreasing and <= {T_END_MAX:g}")
     r = check_positive_float("omega_rate", omega_rate)
+    if not 1e-6 <= r <= 1e6:
+        raise ValueError(f"`omega_rate` must be a number in [1e-06, 1e+06], got {omega_rate!r}")
+    rtol, atol = _check_tolerances(rtol, atol)
+    if method not in IMPLICIT_METHODS + EXPLICIT_METHODS:
+        raise ValueError(f"`method` must be one of {IMPLICIT_METHODS + EXPLICIT_METHODS}, got {method!r}")
     H = omega0.size
     P = np.concatenate([np.full(H, r), np.ones(H)])
 

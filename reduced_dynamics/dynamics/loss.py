@@ -106,10 +106,19 @@ def max_exponent(omega, setting) -> np.ndarray:
     Returns
     -------
     ndarray, shape (...)
+
+    Raises
+    ------
+    LossOverflowError
+        ``d · max ω²`` overflows float64.
     """
     setting = as_setting(setting)
-    omega = np.asarray(omega, dtype=np.float64)
-    return np.asarray(setting.d) * np.max(omega * omega, axis=-1)
+    omega = check_finite_array("omega", omega, min_ndim=1)
+    with np.errstate(over="ignore"):
+        out = np.asarray(setting.d) * np.max(omega * omega, axis=-1)
+    if not np.all(np.isfinite(out)):
+        raise LossOverflowError("`omega` is too large: d·max(ω²) overflows float64")
+    return out
 
 
 def _state_pair(omega, mu, names=("omega", "mu")) -> tuple[np.ndarray, np.ndarray]:
@@ -155,7 +164,8 @@ def _prepare(omega, mu, setting, where):
     omega = np.broadcast_to(omega, batch + (H,))
     mu = np.broadcast_to(mu, batch + (H,))
     d, c, s2 = _constants(setting, batch, where)
-    expo = d * np.max(omega * omega, axis=-1)
+    with np.errstate(over="ignore"):  # an overflow gives inf, caught by the cap below
+        expo = d * np.max(omega * omega, axis=-1)
     worst = float(np.max(expo))
     if worst > MAX_EXPONENT:
         dmax = float(np.max(d))

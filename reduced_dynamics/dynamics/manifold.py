@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from reduced_dynamics._results import FrozenResult
-from reduced_dynamics._validation import check_finite_float
+from reduced_dynamics._validation import check_finite_array
 from reduced_dynamics.setting import as_setting
 
 __all__ = [
@@ -43,20 +43,39 @@ __all__ = [
 ]
 
 
-def _positive_array(name, value, *, allow_empty=False) -> np.ndarray:
-    """``value`` as a float64 array of finite numbers > 0 (ValueError naming ``name`` otherwise)."""
+def _positive_array(name, value, *, allow_empty=False, against=None) -> np.ndarray:
+    """``value`` as a float64 array of finite numbers > 0 (ValueError naming ``name`` otherwise).
+
+    ``against``: an array of the setting's shape the value must broadcast with.
+    """
+    if np.iscomplexobj(value):
+        raise ValueError(f"`{name}` must be finite and > 0 (complex numbers are not accepted), got {value!r}")
     try:
         arr = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError):
         raise ValueError(f"`{name}` must be finite and > 0, got {value!r}") from None
     if (arr.size == 0 and not allow_empty) or not np.all(np.isfinite(arr)) or np.any(arr <= 0):
         raise ValueError(f"`{name}` must be finite and > 0, got {value!r}")
+    if against is not None:
+        try:
+            np.broadcast_shapes(arr.shape, np.shape(against))
+        except ValueError:
+            raise ValueError(
+                f"`{name}` (shape {arr.shape}) must broadcast against the shape {np.shape(against)} of `setting`"
+            ) from None
     return arr
 
 
 def _out(arr):
     arr = np.asarray(arr)
     return float(arr) if arr.ndim == 0 else arr
+
+
+def _finite_out(arr, name, value):
+    """``_out(arr)``, or a ValueError naming ``name`` if the closed form overflowed float64."""
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"`{name}` is too large or too small: the result overflows float64, got {value!r}")
+    return _out(arr)
 
 
 def _constants(setting):
@@ -144,10 +163,10 @@ def mu_gamma(gamma, setting):
     docs/theory.md#solution-manifold
     """
     d, c, _ = _constants(setting)
-    g = _positive_array("gamma", gamma)
-    with np.errstate(over="ignore"):  # sinh(dγ²) = inf for dγ² > 710: the mass is then 0 (its limit)
+    g = _positive_array("gamma", gamma, against=d)
+    with np.errstate(all="ignore"):  # sinh(dγ²) = inf for dγ² > 710: the mass is then 0 (its limit)
         out = g / (2.0 * (g * g + c * np.sinh(d * g * g)))
-    return _out(out)
+    return _finite_out(out, "gamma", gamma)
 
 
 def manifold_loss(gamma, setting):
@@ -168,13 +187,13 @@ def manifold_loss(gamma, setting):
     docs/theory.md#solution-manifold
     """
     d, c, s2 = _constants(setting)
-    g = _positive_array("gamma", gamma)
+    g = _positive_array("gamma", gamma, against=d)
     # γ²/(γ² + c sinh(dγ²)) = 1/(1 + c sinh(dγ²)/γ²), stable for small γ
-    x = d * g * g
-    with np.errstate(over="ignore"):  # sinh = inf for x > 710: the loss is then 1 + σ² (its limit)
-        ratio = np.where(x < 1e-8, d * (1.0 + x * x / 6.0), np.sinh(x) / (g * g))
-    out = 1.0 + s2 - 1.0 / (1.0 + c * ratio)
-    return _out(out)
+    with np.errstate(all="ignore"):  # sinh = inf for x > 710: the loss is then 1 + σ² (its limit)
+        x = d * g * g
+        ratio = np.where(x < 1e-8, d * (1.0 + x * x / 6.0), np.where(x > 700.0, np.inf, np.sinh(x) / (g * g)))
+        out = 1.0 + s2 - 1.0 / (1.0 + c * ratio)
+    return _finite_out(out, "gamma", gamma)
 
 
 @dataclass(frozen=True)
@@ -279,9 +298,10 @@ def drift_law_gamma(t, setting, *, n_positive=1, n_negative=1):
     """
     d, c, _ = _constants(setting)
     p, n = _head_counts(n_positive, n_negative)
-    t = _positive_array("t", t, allow_empty=True)
-    out = (16.0 * c * d**3 * (p * n / (p + n)) * t) ** (-1.0 / 6.0)
-    return _out(out)
+    t = _positive_array("t", t, allow_empty=True, against=d)
+    with np.errstate(all="ignore"):
+        out = (16.0 * c * d**3 * (p * n / (p + n)) * t) ** (-1.0 / 6.0)
+    return _finite_out(out, "t", t)
 
 
 def _head_counts(n_positive, n_negative) -> tuple[int, int]:
@@ -324,8 +344,10 @@ def flow_eta_gap(gamma, setting):
     """
     d, c, _ = _constants(setting)
     es = 1.0 / (1.0 + c * d)
-    g = _positive_array("gamma", gamma, allow_empty=True)
-    return _out(es * es * c * d**3 * g**4 / 2.0)
+    g = _positive_array("gamma", gamma, allow_empty=True, against=d)
+    with np.errstate(all="ignore"):
+        out = es * es * c * d**3 * g**4 / 2.0
+    return _finite_out(out, "gamma", gamma)
 
 
 def flow_manifold_gap(gamma, setting):
@@ -349,8 +371,10 @@ def flow_manifold_gap(gamma, setting):
     """
     d, c, _ = _constants(setting)
     es = 1.0 / (1.0 + c * d)
-    g = _positive_array("gamma", gamma, allow_empty=True)
-    return _out(es * c * d**3 * g**4 / 3.0)
+    g = _positive_array("gamma", gamma, allow_empty=True, against=d)
+    with np.errstate(all="ignore"):
+        out = es * c * d**3 * g**4 / 3.0
+    return _finite_out(out, "gamma", gamma)
 
 
 def residual_sum_mu(gamma, eta, setting, *, n_positive, n_negative):
@@ -379,8 +403,14 @@ def residual_sum_mu(gamma, eta, setting, *, n_positive, n_negative):
     """
     d, _, _ = _constants(setting)
     p, n = _head_counts(n_positive, n_negative)
-    g = _positive_array("gamma", gamma, allow_empty=True)
-    eta_arr = np.asarray(eta, dtype=np.float64) if np.ndim(eta) else check_finite_float("eta", eta)
-    if not np.all(np.isfinite(eta_arr)):
-        raise ValueError(f"`eta` must be finite, got {eta!r}")
-    return _out(d**3 * eta_arr * g**5 * (p - n) / (3.0 * (p + n)))
+    g = _positive_array("gamma", gamma, allow_empty=True, against=d)
+    eta_arr = check_finite_array("eta", eta)
+    try:
+        np.broadcast_shapes(g.shape, eta_arr.shape, d.shape)
+    except ValueError:
+        raise ValueError(
+            f"`gamma`, `eta` and `setting` must broadcast together, got shapes {g.shape}, {eta_arr.shape}, {d.shape}"
+        ) from None
+    with np.errstate(all="ignore"):
+        out = d**3 * eta_arr * g**5 * (p - n) / (3.0 * (p + n))
+    return _finite_out(out, "gamma", gamma)

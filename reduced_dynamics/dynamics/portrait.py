@@ -64,8 +64,13 @@ from typing import Any
 import numpy as np
 
 from reduced_dynamics._results import FrozenResult
-from reduced_dynamics._validation import check_nonnegative_int, check_positive_float, check_positive_int
-from reduced_dynamics.dynamics.flow import initial_state, integrate_flow
+from reduced_dynamics._validation import (
+    check_finite_array,
+    check_nonnegative_int,
+    check_positive_float,
+    check_positive_int,
+)
+from reduced_dynamics.dynamics.flow import N_EVAL_MAX, N_HEADS_MAX, T_END_MAX, initial_state, integrate_flow
 from reduced_dynamics.dynamics.manifold import drift_law_gamma, eta_star, inf_loss, mu_gamma, single_head_optimum
 from reduced_dynamics.setting import as_setting
 
@@ -155,6 +160,25 @@ class PlaneVelocity(FrozenResult):
     dm: np.ndarray
 
 
+def _coords(setting, **arrays):
+    """Validated finite real arrays (ValueError naming each), checked to broadcast with the setting."""
+    out = [check_finite_array(name, value) for name, value in arrays.items()]
+    try:
+        np.broadcast_shapes(*(a.shape for a in out), () if setting is None else as_setting(setting).shape)
+    except ValueError:
+        names = ", ".join(f"`{n}`" for n in arrays)
+        shapes = ", ".join(str(a.shape) for a in out)
+        raise ValueError(f"{names} and `setting` must broadcast together, got shapes {shapes}") from None
+    return out
+
+
+def _finite(result, names):
+    """Raise a ValueError naming ``names`` if a closed form overflowed float64."""
+    if not all(np.all(np.isfinite(r)) for r in result):
+        raise ValueError(f"{names} too large: the result overflows float64; use a smaller window")
+    return result
+
+
 def _constants(setting):
     """``(d, c, sigma2)`` of a (possibly array-valued) setting as float arrays."""
     setting = as_setting(setting)
@@ -178,7 +202,8 @@ def embed_plane(gamma, m):
     PlaneState
         ``omega, mu`` of shape ``(..., 2)``.
     """
-    gamma, m = np.broadcast_arrays(np.asarray(gamma, float), np.asarray(m, float))
+    gamma, m = _coords(None, gamma=gamma, m=m)
+    gamma, m = np.broadcast_arrays(gamma, m)
     return PlaneState(np.stack([gamma, -gamma], axis=-1), np.stack([m, -m], axis=-1))
 
 
@@ -194,8 +219,8 @@ def project_plane(omega, mu):
     PlanePoint
         ``gamma = (ω₁ − ω₂)/2``, ``m = (μ₁ − μ₂)/2``, shape ``(...)``.
     """
-    omega = np.asarray(omega, float)
-    mu = np.asarray(mu, float)
+    omega = check_finite_array("omega", omega, min_ndim=1)
+    mu = check_finite_array("mu", mu, min_ndim=1)
     if omega.shape[-1] != 2 or mu.shape[-1] != 2:
         raise ValueError(f"`omega` and `mu` must have last axis 2 (two heads), got {omega.shape} and {mu.shape}")
     return PlanePoint(0.5 * (omega[..., 0] - omega[..., 1]), 0.5 * (mu[..., 0] - mu[..., 1]))
@@ -220,9 +245,10 @@ def plane_loss(gamma, m, setting):
     docs/theory.md#approximate-loss
     """
     d, c, sigma2 = _constants(setting)
-    g = np.asarray(gamma, float)
-    m = np.asarray(m, float)
-    return 1.0 + sigma2 - 4 * g * m + 4 * g * g * m * m + 4 * c * m * m * np.sinh(d * g * g)
+    g, m = _coords(setting, gamma=gamma, m=m)
+    with np.errstate(all="ignore"):
+        out = 1.0 + sigma2 - 4 * g * m + 4 * g * g * m * m + 4 * c * m * m * np.sinh(d * g * g)
+    return _finite([out], "`gamma` or `m`")[0]
 
 
 def plane_vector_field(gamma, m, setting):
@@ -257,12 +283,13 @@ def plane_vector_field(gamma, m, setting):
     (1.0, True)
     """
     d, c, _ = _constants(setting)
-    g = np.asarray(gamma, float)
-    m = np.asarray(m, float)
-    x = d * g * g
-    u = 2 * g * m
-    dg = -2 * m * (u - 1 + 2 * c * d * g * m * np.cosh(x))
-    dm = -2 * ((u - 1) * g + 2 * c * m * np.sinh(x))
+    g, m = _coords(setting, gamma=gamma, m=m)
+    with np.errstate(all="ignore"):
+        x = d * g * g
+        u = 2 * g * m
+        dg = -2 * m * (u - 1 + 2 * c * d * g * m * np.cosh(x))
+        dm = -2 * ((u - 1) * g + 2 * c * m * np.sinh(x))
+    dg, dm = _finite([dg, dm], "`gamma` or `m`")
     return PlaneVelocity(dg, dm)
 
 
@@ -285,8 +312,12 @@ def gamma_nullcline(gamma, setting):
     docs/theory.md#gradient-flow
     """
     d, c, _ = _constants(setting)
-    g = np.asarray(gamma, float)
-    return 1.0 / (2 * g * (1 + c * d * np.cosh(d * g * g)))
+    (g,) = _coords(setting, gamma=gamma)
+    if np.any(g == 0):
+        raise ValueError("`gamma` must be non-zero (the nullcline m = 1/(2γ(1 + cd cosh dγ²)) diverges at γ = 0)")
+    with np.errstate(all="ignore"):
+        out = 1.0 / (2 * g * (1 + c * d * np.cosh(d * g * g)))
+    return _finite([out], "`gamma`")[0]
 
 
 def single_head_line(w, setting):
@@ -310,14 +341,18 @@ def single_head_line(w, setting):
     docs/theory.md#single-head
     """
     d, c, _ = _constants(setting)
-    w = np.asarray(w, float)
+    (w,) = _coords(setting, w=w)
     # w/(w² + c e^{dw²}) = w e^{−dw²}/(w² e^{−dw²} + c): no overflow for large d w² (the value underflows to 0)
-    decay = np.exp(-d * w * w)
-    return PlanePoint(0.5 * w, 0.5 * w * decay / (w * w * decay + c))
+    with np.errstate(all="ignore"):
+        decay = np.exp(-d * w * w)
+        m = np.where(decay > 0, 0.5 * w * decay / (w * w * decay + c), 0.0)
+    return PlanePoint(*_finite([0.5 * w, m], "`w`"))
 
 
 def _check_range(name, value, *, positive=False):
     """Validate a ``(lo, hi)`` range given as a pair or the text ``"lo,hi"``."""
+    if np.iscomplexobj(value):
+        raise ValueError(f"`{name}` must be two real numbers 'lo,hi' with lo < hi, got {value!r}")
     if isinstance(value, str):
         try:
             value = [float(v) for v in value.replace(",", " ").split()]
@@ -337,6 +372,8 @@ def _check_range(name, value, *, positive=False):
 def _interp_logt(t, y, t_marks):
     """Interpolate the rows of ``y`` (shape (T, ...)) at ``t_marks`` in log t."""
     pos = t > 0
+    if pos.sum() == 0 or len(t_marks) == 0:
+        return np.full((len(t_marks),) + y.shape[1:], np.nan)
     lt = np.log10(t[pos])
     yy = y[pos].reshape(pos.sum(), -1)
     out = np.stack([np.interp(np.log10(t_marks), lt, yy[:, j]) for j in range(yy.shape[1])], axis=-1)
@@ -344,6 +381,24 @@ def _interp_logt(t, y, t_marks):
 
 
 # ----------------------------------------------------------------------------- data
+def _check_traj_args(n_traj, t_end, init_scale, n_eval):
+    """Validate the trajectory arguments of the portrait data (bounded run time)."""
+    n_traj = check_positive_int("n_traj", n_traj, hi=1000)
+    t_end = check_positive_float("t_end", t_end)
+    if not 1.0 <= t_end <= T_END_MAX:
+        raise ValueError(f"`t_end` must be a number in [1, {T_END_MAX:g}] for a portrait, got {t_end!r}")
+    init_scale = check_positive_float("init_scale", init_scale)
+    if not 1e-8 <= init_scale <= 1.0:
+        raise ValueError(
+            f"`init_scale` must be a number in [1e-08, 1] for a portrait (smaller inits sit on the saddle "
+            f"at 0 for the whole run), got {init_scale!r}"
+        )
+    n_eval = check_positive_int("n_eval", n_eval, hi=N_EVAL_MAX)
+    if n_eval < 2:
+        raise ValueError(f"`n_eval` must be an integer in [2, {N_EVAL_MAX}], got {n_eval}")
+    return n_traj, t_end, init_scale, n_eval
+
+
 def two_head_portrait_data(
     setting,
     *,
@@ -370,15 +425,15 @@ def two_head_portrait_data(
         Trajectory ``k`` starts from the random init of seed ``seed + k``.
     gamma_range, m_range : pair of float or str ``"lo,hi"``
         Window of panel A.
-    resolution : int >= 10
+    resolution : int in [10, 2000]
         Grid points per axis of the vector fields.
-    n_traj : int >= 1
+    n_traj : int in [1, 1000]
         Number of trajectories.
-    t_end : float >= 1
+    t_end : float in [1, 1e12]
         Final time of the trajectories.
-    init_scale : float > 0
+    init_scale : float in [1e-8, 1]
         Scale of the random 4-D inits.
-    n_eval : int
+    n_eval : int in [2, 100000]
         Log-spaced output times per trajectory.
 
     Returns
@@ -403,14 +458,10 @@ def two_head_portrait_data(
     seed = check_nonnegative_int("seed", seed)
     g_lo, g_hi = _check_range("gamma_range", gamma_range)
     m_lo, m_hi = _check_range("m_range", m_range)
-    resolution = check_positive_int("resolution", resolution)
+    resolution = check_positive_int("resolution", resolution, hi=2000)
     if resolution < 10:
-        raise ValueError(f"`resolution` must be an integer >= 10, got {resolution}")
-    n_traj = check_positive_int("n_traj", n_traj)
-    t_end = check_positive_float("t_end", t_end)
-    if t_end < 1.0:
-        raise ValueError(f"`t_end` must be >= 1 for a portrait, got {t_end}")
-    init_scale = check_positive_float("init_scale", init_scale)
+        raise ValueError(f"`resolution` must be an integer in [10, 2000], got {resolution}")
+    n_traj, t_end, init_scale, n_eval = _check_traj_args(n_traj, t_end, init_scale, n_eval)
     gmax = max(abs(g_lo), abs(g_hi))
     if d * gmax * gmax > 500:
         raise ValueError(f"`gamma_range` too wide for d={d}: need d·max|γ|² <= 500, got {d * gmax * gmax:.4g}")
@@ -517,15 +568,15 @@ def general_portrait_data(
         Scalar data model.
     seed : int >= 0
         Trajectory ``k`` starts from the random init of seed ``seed + k``.
-    n_heads : int >= 2
+    n_heads : int in [2, 1000]
         Number of heads H.
-    n_traj : int >= 1
+    n_traj : int in [1, 1000]
         Number of trajectories.
-    t_end : float >= 1
+    t_end : float in [1, 1e12]
         Final time.
-    init_scale : float > 0
+    init_scale : float in [1e-8, 1]
         Scale of the random inits.
-    n_eval : int
+    n_eval : int in [2, 100000]
         Log-spaced output times per trajectory.
 
     Returns
@@ -539,17 +590,13 @@ def general_portrait_data(
     ----------
     docs/theory.md#gradient-flow, docs/theory.md#stages
     """
-    n_heads = check_positive_int("n_heads", n_heads)
+    n_heads = check_positive_int("n_heads", n_heads, hi=N_HEADS_MAX)
     if n_heads < 2:
-        raise ValueError(f"`n_heads` must be an integer >= 2 for the general portrait, got {n_heads}")
+        raise ValueError(f"`n_heads` must be an integer in [2, {N_HEADS_MAX}] for the general portrait, got {n_heads}")
     setting = as_setting(setting, "general_portrait_data")
     d, L, sigma2 = setting.d, setting.L, setting.sigma2
     seed = check_nonnegative_int("seed", seed)
-    n_traj = check_positive_int("n_traj", n_traj)
-    t_end = check_positive_float("t_end", t_end)
-    if t_end < 1.0:
-        raise ValueError(f"`t_end` must be >= 1 for a portrait, got {t_end}")
-    init_scale = check_positive_float("init_scale", init_scale)
+    n_traj, t_end, init_scale, n_eval = _check_traj_args(n_traj, t_end, init_scale, n_eval)
     ts, ws, ms, stages, npos, nneg, ndum = [], [], [], [], [], [], []
     for k in range(n_traj):
         w0, m0 = initial_state(n_heads, kind="random", scale=init_scale, seed=seed + k)

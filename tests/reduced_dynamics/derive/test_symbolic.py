@@ -120,3 +120,30 @@ def test_generated_functions_are_cached_and_show_expression():
     assert generated_loss_functions(2) is a
     text = repr(a.loss).replace(" ", "")
     assert "exp(d*omega_1*omega_2)" in text or "exp(d*omega_1**2)" in text
+
+
+@pytest.mark.parametrize("H", [0, 9, 10**12, 3.7e179, np.array([1.0, 2.0]), "2", 1.5])
+def test_symbolic_entry_points_reject_a_bad_number_of_heads_by_name(H):
+    """Issue 9: an array H gave 'unhashable type' (from the cache) and H = 3.7e179 ran forever."""
+    from reduced_dynamics.derive.symbolic import loss_gradient, loss_hessian
+
+    for fn in (
+        derive_approx_loss,
+        closed_form_loss,
+        loss_gradient,
+        loss_hessian,
+        generated_loss_functions,
+        state_symbols,
+    ):
+        with pytest.raises(ValueError, match="`H`"):
+            fn(H)
+
+
+def test_generated_function_overflow_is_an_error_not_inf():
+    from reduced_dynamics.dynamics.loss import LossOverflowError
+
+    f = generated_loss_functions(1).loss
+    with pytest.raises(LossOverflowError, match="`omega`"):
+        f([1e168], [1.0], Setting(d=5, L=40, sigma2=0.1))
+    with pytest.raises(ValueError, match="`omega`"):
+        f([0.1 + 1j], [1.0], Setting(d=5, L=40, sigma2=0.1))

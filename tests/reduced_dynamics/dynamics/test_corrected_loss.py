@@ -186,3 +186,54 @@ def test_corrected_drift_law_matches_corrected_flow(p, n):
     # (c) the γ⁴-only law (γ² term dropped) is already off by several % in this window
     law4 = corrected_drift_gamma(ts[-1], S(L), n_positive=p, n_negative=n, include_gamma2=False)
     assert 0.01 < law4 / g[-1] - 1 < 0.1
+
+
+# ---------------------------------------------------------------- issue 9: no silent NaN/inf
+from reduced_dynamics.dynamics import corrected_loss as _cl  # noqa: E402
+from reduced_dynamics.dynamics.loss import LossOverflowError  # noqa: E402
+
+
+@pytest.mark.parametrize("fn", [_cl.corrected_loss, _cl.corrected_loss_grad, _cl.corrected_loss_terms])
+@pytest.mark.parametrize(
+    ("omega", "mu", "setting"),
+    [
+        ([0.1, -0.1], [1e200, -1e200], Setting(d=5, L=40, sigma2=0.1)),  # μ overflows
+        ([0.3, -0.3], [1.0, -1.0], Setting(d=100_000, L=40, sigma2=0.1)),  # (1 − 2ω²)^(−d/2) overflows
+    ],
+)
+def test_corrected_loss_overflow_is_an_error_not_nan(fn, omega, mu, setting):
+    """Issue 9: corrected_loss(_grad) returned NaN/inf for μ = 1e200; approx_loss raised. Now both raise."""
+    with pytest.raises(LossOverflowError, match="`mu`"):
+        fn(omega, mu, setting)
+
+
+def test_corrected_loss_at_the_largest_noise_is_finite_and_sigma2_1e308_is_refused():
+    big = Setting(d=5, L=40, sigma2=1e12)
+    assert np.isfinite(_cl.corrected_loss([0.1, -0.1], [1.0, -1.0], big))
+    with pytest.raises(ValueError, match="`sigma2`"):
+        Setting(d=5, L=40, sigma2=1e308)
+
+
+def test_corrected_drift_and_mc_arguments_are_named():
+    with pytest.raises(ValueError, match="`setting.L`"):
+        _cl.corrected_drift_gamma(10.0, Setting(d=5, L=1, sigma2=0.1), gamma0=0.1)
+    with pytest.raises(ValueError, match="`eta`"):
+        _cl.corrected_drift_constant(S(40), eta=0.0)
+    with pytest.raises(ValueError, match="`eta`"):
+        _cl.corrected_manifold_coefficients(1e300, S(40))
+    with pytest.raises(ValueError, match="`gamma0`"):
+        _cl.corrected_drift_gamma(10.0, S(40), gamma0=1e-320)
+    with pytest.raises(ValueError, match="`states`"):
+        _cl.mc_risk_cv(0.0, S(40), n_prompts=10, seed=0)
+    with pytest.raises(ValueError, match="`states`"):
+        _cl.mc_risk_cv([[0.1, -0.1], [0.2, -0.2]], S(40), n_prompts=10, seed=0)
+    with pytest.raises(ValueError, match="`n_prompts`"):
+        _cl.mc_risk_cv([([0.1, -0.1], [1.0, -1.0])], S(40), n_prompts=10**300, seed=0)
+    with pytest.raises(ValueError, match="`n_prompts`"):  # the standard error needs n > dof (was NaN)
+        _cl.mc_risk_cv([([0.1, -0.1], [1.0, -1.0])], S(40), n_prompts=1, seed=0, cv=False)
+    with pytest.raises(ValueError, match="`setting.L`"):  # one prompt of L = 1e9 scores is 8 GB
+        _cl.mc_risk_cv([([0.1, -0.1], [1.0, -1.0])], S(10**9), n_prompts=1, seed=0)
+    with pytest.raises(ValueError, match="`omega0`"):
+        _cl.integrate_corrected_flow(0.0, [1.0], [0.0, 1.0], S(40))
+    with pytest.raises(ValueError, match="`rtol`"):
+        _cl.integrate_corrected_flow([0.1], [1.0], [0.0, 1.0], S(40), rtol=2.5)

@@ -371,3 +371,97 @@ def test_gradient_descent_bad_initial_state():
         gradient_descent([10.0], [1e200], S, eta=0.1, n_steps=3)
     with pytest.raises(ValueError, match="`omega0`"):
         gradient_descent([[0.1, 0.2]], [[0.1, 0.2]], S, eta=0.1, n_steps=3)
+
+
+# ---------------------------------------------------------------- issue 9: bounded, validated, honest messages
+from reduced_dynamics.dynamics import flow as _flow_module  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        ({"t_end": 1e308}, "`t_end`"),
+        ({"t_end": 2e9}, "`t_end`"),
+        ({"rtol": 2.5}, "`rtol`"),
+        ({"rtol": 1e308}, "`rtol`"),
+        ({"rtol": 1e-16}, "`rtol`"),
+        ({"atol": 2.5}, "`atol`"),
+        ({"atol": 0.0}, "`atol`"),
+        ({"atol": float("nan")}, "`atol`"),
+        ({"n_eval": 10**7}, "`n_eval`"),
+    ],
+)
+def test_integrate_flow_rejects_unbounded_or_bad_solver_arguments_at_once(kwargs, name):
+    """Issue 9: `run --t-end 1e308` ran forever and `--rtol 2.5` was blamed on overflow; now a named ValueError."""
+    with pytest.raises(ValueError, match=name):
+        integrate_flow([0.1, -0.1], [0.1, -0.1], S, **kwargs)
+
+
+def test_integrate_flow_rejects_a_tolerances_of_the_wrong_type_at_once():
+    """Issue 9: `integrate_flow(tolerances="x")` was accepted and failed later."""
+    with pytest.raises(TypeError, match="`tolerances`"):
+        integrate_flow([0.1, -0.1], [0.1, -0.1], S, t_end=1.0, tolerances="x")
+    with pytest.raises(TypeError, match="`tolerances`"):
+        gradient_descent([0.1, -0.1], [0.1, -0.1], S, eta=0.01, n_steps=2, tolerances="x")
+
+
+def test_gradient_descent_bounds_the_number_of_steps():
+    with pytest.raises(ValueError, match="`n_steps`"):
+        gradient_descent([0.1, -0.1], [0.1, -0.1], S, eta=0.01, n_steps=10**12)
+
+
+@pytest.mark.parametrize("H", [1, 2, 3])
+def test_exact_saddle_start_is_reported_stationary_with_finite_diagnostics(H):
+    """Issue 9: `run --omega0 0,0 --mu0 0,0` said "reached t_end" and |Σμ|/Σ|μ| = inf (null in JSON)."""
+    res = integrate_flow(np.zeros(H), np.zeros(H), S)
+    assert res.status == 1 and res.success
+    assert res.t.tolist() == [0.0]
+    assert "saddle" in res.message if H >= 2 else "expected for H = 1" in res.message
+    summary = res.summary()
+    assert summary["zero_sum_ratio"] == 0.0
+    numbers = [v for v in summary.values() if isinstance(v, float)]
+    assert all(np.isfinite(numbers))
+    assert np.isfinite(res.diagnostics.homogeneity).all()
+
+
+def test_termination_messages_depend_on_the_number_of_heads():
+    """Issue 9: an H = 1 run that reached t_end said "The flow of H >= 2 never stops"."""
+    one = integrate_flow([0.01], [0.01], S, t_end=1.0)
+    two = integrate_flow([0.01, -0.01], [0.01, -0.01], S, t_end=1.0)
+    assert one.status == two.status == 0
+    assert "H >= 2" not in one.message and "H = 1" in one.message
+    assert "H >= 2 never stops" in two.message
+    assert _flow_module.status_message(0, 1) == one.message
+    for status in (0, 1, 2, 3, -1):  # one table, an entry for each kind
+        assert _flow_module.status_message(status, 1) and _flow_module.status_message(status, 5)
+
+
+def test_a_flow_that_exceeds_the_evaluation_budget_ends_with_status_minus_1(monkeypatch):
+    """A stiff extreme setting (d = 1e5, c = 1e12) ran for minutes; now it stops at NFEV_MAX evaluations."""
+    monkeypatch.setattr(_flow_module, "NFEV_MAX", 2000)
+    s = Setting(d=100_000, L=1, sigma2=1e12)
+    res = integrate_flow([0.01, -0.012], [0.01, -0.01], s, t_end=10.0, n_eval=20)
+    assert res.status == -1 and not res.success
+    assert "2000 gradient evaluations" in res.message
+    assert np.all(np.isfinite(res.loss)) and res.t[0] == 0.0
+
+
+def test_diagnostics_at_zero_are_defined_and_finite():
+    """|Σμ|/Σ|μ| at μ = 0 is 0 (Σμ = 0 exactly) and the spread of |ω| at ω = 0 is 0: never inf."""
+    diag = trajectory_diagnostics([[0.0, 0.0], [0.1, -0.1]], [[0.0, 0.0], [0.0, 0.0]])
+    assert diag.zero_sum_ratio.tolist() == [0.0, 0.0]
+    assert diag.homogeneity.tolist() == [0.0, 0.0]
+    assert trajectory_diagnostics([0.1, -0.1], [1e300, 1e300]).zero_sum_ratio == 1.0
+    with pytest.raises(ValueError, match="`omega` and `mu`"):  # Σμ overflows: an error, not inf
+        trajectory_diagnostics([0.1, -0.1], [1.5e308, 1.5e308])
+
+
+def test_diagnostics_reject_a_bad_tolerances_and_manifold_gap_at_gamma_zero():
+    with pytest.raises(TypeError, match="`tolerances`"):
+        trajectory_diagnostics([0.1, -0.1], [0.1, -0.1], tolerances=0.05)
+    with pytest.raises(ValueError, match="`omega`"):
+        manifold_gap([0.0, 0.0], [0.1, -0.1], S)
+    with pytest.raises(ValueError, match="`t`"):
+        stage_times([0.0, 1.0, 2.0], [[0.1, -0.1]] * 2, [[0.1, -0.1]] * 2)
+    with pytest.raises(ValueError, match="`t`"):
+        stage_times([0.0, 1j], [[0.1, -0.1]] * 2, [[0.1, -0.1]] * 2)

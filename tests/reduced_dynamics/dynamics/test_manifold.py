@@ -178,3 +178,25 @@ def test_large_gamma_is_finite_and_silent():
 def test_drift_functions_bad_input(call, param):
     with pytest.raises(ValueError, match=param):
         call()
+
+
+@pytest.mark.parametrize(
+    ("fn", "args"),
+    [
+        (flow_eta_gap, (1e100,)),
+        (flow_manifold_gap, (1e100,)),
+        (manifold_loss, (np.array([0.1, 0.2, 0.3]),)),
+        (mu_gamma, (1e-320,)),
+        (drift_law_gamma, (np.array([1.0, 2.0, 3.0]),)),
+    ],
+)
+def test_closed_forms_raise_named_errors_instead_of_inf_or_broadcast_errors(fn, args):
+    """Issue 9: overflow gave inf with a RuntimeWarning; mismatched shapes gave numpy's unnamed broadcast error."""
+    s = Setting(d=5, L=[10, 20], sigma2=0.1)
+    with pytest.raises(ValueError, match="`gamma`|`t`"):
+        fn(*args, s)
+
+
+def test_residual_sum_mu_names_mismatched_shapes():
+    with pytest.raises(ValueError, match="`gamma`, `eta`"):
+        residual_sum_mu([0.1, 0.2], [0.8, 0.8, 0.8], PAPER, n_positive=2, n_negative=1)

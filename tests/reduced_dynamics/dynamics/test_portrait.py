@@ -173,3 +173,35 @@ def test_portrait_data_needs_seed_and_scalar_setting():
         general_portrait_data(Setting(d=5, L=[10, 40], sigma2=0.1), seed=0)
     with pytest.raises(ValueError, match="`n_heads`"):
         general_portrait_data(P, seed=0, n_heads=1)
+
+
+# ---------------------------------------------------------------- issue 9: named errors, no inf, bounded
+def test_plane_functions_name_their_bad_arguments():
+    from reduced_dynamics.dynamics.portrait import embed_plane, gamma_nullcline, plane_loss, project_plane
+
+    s = Setting(d=5, L=40, sigma2=0.1)
+    with pytest.raises(ValueError, match="`omega`"):
+        project_plane(0.0, [0.1, -0.1])  # was an IndexError
+    with pytest.raises(ValueError, match="`m`"):
+        embed_plane(0.1, [1j, 2.0])  # complex was truncated
+    with pytest.raises(ValueError, match="`gamma`"):
+        gamma_nullcline(0.0, s)  # was inf with a warning
+    with pytest.raises(ValueError, match="`gamma`"):
+        plane_loss([1e168], 0.5, s)  # was inf with a warning
+    with pytest.raises(ValueError, match="`gamma`"):
+        plane_loss([0.1, 0.2, 0.3], 0.5, Setting(d=5, L=[10, 20], sigma2=0.1))  # numpy's broadcast error
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [({"t_end": 1e308}, "`t_end`"), ({"n_traj": 10**12}, "`n_traj`"), ({"init_scale": 1e-320}, "`init_scale`")],
+)
+def test_portrait_data_bounds_its_run_time(kwargs, name):
+    """Issue 9: `portrait --t-end 1e308` ran forever."""
+    from reduced_dynamics.dynamics.portrait import general_portrait_data, two_head_portrait_data
+
+    s = Setting(d=5, L=40, sigma2=0.1)
+    with pytest.raises(ValueError, match=name):
+        two_head_portrait_data(s, seed=0, **kwargs)
+    with pytest.raises(ValueError, match=name):
+        general_portrait_data(s, seed=0, **kwargs)
