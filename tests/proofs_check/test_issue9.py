@@ -83,3 +83,10 @@ def test_check_result_skip_is_distinct_from_fail_and_error():
 def test_run_checks_refuses_an_empty_only():
     with pytest.raises(ValueError, match="`only`"):
         run_checks(Setting(), quick=True, only=[])
+
+
+def test_skipped_checks_do_not_fail_the_command(capsys):
+    """Only SKIPPED checks (L = 1 is outside the theory) -> exit 0, the summary counts them as skipped."""
+    rc = main(["check", "--quick", "--L", "1", "--only", "optimality"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "1 skipped" in out and "[SKIPPED] optimality" in out
