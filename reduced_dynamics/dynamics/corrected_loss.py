@@ -733,31 +733,33 @@ def mc_risk_cv(states, setting, *, n_prompts, seed, cv=True, chunk_elems=4_000_0
         st.append((tuple(float(v) for v in w), tuple(float(v) for v in mu)))
     m = max(1, int(chunk_elems) // L)
     ss = np.random.SeedSequence([int(seed), L])
-    acc = [[] for _ in st]
+    # Running sums of the regression of the losses on the control variates (intercept first):
+    # memory is one chunk whatever n_prompts. Z = [1, X]; the residual sum of squares of the least-squares
+    # fit gives the standard error of the control-variate mean, mean(y) - mean(X)·coef.
+    acc = [None for _ in st]
     done = 0
     while done < n_prompts:
         mm = min(m, n_prompts - done)
         rng = np.random.Generator(np.random.SFC64(ss.spawn(1)[0]))
-        for a, o in zip(acc, _mc_chunk(rng, mm, d, L, sigma2, st, cv)):
-            a.append(o)
+        for i, (loss, X) in enumerate(_mc_chunk(rng, mm, d, L, sigma2, st, cv)):
+            Z = np.c_[np.ones(loss.size), X] if cv else np.ones((loss.size, 1))
+            with np.errstate(all="ignore"):
+                part = (Z.T @ Z, Z.T @ loss, float(loss @ loss))
+            acc[i] = part if acc[i] is None else tuple(a + b for a, b in zip(acc[i], part))
         done += mm
     means, ses = [], []
-    for a in acc:
-        y = np.concatenate([l for l, _ in a])
-        if cv:
-            X = np.concatenate([x for _, x in a])
-            coef, *_ = np.linalg.lstsq(np.c_[np.ones(y.size), X], y, rcond=None)
-            y = y - X @ coef[1:]
-            dof = 1 + X.shape[1]
-        else:
-            dof = 1
-        if y.size <= dof:
+    for ZtZ, Zty, yty in acc:
+        dof = ZtZ.shape[0]
+        if n_prompts <= dof:
             raise ValueError(
                 f"`n_prompts` must exceed the {dof} fitted coefficients for a standard error, got {n_prompts}"
             )
         with np.errstate(all="ignore"):
-            se = y.std(ddof=dof) / np.sqrt(y.size)
-            mean = y.mean()
+            coef = np.linalg.lstsq(ZtZ, Zty, rcond=None)[0] if np.all(np.isfinite(ZtZ)) else np.full(dof, np.nan)
+            ssr = max(yty - 2.0 * coef @ Zty + coef @ ZtZ @ coef, 0.0)
+            # mean of y - X·coef[1:]: Zty[0] = Σy, ZtZ[0, 1:] = ΣX
+            mean = (Zty[0] - ZtZ[0, 1:] @ coef[1:]) / n_prompts
+            se = np.sqrt(ssr / (n_prompts - dof)) / np.sqrt(n_prompts)
         if not (np.isfinite(mean) and np.isfinite(se)):
             raise LossOverflowError(
                 f"mc_risk_cv: the Monte Carlo losses are not finite in float64 at {setting!r}; "
