@@ -6,7 +6,7 @@ Every public function of :mod:`proofs_check.closed_forms`, the mpmath cross-chec
 ONE argument replaced by a hostile value: numbers across all magnitudes (1e-320 .. 1e300, 0,
 negative), NaN, inf, complex scalars and arrays, wrong and mismatched shapes, wrong types, huge
 integers, and extreme but valid settings. The contract (as in
-``tests/reduced_dynamics/estimation/test_fuzz_api.py``, whose harness this file repeats): a result
+``tests/reduced_dynamics/estimation/test_fuzz_api.py``, whose harness lives in ``tests/api_fuzz.py``): a result
 whose every number is finite, or a ``ValueError`` / ``TypeError`` naming a parameter; no
 ``RuntimeWarning``, a few seconds at most, and no allocation beyond a memory limit.
 
@@ -16,89 +16,28 @@ broke the contract.
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import inspect
-import math
-import re
-import resource
-import signal
+import importlib.util
 import sys
-import warnings
-from collections import Counter
-
-import numpy as np
-import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from pathlib import Path
 
 from proofs_check import bayes, checks
 from proofs_check import closed_forms as cf
 from proofs_check.approximation import approximation_error
-from reduced_dynamics.estimation.prompts import Prompts
 from reduced_dynamics.setting import Setting
 
+# The shared harness tests/api_fuzz.py, loaded by path (tests/ is not a package and is not put on
+# sys.path, where its reduced_dynamics/ folder would shadow the package).
+if "api_fuzz" not in sys.modules:
+    _spec = importlib.util.spec_from_file_location("api_fuzz", Path(__file__).resolve().parents[1] / "api_fuzz.py")
+    sys.modules["api_fuzz"] = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(sys.modules["api_fuzz"])
+api_fuzz = sys.modules["api_fuzz"]
+
+
 S = Setting(d=2, L=6, sigma2=0.1)
-ControlVariateEstimate = type(None)  # (the harness's one documented infinity does not occur here)
 
-#: Extreme settings that ARE valid: the functions must cope with them too (L = 10⁹: refuse, not allocate).
-EXTREME_SETTINGS = [
-    Setting(d=100_000, L=1, sigma2=1e12),
-    Setting(d=1, L=10**9, sigma2=0.0),
-    Setting(d=1, L=1, sigma2=0.0),
-    Setting(d=100_000, L=10**9, sigma2=1e-300),
-]
-
-_SPECIAL = [0.0, -0.0, 1e-320, -1e-320, 1e-300, 1e300, -1e300, 1e200, -1e200, float("nan"), float("inf")]
-_SPECIAL += [-float("inf"), 1 + 1j, True, None, "x", "", [], 0, -1, 1, 2, 10**6, 10**12, 2**70, 1.5]
-
-_magnitude = st.builds(
-    lambda sign, exp, mant: sign * mant * 10.0**exp,
-    st.sampled_from([1.0, -1.0]),
-    st.integers(-300, 300),
-    st.sampled_from([1.0, 3.7]),
-)
-_small = st.sampled_from([0.0, 0.05, -0.05, 0.3, -0.3, 1.0, -2.0, 0.6])
-_elem = st.one_of(_magnitude, _small, st.sampled_from([0.0, float("nan"), float("inf")]))
-
-
-def _array(shape, vals, kind):
-    arr = np.resize(np.array(vals, dtype=np.float64), shape) if shape else np.float64(vals[0])
-    if kind == "complex":
-        return np.asarray(arr) + 1j
-    if kind == "list":
-        return np.asarray(arr).tolist()
-    return np.asarray(arr)
-
-
-_arrays = st.builds(
-    _array,
-    st.sampled_from([(), (1,), (2,), (3,), (2, 2), (3, 2), (3, 6), (3, 6, 2), (0,), (1, 2, 2)]),
-    st.lists(_elem, min_size=1, max_size=4),
-    st.sampled_from(["float", "float", "list", "complex"]),
-)
-VALUES = st.one_of(st.sampled_from(_SPECIAL), _magnitude, _small, _arrays, st.sampled_from(EXTREME_SETTINGS))
-
-
-@dataclasses.dataclass
-class Entry:
-    """A public callable, its valid baseline call and the arguments to fuzz."""
-
-    name: str
-    fn: object
-    args: dict  # name -> baseline value, in call order; the first `n_pos` are passed positionally
-    n_pos: int
-    fuzz: tuple
-
-    def call(self, name, value):
-        vals = dict(self.args)
-        vals[name] = value
-        items = list(vals.items())
-        return self.fn(*[v for _, v in items[: self.n_pos]], **dict(items[self.n_pos :]))
-
-
-def E(name, fn, n_pos, fuzz=None, **args):
-    return Entry(name, fn, args, n_pos, tuple(fuzz or args))
+EXTREME_SETTINGS = api_fuzz.EXTREME_SETTINGS
+E = api_fuzz.E
 
 
 def _limit(fn, n_pos=0, **extra):
@@ -147,147 +86,8 @@ ENTRIES = [
     ),  # fmt: skip
 ]
 
-_BY_NAME = {e.name: e for e in ENTRIES}
-
-
-class _Timeout(Exception):
-    pass
-
-
-def _on_alarm(signum, frame):
-    raise _Timeout()
-
-
-def _finite(obj, depth=0) -> bool:
-    """True if every number reachable in ``obj`` (result objects, mappings, sequences, arrays) is finite."""
-    if depth > 6 or obj is None or isinstance(obj, (bool, str, np.bool_, int, np.integer)):
-        return True
-    if isinstance(obj, (float, np.floating)):
-        return math.isfinite(obj)
-    if isinstance(obj, (complex, np.complexfloating)):
-        return False
-    if isinstance(obj, np.ndarray):
-        if obj.dtype.kind == "O":
-            return all(_finite(v, depth + 1) for v in obj.ravel())
-        return obj.dtype.kind in "biuSU" or (obj.dtype.kind == "f" and bool(np.all(np.isfinite(obj))))
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        # the one documented infinity: ControlVariateEstimate.variance_reduction when the control
-        # reproduces the target exactly (zero residual variance; the estimate is then exact)
-        skip = {"variance_reduction"} if isinstance(obj, ControlVariateEstimate) and obj.stderr == 0 else set()
-        return all(_finite(getattr(obj, f.name), depth + 1) for f in dataclasses.fields(obj) if f.name not in skip)
-    if isinstance(obj, dict):
-        return all(_finite(v, depth + 1) for v in obj.values())
-    if isinstance(obj, (list, tuple)):
-        return all(_finite(v, depth + 1) for v in obj)
-    if isinstance(obj, Prompts):
-        return all(_finite(getattr(obj, k)) for k in ("_X", "_y", "_x_q", "_y_q", "_scores", "_xq_norm2"))
-    return True  # models, Settings, samples are not numbers
-
-
-def _names(entry) -> set[str]:
-    try:
-        params = set(inspect.signature(entry.fn).parameters)
-    except (TypeError, ValueError):
-        params = set()
-    return params | set(entry.args) | {"setting", "d", "L", "sigma2", "Sigma", "n_prompts"}
-
-
-@contextlib.contextmanager
-def _memory_limit(extra=2 * 2**30):
-    """Cap the address space at its current size + ``extra`` bytes for the block (restored after)."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    with open("/proc/self/status") as f:
-        vm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
-    cap = vm + extra if hard == resource.RLIM_INFINITY else min(hard, vm + extra)
-    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
-
-
-def verdict(entry: Entry, name: str, value, *, timeout: float = 5.0) -> str:
-    """``"ok"`` if the call honours the contract of the module docstring, else what went wrong."""
-    old = signal.signal(signal.SIGALRM, _on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, timeout, 0.5)
-    try:
-        with warnings.catch_warnings(record=True) as caught, _memory_limit():
-            warnings.simplefilter("always")
-            try:
-                result = entry.call(name, value)
-            except _Timeout:
-                return "timeout"
-            except (ValueError, TypeError) as exc:
-                msg = str(exc)
-                words = set(re.findall(r"[A-Za-z_][A-Za-z_0-9.]*", msg.replace("`", " ")))
-                words |= {w.split(".")[-1] for w in words} | {w.split(".")[0] for w in words}
-                if not words & _names(entry):
-                    return f"unnamed {type(exc).__name__}: {msg[:120]}"
-                result = None
-            except Exception as exc:
-                return f"{type(exc).__name__}: {str(exc)[:120]}"
-        noisy = [w for w in caught if issubclass(w.category, (RuntimeWarning, np.exceptions.ComplexWarning))]
-        if noisy:
-            return f"warning: {str(noisy[0].message)[:120]}"
-        if result is not None and not _finite(result):
-            return "non-finite result"
-        return "ok"
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
-
-
-#: Set by the ``__main__`` block to collect verdicts instead of asserting.
-RECORD: list | None = None
-
-
-@pytest.mark.parametrize("entry_name", [e.name for e in ENTRIES])
-def test_api_fuzz(entry_name):
-    """Each hostile call returns finite numbers or raises a clear error naming a parameter."""
-    entry = _BY_NAME[entry_name]
-
-    @settings(max_examples=10, database=None, deadline=None, derandomize=True)
-    @given(st.tuples(st.sampled_from(entry.fuzz), VALUES))
-    def run(case):
-        name, value = case
-        out = verdict(entry, name, value)
-        if RECORD is not None:
-            RECORD.append((entry_name, name, repr(value)[:60], out))
-        else:
-            assert out == "ok", f"{entry_name}({name}={value!r}): {out}"
-
-    run()
-
-
-#: The fixed hostile values every fuzzable argument of every entry meets (besides the random draws).
-HOSTILE = [0.0, -1.0, 1e-320, 1e300, float("nan"), float("inf"), 1 + 1j, np.array([0.1 + 1j, -0.1])]
-HOSTILE += [np.array([1e200, -1e200]), [[0.1, -0.1], [0.2, -0.2], [0.3, -0.3]], "x", None, 10**12]
-HOSTILE += EXTREME_SETTINGS
-
-
-@pytest.mark.parametrize("entry_name", [e.name for e in ENTRIES])
-def test_api_hostile_values(entry_name):
-    """Every fuzzable argument meets every value of HOSTILE: finite result or a clear, named error."""
-    entry = _BY_NAME[entry_name]
-    bad = []
-    for name in entry.fuzz:
-        for value in HOSTILE:
-            out = verdict(entry, name, value)
-            if RECORD is not None:
-                RECORD.append((entry_name, name, repr(value)[:60], out))
-            elif out != "ok":
-                bad.append(f"{name}={value!r}: {out}")
-    assert not bad, f"{entry_name}: " + "; ".join(bad)
+test_api_fuzz, test_api_hostile_values = api_fuzz.make_suite(ENTRIES)
 
 
 if __name__ == "__main__":  # pragma: no cover - the measurement of the report
-    RECORD = []
-    for e in ENTRIES:
-        test_api_fuzz(e.name)
-        test_api_hostile_values(e.name)
-    bad = [r for r in RECORD if r[3] != "ok"]
-    print(f"calls tried: {len(RECORD)}, misbehaved: {len(bad)}")
-    print(Counter(r[0] for r in bad))
-    for r in bad:
-        print(" ", *r)
-    sys.exit(0)
+    sys.exit(api_fuzz.count(ENTRIES))
