@@ -1,0 +1,553 @@
+r"""Exact, deterministic finite-L risk of the reduced model (docs/theory.md#exact-risk).
+
+The risk :math:`\mathcal E(\omega,\mu) = E[(y_q - \hat y)^2]` of the reduced
+H-head model :math:`\hat y = \sum_h \mu_h \sum_l y_l\,\mathrm{softmax}_l(\omega_h x_l^\top x_q)`
+(docs/theory.md#reduced-model) is the quantity that the Monte Carlo engine
+:mod:`reduced_dynamics.estimation.risk` estimates for
+:class:`~reduced_dynamics.estimation.predictors.MultiHead`; here it is evaluated
+by quadrature, to about 1e-14, without sampling.
+
+Reduction
+---------
+With :math:`r = |x_q|`, :math:`s_l = x_l^\top x_q = r g_l`, :math:`g_l` i.i.d.
+:math:`N(0,1)` given :math:`r`, and :math:`p_{h,l} = e^{a_h g_l}/S_h`,
+:math:`S_h = \sum_l e^{a_h g_l}`, :math:`a_h = \omega_h r`, the risk conditional on
+the covariates (:func:`~reduced_dynamics.estimation.predictors.conditional_loss`,
+β, ε and the components of :math:`x_l` orthogonal to :math:`x_q` integrated out) is
+
+.. math:: \tfrac1d\big(r - \textstyle\sum_h \mu_h T_h\big)^2 + \sigma^2
+          + \big(\tfrac{d-1}{d} + \sigma^2\big)\textstyle\sum_{hk}\mu_h\mu_k Q_{hk},
+   \qquad T_h = \sum_l p_{h,l} g_l,\quad Q_{hk} = \sum_l p_{h,l} p_{k,l} .
+
+Hence the risk is a quadratic form in μ,
+
+.. math:: \mathcal E = 1 + \sigma^2 - 2\mu^\top b + \mu^\top A \mu, \qquad
+   b_h = \tfrac1d E[r\,T_h], \qquad A_{hk} = \tfrac1d E\big[T_hT_k + (d-1+d\sigma^2)Q_{hk}\big].
+
+Laplace representation
+----------------------
+Given :math:`r`, with :math:`f_h(g) = e^{a_h g}`, :math:`K_{pq}^h(t) = E[f_h^p g^q e^{-t f_h}]`,
+:math:`\varphi_h = K^h_{00}` and, for two heads,
+:math:`M_{pp'q}(t,u) = E[f_h^p f_k^{p'} g^q e^{-t f_h - u f_k}]`, :math:`\Phi = M_{000}`,
+the identities :math:`1/S = \int_0^\infty e^{-tS}dt`, :math:`1/S^2 = \int_0^\infty t e^{-tS}dt`,
+:math:`1/(S_hS_k) = \iint e^{-tS_h-uS_k}dt\,du` and the independence of the
+:math:`g_l` give
+
+.. math::
+   E[T_h] &= L\int_0^\infty K^h_{11}\varphi_h^{L-1}\,dt, \qquad
+   E[Q_{hh}] = L\int_0^\infty t K^h_{20}\varphi_h^{L-1}\,dt, \\
+   E[T_h^2] &= \int_0^\infty t\big(L K^h_{22}\varphi_h^{L-1} + L(L-1)(K^h_{11})^2\varphi_h^{L-2}\big)dt, \\
+   E[Q_{hk}] &= L\iint M_{110}\Phi^{L-1}, \qquad
+   E[T_hT_k] = \iint \big(L M_{112}\Phi^{L-1} + L(L-1) M_{101}M_{011}\Phi^{L-2}\big).
+
+Quadrature
+----------
+* :math:`g`: the trapezoidal rule on :math:`[-G, G]` with step
+  :math:`\propto 1/\max_h|a_h|` (the integrands are analytic in the strip
+  :math:`|\mathrm{Im}\,g| < \pi/(2|a|)`, so the error falls like
+  :math:`e^{-\pi^2/(|a|h)}`). The Laplace identities hold exactly for the
+  discrete measure of the nodes, so the only error of this step is that of
+  replacing the Gaussian by that measure in a bounded functional of the
+  :math:`L` scores; :math:`G` is chosen so that :math:`L\,P(|g|>G)` is negligible.
+* :math:`t` (and :math:`u`): :math:`t = \tau/(L\,\bar f_h)` with the mean
+  :math:`\bar f_h = E f_h`, :math:`\tau = \exp(x - e^{-x})` and the trapezoidal
+  rule in :math:`x` (double-exponential decay at :math:`t\to0`, the rule in
+  :math:`\log t` for the tail); the upper end is set from a bound on
+  :math:`\varphi_h^{L}`. :math:`1-\varphi` and :math:`1-\Phi` are formed with
+  ``expm1`` so that :math:`\varphi^{L-1}` keeps its precision for large L.
+* :math:`r`: :math:`r^2\sim\chi^2_d`, the trapezoidal rule in :math:`\log r`
+  (scaled by :math:`1/\sqrt{2d}`), where the density is analytic and decays
+  exponentially (small r) and double-exponentially (large r).
+
+Every rule is a nested trapezoidal rule: the error estimate is the difference to
+the rule with every other node in *every* dimension at once (the coarse rule),
+which costs about a fifth of the evaluation and in practice overstates the
+error of the returned value by orders of magnitude (the error of a trapezoidal
+rule on analytic integrands falls geometrically, roughly squaring when the step
+halves). The steps are scaled with :math:`1/\log(1/\mathrm{tol})` and refined
+until the estimate is below ``tol`` (at most three refinements).
+
+The ω-gradient differentiates the integrands under the integral
+(:math:`\partial_a K_{pq} = pK_{p,q+1} - tK_{p+1,q+1}`); the μ-gradient is exact,
+:math:`-2b + 2A\mu`.
+
+References
+----------
+docs/theory.md#exact-risk, docs/theory.md#measuring-risks, docs/theory.md#reduced-model
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from reduced_dynamics._results import FrozenResult
+from reduced_dynamics._validation import check_finite_array, check_positive_float
+from reduced_dynamics.estimation._threads import single_blas_thread
+from reduced_dynamics.setting import Setting, as_setting
+
+__all__ = ["ExactRisk", "exact_risk", "A_MAX", "H_MAX", "L_EXACT_MAX"]
+
+#: Largest allowed :math:`|\omega_h|\, r_{\max}` (``r_max`` the largest quadrature radius, about
+#: :math:`\sqrt d + 6`): the g-rule needs about ``60 A`` nodes, and ``e^{3 A G}`` must stay finite.
+A_MAX = 12.0
+#: Largest number of heads (the cost grows like H²).
+H_MAX = 16
+#: Largest context length L.
+L_EXACT_MAX = 10**8
+#: Largest allowed :math:`|\mu_h|` (the risk is quadratic in μ).
+MU_MAX = 1e100
+
+# Base steps at tol = 1e-12 (calibrated so that the coarse rule is about tol), scaled by 27.6/log(1/tol).
+_HZ0 = 0.25  # log r, in units of 1/sqrt(2d)
+_HT0 = 0.2  # x of the Laplace variable
+_HG0 = 0.2  # g, times max|a|
+_HG_CAP = 0.5  # largest g step (the Gaussian itself)
+_LOG_TOL0 = math.log(1e12)
+_X_LEFT = -3.7  # τ_min = exp(x - e^{-x}) ≈ e^{-44}: the integrands vanish like τ there
+
+
+@dataclass(frozen=True)
+class ExactRisk(FrozenResult):
+    r"""The exact finite-L risk of the reduced model at one state (:func:`exact_risk`).
+
+    Attributes
+    ----------
+    risk : float
+        :math:`\mathcal E(\omega, \mu)`, including the irreducible :math:`\sigma^2`.
+    error_estimate : float
+        Conservative quadrature error estimate: the difference to the nested rule with
+        half the nodes in every dimension, plus a rounding allowance.
+    grad_omega : ndarray, shape (H,), or None
+        :math:`\partial\mathcal E/\partial\omega` (``None`` unless ``grad=True``).
+    grad_mu : ndarray, shape (H,), or None
+        :math:`\partial\mathcal E/\partial\mu = -2b + 2A\mu` (``None`` unless ``grad=True``).
+    setting : Setting
+        The data model.
+    linear_coef : ndarray, shape (H,)
+        :math:`b`, with :math:`\mathcal E = 1 + \sigma^2 - 2\mu^\top b + \mu^\top A\mu`;
+        :math:`b_h = E[|x_q|\,T_h]/d` depends on :math:`\omega_h` only.
+    quadratic_coef : ndarray, shape (H, H)
+        :math:`A` (symmetric); :math:`A_{hk}` depends on :math:`\omega_h, \omega_k` only.
+    grad_linear_coef : ndarray, shape (H,), or None
+        :math:`\partial b_h/\partial\omega_h`.
+    grad_quadratic_coef : ndarray, shape (H, H), or None
+        Entry ``[h, k]`` is :math:`\partial A_{hk}/\partial\omega_h` (for ``h == k`` the
+        total derivative of :math:`A_{hh}`).
+    grad_error_estimate : float or None
+        Largest difference of the gradient's components to the coarse rule (as ``error_estimate``).
+    n_nodes : int
+        Number of (r, g, t[, u]) quadrature points of the fine rule.
+    """
+
+    risk: float
+    error_estimate: float
+    grad_omega: np.ndarray | None
+    grad_mu: np.ndarray | None
+    setting: Setting
+    linear_coef: np.ndarray
+    quadratic_coef: np.ndarray
+    grad_linear_coef: np.ndarray | None = None
+    grad_quadratic_coef: np.ndarray | None = None
+    grad_error_estimate: float | None = None
+    n_nodes: int = 0
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _check_setting(setting, where) -> tuple[int, int, float]:
+    setting = as_setting(setting).require_scalar(where).require_isotropic(where)
+    d, L, sigma2 = int(setting.d), int(setting.L), float(setting.sigma2)
+    if L < 2:
+        raise ValueError(f"`setting.L` must be an integer in [2, {L_EXACT_MAX}] for {where}, got {L}")
+    if L > L_EXACT_MAX:
+        raise ValueError(f"`setting.L` must be an integer in [2, {L_EXACT_MAX}] for {where}, got {L}")
+    return d, L, sigma2
+
+
+def _radial_rule(d: int, hz: float):
+    """Nodes ``r`` and normalised weights of the χ_d density, trapezoidal in ``log r`` (index 0 even)."""
+    s0 = 0.5 * math.log(d)
+    sc = 1.0 / math.sqrt(2.0 * d)
+    # log-density in s = log r: d s - e^{2s}/2; keep where it is within 40 of its maximum
+    j = np.arange(int(-45.0 / hz) - 1, int(12.0 / hz) + 2)
+    s = s0 + j * hz * sc
+    logp = d * s - 0.5 * np.exp(2.0 * s)
+    top = 0.5 * d * (math.log(d) - 1.0)
+    keep = logp > top - 40.0
+    j, s, logp = j[keep], s[keep], logp[keep]
+    p = np.exp(logp - top)
+    return np.exp(s), p, j
+
+
+def r_max(d: int, *, tol: float = 1e-12) -> float:
+    """Largest radius of the radial rule (the ``|omega| <= A_MAX / r_max`` bound)."""
+    r, _, _ = _radial_rule(d, _HZ0 * _LOG_TOL0 / math.log(1.0 / tol))
+    return float(r[-1])
+
+
+def _check_state(omega, mu, d, tol):
+    omega = check_finite_array("omega", omega, ndim=1)
+    mu = check_finite_array("mu", mu, ndim=1)
+    if omega.shape != mu.shape:
+        raise ValueError(f"`omega` and `mu` must have the same shape (H,), got {omega.shape} and {mu.shape}")
+    if omega.size > H_MAX:
+        raise ValueError(f"`omega` must have at most {H_MAX} heads, got {omega.size}")
+    if np.max(np.abs(mu)) > MU_MAX:
+        raise ValueError(f"`mu` must satisfy |mu_h| <= {MU_MAX:g}, got max |mu| = {np.max(np.abs(mu)):.4g}")
+    rm = r_max(d, tol=tol)
+    if np.max(np.abs(omega)) * rm > A_MAX:
+        raise ValueError(
+            f"`omega` must satisfy |omega_h| <= {A_MAX / rm:.6g} at d = {d} (|omega|·r_max <= {A_MAX:g}, "
+            f"r_max = {rm:.4g}: beyond it the softmax is nearly a hard max and the quadrature would need "
+            f"too many nodes), got max |omega| = {np.max(np.abs(omega)):.6g}"
+        )
+    return omega, mu
+
+
+def _check_tol(tol) -> float:
+    tol = check_positive_float("tol", tol)
+    if not 1e-15 <= tol <= 1e-3:
+        raise ValueError(f"`tol` must be in [1e-15, 1e-3], got {tol!r}")
+    return tol
+
+
+# --------------------------------------------------------------------------- quadrature kernels
+
+
+def _powz(x, n):
+    """``x**n`` for ``0 <= x <= 1`` without denormals (values below e^-600 flushed to 0)."""
+    if n == 0:
+        return np.ones_like(x)
+    with np.errstate(divide="ignore"):
+        lp = n * np.log(x)
+    out = np.exp(np.maximum(lp, -600.0))
+    out[lp < -600.0] = 0.0
+    return out
+
+
+def _pow_from_deficit(one_minus, n):
+    """``(1 - q)**n`` from ``q = one_minus`` (accurate for small q and large n), denormals flushed."""
+    if n == 0:
+        return np.ones_like(one_minus)
+    with np.errstate(divide="ignore"):
+        lp = n * np.log1p(-np.minimum(one_minus, 1.0))
+    out = np.exp(np.maximum(lp, -600.0))
+    out[lp < -600.0] = 0.0
+    return out
+
+
+def _gauss_quantile_tail(logp):
+    """z > 0 with log Φ(-z) ≈ logp (an upper bound suffices: used only to place a cut-off)."""
+    # Φ(-z) <= e^{-z²/2}/2 for z >= 0: z = sqrt(2(-logp - log 2)) makes Φ(-z) <= e^{logp}
+    return math.sqrt(max(2.0 * (-logp - math.log(2.0)), 0.0))
+
+
+class _Head:
+    """Per-head matrices at one radius: Laplace nodes and ``e^{-t f(g)}`` on the g-grid."""
+
+    __slots__ = ("a", "f", "t", "c", "E", "D")
+
+    def __init__(self, a, g, w, L, ht, x_left):
+        self.a = a
+        lf = a * g
+        self.f = np.exp(lf)
+        mean = float(w @ self.f)
+        # upper cut-off: φ(t)^L <= e^{-50}. φ(t) <= P(|a| g < -|a| z) + e^{-t e^{-|a| z}}
+        z = _gauss_quantile_tail(-50.0 / L - math.log(2.0))
+        log_t_hi = abs(a) * z + math.log(50.0 / L + math.log(2.0)) + 1.0
+        x_right = log_t_hi + math.log(L * mean)
+        n_right = int(math.ceil((x_right - x_left) / ht))
+        n_right += n_right % 2  # even count: the coarse rule keeps both ends
+        x = x_left + ht * np.arange(n_right + 1)
+        em = np.exp(-x)
+        logt = x - em - math.log(L * mean)
+        self.t = np.exp(logt)
+        self.c = ht * self.t * (1.0 + em)
+        X = np.exp(logt[None, :] + lf[:, None])
+        X = np.minimum(X, 1e300)
+        self.D = -np.expm1(-X)  # 1 - e^{-t f}
+        E = np.exp(-X)
+        E[X > 300.0] = 0.0
+        self.E = E
+
+
+def _head_moments(hd: _Head, g, w, L, grad, sl_g, sl_t):
+    """Own-head integrals: E[T], E[Q_hh], E[T²] (and their a-derivatives)."""
+    E = hd.E[sl_g, sl_t]
+    t = hd.t[sl_t]
+    c = hd.c[sl_t] * (1 if sl_t.step is None else sl_t.step)
+    f = hd.f[sl_g]
+    gg = g[sl_g]
+    ww = w[sl_g]
+    fw = ww * f
+    rows = [fw * gg, fw * f, fw * f * gg * gg]
+    if grad:
+        rows += [fw * gg * gg, fw * f * gg, fw * f * f * gg, fw * f * gg**3, fw * f * f * gg**3]
+    K = np.stack(rows) @ E
+    one_minus = ww @ hd.D[sl_g, sl_t]
+    P2 = _pow_from_deficit(one_minus, L - 2)
+    phi = 1.0 - one_minus
+    P1 = P2 * phi
+    k11, k20, k22 = K[0], K[1], K[2]
+    ET = L * (c @ (k11 * P1))
+    EQ = L * (c @ (t * k20 * P1))
+    ETT = c @ (t * (L * k22 * P1 + L * (L - 1) * k11 * k11 * P2))
+    if not grad:
+        return ET, EQ, ETT, None
+    k12, k21, k31, k23, k33 = K[3], K[4], K[5], K[6], K[7]
+    dphi = -t * k11
+    dk11 = k12 - t * k22
+    dk20 = 2 * k21 - t * k31
+    dk22 = 2 * k23 - t * k33
+    P3 = _pow_from_deficit(one_minus, L - 3) if L >= 3 else np.zeros_like(P2)
+    dET = L * (c @ (dk11 * P1 + (L - 1) * k11 * P2 * dphi))
+    dEQ = L * (c @ (t * (dk20 * P1 + (L - 1) * k20 * P2 * dphi)))
+    dETT = c @ (
+        t
+        * (
+            L * dk22 * P1
+            + L * (L - 1) * k22 * P2 * dphi
+            + 2 * L * (L - 1) * k11 * dk11 * P2
+            + L * (L - 1) * (L - 2) * k11 * k11 * P3 * dphi
+        )
+    )
+    return ET, EQ, ETT, (dET, dEQ, dETT)
+
+
+def _pair_moments(hh: _Head, hk: _Head, g, w, L, grad, sl_g, sl_t, sl_u):
+    """Two-head integrals E[Q_hk], E[T_h T_k] (and their derivatives in a_h and a_k)."""
+    step = 1 if sl_t.step is None else sl_t.step
+    Eh, Ek = hh.E[sl_g, sl_t], hk.E[sl_g, sl_u]
+    ct, cu = hh.c[sl_t] * step, hk.c[sl_u] * step
+    t, u = hh.t[sl_t][:, None], hk.t[sl_u][None, :]
+    fh, fk, gg, ww = hh.f[sl_g], hk.f[sl_g], g[sl_g], w[sl_g]
+    Dh, Dk = hh.D[sl_g, sl_t], hk.D[sl_g, sl_u]
+    # 1 - Φ = E[(1-e_h)] + E[(1-e_k)] - E[(1-e_h)(1-e_k)]
+    one_minus = (ww @ Dh)[:, None] + (ww @ Dk)[None, :] - (Dh * ww[:, None]).T @ Dk
+    P2 = _pow_from_deficit(one_minus, L - 2)
+    P1 = P2 * (1.0 - one_minus)
+    n_t, n_u = Eh.shape[1], Ek.shape[1]
+
+    def block(left_rows, right_weight):
+        """M-blocks sum_g left_row(g) E_h(g,t) * right_weight(g) E_k(g,u) for each left row."""
+        Lm = (np.stack(left_rows)[:, :, None] * Eh[None, :, :]).transpose(0, 2, 1).reshape(-1, Eh.shape[0])
+        R = Ek * right_weight[:, None]
+        return (Lm @ R).reshape(len(left_rows), n_t, n_u)
+
+    fwh = ww * fh
+    # right weight f_k^0: M000 (not needed: from the deficit), M101 [, M102, M202]
+    rows0 = [fwh * gg]
+    if grad:
+        rows0 += [fwh * gg * gg, fwh * fh * gg * gg]
+    B0 = block(rows0, np.ones_like(fk))
+    # right weight f_k^1: M011, M110, M112 [, M111, M211, M113, M213, M012]
+    rows1 = [ww * gg, fwh, fwh * gg * gg]
+    if grad:
+        rows1 += [fwh * gg, fwh * fh * gg, fwh * gg**3, fwh * fh * gg**3, ww * gg * gg]
+    B1 = block(rows1, fk)
+    M101 = B0[0]
+    M011, M110, M112 = B1[0], B1[1], B1[2]
+
+    def integral(F):
+        return float(ct @ F @ cu)
+
+    EQ = L * integral(M110 * P1)
+    ETT = integral(L * M112 * P1 + L * (L - 1) * M101 * M011 * P2)
+    if not grad:
+        return EQ, ETT, None
+    B2 = block([fwh, fwh * gg * gg, ww * gg * gg], fk * fk)  # M121, M123, M022
+    M102, M202 = B0[1], B0[2]
+    M111, M211, M113, M213, M012 = B1[3], B1[4], B1[5], B1[6], B1[7]
+    M121, M123, M022 = B2[0], B2[1], B2[2]
+    P3 = _pow_from_deficit(one_minus, L - 3) if L >= 3 else np.zeros_like(P2)
+    out = []
+    for dPhi, dC, dD, dPh, dPk in (
+        (-t * M101, M111 - t * M211, M113 - t * M213, M102 - t * M202, -t * M112),  # d/da_h
+        (-u * M011, M111 - u * M121, M113 - u * M123, -u * M112, M012 - u * M022),  # d/da_k
+    ):
+        dEQ = L * integral(dC * P1 + (L - 1) * M110 * P2 * dPhi)
+        dETT = integral(
+            L * dD * P1
+            + L * (L - 1) * M112 * P2 * dPhi
+            + L * (L - 1) * (dPh * M011 + M101 * dPk) * P2
+            + L * (L - 1) * (L - 2) * M101 * M011 * P3 * dPhi
+        )
+        out.append((dEQ, dETT))
+    return EQ, ETT, out
+
+
+def _conditional(r, omega, L, G, hg, ht, x_left, grad):
+    """Fine and coarse conditional moments at radius ``r``.
+
+    Returns two tuples (fine, coarse) of ``(ET, ETT, EQ, dET, dETT, dEQ)`` with shapes
+    (H,), (H, H), (H, H), (H,), (H, H), (H, H); ``dX[h, k] = ∂X_hk/∂a_h``.
+    """
+    H = omega.size
+    a = omega * r
+    amax = float(np.max(np.abs(a)))
+    h = min(_HG_CAP, hg / amax) if amax > 0 else _HG_CAP
+    n = int(math.ceil(G / h))
+    n += n % 2
+    g = h * np.arange(-n, n + 1)
+    dens = np.exp(-0.5 * g * g)
+    heads = [_Head(float(ai), g, dens / dens.sum(), L, ht, x_left) for ai in a]
+    out = []
+    for sl in (slice(None), slice(None, None, 2)):
+        wd = dens[sl]
+        w = np.zeros_like(dens)
+        w[sl] = wd / wd.sum()
+        ET = np.zeros(H)
+        ETT = np.zeros((H, H))
+        EQ = np.zeros((H, H))
+        dET = np.zeros(H)
+        dETT = np.zeros((H, H))
+        dEQ = np.zeros((H, H))
+        for i, hd in enumerate(heads):
+            et, eq, ett, der = _head_moments(hd, g, w, L, grad, sl, sl)
+            ET[i], EQ[i, i], ETT[i, i] = et, eq, ett
+            if grad:
+                dET[i], dEQ[i, i], dETT[i, i] = der
+        for i in range(H):
+            for j in range(i + 1, H):
+                eq, ett, der = _pair_moments(heads[i], heads[j], g, w, L, grad, sl, sl, sl)
+                EQ[i, j] = EQ[j, i] = eq
+                ETT[i, j] = ETT[j, i] = ett
+                if grad:
+                    (dEQ[i, j], dETT[i, j]), (dEQ[j, i], dETT[j, i]) = der
+        out.append((ET, ETT, EQ, dET, dETT, dEQ))
+    n_nodes = g.size * sum(hd.t.size for hd in heads) + sum(
+        g.size * heads[i].t.size * heads[j].t.size for i in range(H) for j in range(i + 1, H)
+    )
+    return out, n_nodes
+
+
+def _evaluate(omega, mu, d, L, sigma2, grad, scale):
+    """One evaluation with the steps scaled by ``scale``: fine and coarse (b, A, db, dA), node count."""
+    hz, ht, hg = _HZ0 * scale, _HT0 * scale, _HG0 * scale
+    # g range: L P(|g| > G) <= 1e-20
+    G = math.sqrt(2.0 * (math.log(max(L, 2)) + 46.0))
+    x_left = _X_LEFT
+    r, p, j = _radial_rule(d, hz)
+    H = omega.size
+    acc = [[np.zeros(H), np.zeros((H, H)), np.zeros(H), np.zeros((H, H)), 0.0] for _ in range(2)]
+    coarse_r = (j % 2) == 0
+    n_nodes = 0
+    cq = d - 1 + d * sigma2
+    with single_blas_thread():
+        for ri, pi, even in zip(r, p, coarse_r):
+            levels, nn = _conditional(float(ri), omega, L, float(G), hg, ht, x_left, grad)
+            n_nodes += nn
+            for k, (ET, ETT, EQ, dET, dETT, dEQ) in enumerate(levels):
+                if k == 1 and not even:
+                    continue
+                weight = pi if k == 0 else 2.0 * pi
+                acc[k][0] += weight * ri * ET
+                acc[k][1] += weight * (ETT + cq * EQ)
+                acc[k][4] += weight
+                if grad:
+                    acc[k][2] += weight * ri * ri * dET
+                    acc[k][3] += weight * ri * (dETT + cq * dEQ)
+    res = []
+    for b, A, db, dA, norm in acc:
+        res.append((b / (d * norm), A / (d * norm), db / (d * norm), dA / (d * norm)))
+    return res, n_nodes
+
+
+def _risk_of(b, A, mu, sigma2):
+    return 1.0 + sigma2 - 2.0 * float(mu @ b) + float(mu @ A @ mu)
+
+
+def exact_risk(omega, mu, setting, *, grad=False, tol=1e-12) -> ExactRisk:
+    r"""Exact finite-L risk of the reduced model, by deterministic quadrature (docs/theory.md#exact-risk).
+
+    The same quantity as the Monte Carlo risk of
+    ``MultiHead(omega, mu)`` (:func:`reduced_dynamics.estimate_risk`), without sampling
+    error: the quadrature of the module docstring, accurate to about 1e-14 at the
+    default ``tol``.
+
+    Parameters
+    ----------
+    omega : array_like, shape (H,)
+        KQ scales of the heads, :math:`|\omega_h| \le` ``A_MAX / r_max(d)`` (about 1.3 at d = 5).
+    mu : array_like, shape (H,)
+        OV values of the heads.
+    setting : Setting
+        Scalar, isotropic, with finite :math:`L \ge 2`.
+    grad : bool
+        Also compute the gradient in (ω, μ).
+    tol : float, in [1e-15, 1e-3]
+        Target of ``error_estimate``; the steps are scaled with ``1/log(1/tol)`` and
+        refined (at most three times, by 3/4) until the estimate is below it.
+
+    Returns
+    -------
+    ExactRisk
+        ``risk``, ``error_estimate``, ``grad_omega`` and ``grad_mu`` (shape (H,), or None),
+        ``setting``, and the coefficients of the quadratic form in μ.
+
+    Raises
+    ------
+    ValueError
+        Bad input, naming the parameter (``omega`` beyond the range above, ``setting.L < 2``, ...).
+    OverflowError
+        A non-finite result (reported, never returned as NaN).
+
+    References
+    ----------
+    docs/theory.md#exact-risk
+    """
+    tol = _check_tol(tol)
+    d, L, sigma2 = _check_setting(setting, "exact_risk")
+    omega, mu = _check_state(omega, mu, d, tol)
+    grad = bool(grad)
+    scale = _LOG_TOL0 / math.log(1.0 / tol)
+    for _attempt in range(4):
+        with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+            (fine, coarse), n_nodes = _evaluate(omega, mu, d, L, sigma2, grad, scale)
+        risk = _risk_of(fine[0], fine[1], mu, sigma2)
+        risk_c = _risk_of(coarse[0], coarse[1], mu, sigma2)
+        size = (
+            1.0 + sigma2 + 2.0 * float(np.abs(mu) @ np.abs(fine[0])) + float(np.abs(mu) @ np.abs(fine[1]) @ np.abs(mu))
+        )
+        err = abs(risk - risk_c) + 4e-16 * size * max(1.0, math.sqrt(L) / 10.0)
+        if not (math.isfinite(risk) and math.isfinite(err)):
+            raise OverflowError(
+                f"exact_risk: the risk is not finite in float64 at omega={omega.tolist()}, mu={mu.tolist()}; "
+                "reduce |mu| or |omega|"
+            )
+        if err <= tol:
+            break
+        scale *= 0.75
+    b, A = fine[0], fine[1]
+    grad_omega = grad_mu = db = dA = grad_err = None
+    if grad:
+        db, dA = fine[2], fine[3]
+        grad_omega = _grad_omega(mu, db, dA)
+        grad_mu = -2.0 * b + 2.0 * A @ mu
+        grad_c = np.concatenate([_grad_omega(mu, coarse[2], coarse[3]), -2.0 * coarse[0] + 2.0 * coarse[1] @ mu])
+        grad_err = float(np.max(np.abs(np.concatenate([grad_omega, grad_mu]) - grad_c)))
+        if not (np.all(np.isfinite(grad_omega)) and np.all(np.isfinite(grad_mu))):
+            raise OverflowError("exact_risk: the gradient is not finite in float64; reduce |mu| or |omega|")
+    return ExactRisk(
+        risk=float(risk),
+        error_estimate=float(err),
+        grad_omega=grad_omega,
+        grad_mu=grad_mu,
+        setting=as_setting(setting),
+        linear_coef=b,
+        quadratic_coef=A,
+        grad_linear_coef=db,
+        grad_quadratic_coef=dA,
+        grad_error_estimate=grad_err,
+        n_nodes=int(n_nodes),
+    )
+
+
+def _grad_omega(mu, db, dA):
+    """∂E/∂ω_h = -2 μ_h ∂b_h + μ_h² ∂A_hh + 2 Σ_{k≠h} μ_h μ_k ∂A_hk/∂ω_h."""
+    off = dA - np.diag(np.diag(dA))
+    return -2.0 * mu * db + mu * mu * np.diag(dA) + 2.0 * mu * (off @ mu)
