@@ -124,6 +124,10 @@ def check_model(model, params=_NO_PARAMS):
     return model
 
 
+#: |score| below which the softmax skips subtracting the row maximum (exp stays far from overflow/underflow)
+_EXP_SAFE = 300.0
+
+
 def _softmax_(S: np.ndarray) -> np.ndarray:
     """In-place stable softmax over the last axis."""
     S -= S.max(axis=-1, keepdims=True)
@@ -243,68 +247,71 @@ class AttentionModel:
         return KQ, ov
 
     # ------------------------------------------------------------------ core
-    def _forward(self, A, v, tok: Prompts):
-        Z, xq = tok.tokens, tok.x_q
+    def _check_batch(self, Z, xq):
+        n, L, D = Z.shape
+        if D != self.d + 1 or xq.shape != (n, self.d):
+            raise ValueError(f"`batch` must have d = {self.d}, got Z shape {Z.shape}, xq shape {xq.shape}")
+
+    def _forward(self, A, v, Z, Zt, xq):
+        """Forward pass on token arrays; ``Zt`` is ``Z`` transposed to ``(n, D, L)``, C-contiguous.
+
+        Returns ``yhat`` and the cache ``(E, s, R)``: the unnormalised softmax weights
+        ``E`` (``P = E / s``; linear attention: ``E = P``, ``s = None``), their row sums ``s``
+        ``(n, H)`` and ``R = Σ_l P z_l`` ``(n, H, D)``.
+        """
         n, L, D = Z.shape
         d, H = self.d, self.n_heads
-        if D != d + 1 or xq.shape != (n, d):
-            raise ValueError(f"`batch` must have d = {d}, got Z shape {Z.shape}, xq shape {xq.shape}")
         # u[n,h,i] = Σ_j A[h,i,j] xq[n,j]  (z_q's last entry is 0)
         W = A[:, :, :d].transpose(2, 0, 1).reshape(d, H * D)
         U = (xq @ W).reshape(n, H, D)
-        Zt = Z.transpose(0, 2, 1)
-        S = np.matmul(U, Zt)  # (n, H, L)
+        E = np.matmul(U, Zt)  # (n, H, L) scores; C-contiguous operands keep the batched products fast
         if self.attention == "softmax":
-            P = _softmax_(S)
+            # exp without the row maximum when every score is moderate (same softmax, one pass less);
+            # otherwise the usual stable form. NaN scores fail the test and propagate.
+            if not (E.max() < _EXP_SAFE and E.min() > -_EXP_SAFE):
+                E -= E.max(axis=-1, keepdims=True)
+            np.exp(E, out=E)
+            s = E.sum(axis=-1)  # (n, H)
+            R = np.matmul(E, Z)  # (n, H, D)
+            R /= s[..., None]
         else:
-            P = S
-            P *= 1.0 / (self.norm_L or L)
-        R = np.matmul(P, Z)  # (n, H, D)
+            E *= 1.0 / (self.norm_L or L)
+            s = None
+            R = np.matmul(E, Z)
         yhat = R.reshape(n, H * D) @ v.reshape(H * D)
-        return yhat, (P, R, Zt, W)
+        return yhat, (E, s, R)
 
-    def _backward(self, A, v, tok: Prompts, g, cache):
-        P, R, Zt, W = cache
-        Z, xq = tok.tokens, tok.x_q
+    def _backward(self, v, Z, Zt, xq, g, cache):
+        """Gradients ``(dA, dv)`` of ``Σ_n g_n ŷ_n`` from the cache of :meth:`_forward`.
+
+        Softmax: ``dS = P ⊙ (dP − Σ_l P dP)`` with ``dP[n,h,l] = g_n z_l·v_h`` and
+        ``Σ_l P dP = g_n v_h·R[n,h]``, so ``dS = g_n (E/s) ⊙ (z_l·v_h − v_h·R)``.
+        """
+        E, s, R = cache
         n, L, D = Z.shape
         d, H = self.d, self.n_heads
         dv = (g @ R.reshape(n, H * D)).reshape(H, D)
-        dP = np.matmul(v, Zt)  # (n, H, L): z_l · v_h
-        dP *= g[:, None, None]
+        T = np.matmul(v, Zt)  # (n, H, L): z_l · v_h
         if self.attention == "softmax":
-            dP -= np.einsum("nhl,nhl->nh", P, dP)[..., None]
-            dP *= P
+            T -= np.einsum("nhi,hi->nh", R, v)[..., None]
+            T *= E
+            T *= (g[:, None] / s)[..., None]
         else:
-            dP *= 1.0 / (self.norm_L or L)
-        dU = np.matmul(dP, Z)  # (n, H, D)
+            T *= (g * (1.0 / (self.norm_L or L)))[:, None, None]
+        dU = np.matmul(T, Z)  # (n, H, D)
         dA = np.zeros((H, D, D))
         dA[:, :, :d] = (dU.reshape(n, H * D).T @ xq).reshape(H, D, d)
         return dA, dv
 
-    # ------------------------------------------------------------- interface
-    def predict(self, params, batch) -> np.ndarray:
-        """Predictions ``ŷ`` on a :class:`~reduced_dynamics.Prompts` batch, shape ``(n,)``."""
-        _check_params(params, self.param_shapes())
+    def _loss_and_grad_arrays(self, params, Z, Zt, xq, yq) -> tuple[float, dict]:
+        """``loss_and_grad`` on validated arrays (the trainer's entry point; no checks)."""
         KQ, ov = self.circuits(params)
-        return self._forward(KQ, ov, as_tokens(batch))[0]
-
-    def loss(self, params, batch) -> float:
-        """Mean squared error ``mean (ŷ − y_q)²`` on a :class:`~reduced_dynamics.Prompts` batch."""
-        tok = as_tokens(batch)
-        r = self.predict(params, tok) - tok.y_q
-        return float(r @ r / r.size)
-
-    def loss_and_grad(self, params, batch) -> tuple[float, dict]:
-        """Return ``(loss, grads)`` with ``grads`` keyed and shaped like ``params`` (``batch``: a Prompts)."""
-        _check_params(params, self.param_shapes())
-        tok = as_tokens(batch)
-        KQ, ov = self.circuits(params)
-        yhat, cache = self._forward(KQ, ov, tok)
-        r = yhat - tok.y_q
+        yhat, cache = self._forward(KQ, ov, Z, Zt, xq)
+        r = yhat - yq
         n = r.size
         loss = float(r @ r / n)
         g = r * (2.0 / n)
-        dA, dv = self._backward(KQ, ov, tok, g, cache)
+        dA, dv = self._backward(ov, Z, Zt, xq, g, cache)
         if self.parameterisation == "merged":
             return loss, {"KQ": dA, "ov": dv}
         c = 1.0 / math.sqrt(self.d + 1)
@@ -316,6 +323,38 @@ class AttentionModel:
         dV = o[:, :, None] * dv[:, None, :]
         do = np.matmul(V, dv[:, :, None])[..., 0]
         return loss, {"Q": dQ, "K": dK, "V": dV, "o": do}
+
+    def _train_loss_and_grad(self, params, batch) -> tuple[float, dict]:
+        """``loss_and_grad`` on a trainer batch (:class:`reduced_dynamics.model._batches.TrainBatch`)."""
+        return self._loss_and_grad_arrays(params, batch.tokens, batch.tokens_t, batch.x_q, batch.y_q)
+
+    @staticmethod
+    def _transposed(Z):
+        return np.ascontiguousarray(Z.transpose(0, 2, 1))
+
+    # ------------------------------------------------------------- interface
+    def predict(self, params, batch) -> np.ndarray:
+        """Predictions ``ŷ`` on a :class:`~reduced_dynamics.Prompts` batch, shape ``(n,)``."""
+        _check_params(params, self.param_shapes())
+        KQ, ov = self.circuits(params)
+        tok = as_tokens(batch)
+        Z, xq = tok.tokens, tok.x_q
+        self._check_batch(Z, xq)
+        return self._forward(KQ, ov, Z, self._transposed(Z), xq)[0]
+
+    def loss(self, params, batch) -> float:
+        """Mean squared error ``mean (ŷ − y_q)²`` on a :class:`~reduced_dynamics.Prompts` batch."""
+        tok = as_tokens(batch)
+        r = self.predict(params, tok) - tok.y_q
+        return float(r @ r / r.size)
+
+    def loss_and_grad(self, params, batch) -> tuple[float, dict]:
+        """Return ``(loss, grads)`` with ``grads`` keyed and shaped like ``params`` (``batch``: a Prompts)."""
+        _check_params(params, self.param_shapes())
+        tok = as_tokens(batch)
+        Z, xq = tok.tokens, tok.x_q
+        self._check_batch(Z, xq)
+        return self._loss_and_grad_arrays(params, Z, self._transposed(Z), xq, tok.y_q)
 
 
 @dataclass(frozen=True)
@@ -408,6 +447,10 @@ class ReducedModel:
         dP *= P
         domega = np.einsum("nhl,nl->h", dP, s[..., 0])
         return float(r @ r / n), {"omega": domega, "mu": dmu}
+
+    def _train_loss_and_grad(self, params, batch) -> tuple[float, dict]:
+        """``loss_and_grad`` on a trainer batch (:class:`reduced_dynamics.model._batches.TrainBatch`)."""
+        return self.loss_and_grad(params, batch.prompts())
 
 
 def make_model(kind: str, *, n_heads, d, init_scale: float = 0.1, norm_L: int | None = None):

@@ -1,13 +1,17 @@
 r"""Seeded, resumable training of the attention models (docs/theory.md#full-model, docs/theory.md#emergent-patterns) and cross-checks.
 
-The trainer follows the paper's protocol: fresh prompts every step (drawn with
-``reduced_dynamics.estimation.prompts.sample_tokens`` from one seeded
-``numpy.random.Generator``), Adam (PyTorch's update rule, lr 1e-3, batch 256) or
-plain SGD, on the mean squared error. It is deterministic: the same
-:class:`TrainConfig` gives bit-identical parameters, and a run interrupted at a
-checkpoint and resumed ends with exactly the parameters of an uninterrupted run
-(the checkpoint stores parameters, optimizer moments, step counter and the
-generator's ``bit_generator.state``).
+The trainer follows the paper's protocol: fresh prompts every step, Adam
+(PyTorch's update rule, lr 1e-3, batch 256) or plain SGD, on the mean squared
+error. The prompts come from the trainer's own sampler and random stream,
+version :data:`STREAM_VERSION` (``reduced_dynamics.model._batches``: one seeded
+SFC64 generator, Box–Muller normals from its raw 64-bit words; version 1, before
+it, was ``numpy.random.default_rng`` with numpy's ziggurat normals). It is
+deterministic: the same :class:`TrainConfig` gives bit-identical parameters, and
+a run interrupted at a checkpoint and resumed ends with exactly the parameters
+of an uninterrupted run (the checkpoint stores parameters, optimizer moments,
+step counter, the stream version and the generator's ``bit_generator.state``; a
+checkpoint of another stream version is refused). The training steps run with
+one BLAS thread (small batched products; see ``estimation._threads``).
 
 Cross-checks against the reduced theory (docs/theory.md#reduced-model, docs/theory.md#gradient-flow,
 docs/theory.md#predictors, docs/theory.md#theorem-1) are here too: :func:`mc_risk` (Monte Carlo
@@ -53,12 +57,14 @@ from reduced_dynamics.estimation.prompts import (
 )
 from reduced_dynamics.estimation.risk import RiskDifference, RiskEstimate, _Moments
 from reduced_dynamics.io import atomic_savez, atomic_write_json
+from reduced_dynamics.model._batches import STREAM_VERSION, TokenSampler, stream_generator
 from reduced_dynamics.model.attention import MODEL_KINDS, _check_params, flatten_params, make_model, unflatten_params
 from reduced_dynamics.model.circuits import CircuitManifoldGap, PatternMetrics, extract_circuits, pattern_metrics
 from reduced_dynamics.setting import Setting, as_setting
 
 __all__ = [
     "OPTIMIZERS",
+    "STREAM_VERSION",
     "TrainConfig",
     "TrainResult",
     "Checkpoint",
@@ -238,6 +244,8 @@ class TrainResult(FrozenResult):
         Wall time of this call (excluding evaluation).
     steps_per_second : float
         Steps done in this call divided by ``seconds``.
+    stream_version : int
+        Version of the training prompt stream (:data:`STREAM_VERSION`).
     """
 
     success: bool
@@ -252,6 +260,7 @@ class TrainResult(FrozenResult):
     snapshot_ov: np.ndarray = field(default=None, repr=False)
     seconds: float = 0.0
     steps_per_second: float = 0.0
+    stream_version: int = STREAM_VERSION
 
 
 # ---------------------------------------------------------------- optimisers
@@ -298,7 +307,8 @@ def snapshot_steps(steps: int, n_snapshots: int) -> np.ndarray:
 
 # --------------------------------------------------------------- checkpoints
 def _rng_state_json(rng: np.random.Generator) -> str:
-    return json.dumps(rng.bit_generator.state)
+    # SFC64 keeps its state in a uint64 array: stored as a list of ints (exact), read back by its setter
+    return json.dumps(rng.bit_generator.state, default=lambda a: np.asarray(a).tolist())
 
 
 def _rng_from_json(text: str) -> np.random.Generator:
@@ -325,6 +335,8 @@ class Checkpoint(FrozenResult):
     snapshot_steps : ndarray of int, shape (S,)
     snapshot_KQ : ndarray, shape (S, H, D, D)
     snapshot_ov : ndarray, shape (S, H, D)
+    stream_version : int
+        Version of the prompt stream that wrote it (1 for checkpoints written before versions were recorded).
     """
 
     config: TrainConfig
@@ -337,10 +349,11 @@ class Checkpoint(FrozenResult):
     snapshot_steps: np.ndarray
     snapshot_KQ: np.ndarray
     snapshot_ov: np.ndarray
+    stream_version: int = 1
 
 
 def save_checkpoint(path, *, config: TrainConfig, theta, m, v, step, rng, losses, snaps) -> Path:
-    """Write a resumable checkpoint (atomic npz): params, Adam moments, step, RNG state, history.
+    """Write a resumable checkpoint (atomic npz): params, Adam moments, step, RNG state and stream version, history.
 
     ``snaps`` is ``(snapshot_steps, snapshot_KQ, snapshot_ov)``. Returns the path written.
     """
@@ -353,6 +366,7 @@ def save_checkpoint(path, *, config: TrainConfig, theta, m, v, step, rng, losses
         v=v,
         step=np.array(step),
         rng_state=np.array(_rng_state_json(rng)),
+        stream_version=np.array(STREAM_VERSION),
         losses=np.asarray(losses[:step]),
         snapshot_steps=np.asarray(s_steps, dtype=np.int64),
         snapshot_KQ=np.asarray(s_KQ),
@@ -393,6 +407,7 @@ def load_checkpoint(path) -> Checkpoint:
             snapshot_steps=out["snapshot_steps"],
             snapshot_KQ=out["snapshot_KQ"],
             snapshot_ov=out["snapshot_ov"],
+            stream_version=int(out["stream_version"]) if "stream_version" in out else 1,
         )
     except (OSError, EOFError, KeyError, TypeError, AttributeError, ValueError, zipfile.BadZipFile) as exc:
         raise ValueError(
@@ -479,6 +494,13 @@ def train(
                 f"`resume`: checkpoint {str(ckpt_path)!r} is from a different run ({ck.config}); "
                 "use the same options or another --out"
             )
+        if ck.stream_version != STREAM_VERSION:
+            raise ValueError(
+                f"`resume`: checkpoint {str(ckpt_path)!r} was written with training prompt stream version "
+                f"{ck.stream_version}, and this package draws stream version {STREAM_VERSION}; the run cannot "
+                "continue bit-identically: train it again (use --force / another --out), or resume it with the "
+                "package version that wrote it"
+            )
         if ck.step > config.steps:
             raise ValueError(f"`steps` must be >= the checkpoint's step {ck.step}, got {config.steps}")
         theta, m, v, step, rng = ck.theta.copy(), ck.m.copy(), ck.v.copy(), ck.step, ck.rng
@@ -500,7 +522,7 @@ def train(
         m = np.zeros_like(theta)
         v = np.zeros_like(theta)
         step = 0
-        rng = np.random.default_rng(data_seq)
+        rng = stream_generator(data_seq)
         losses = np.full(config.steps, np.nan)
         s_steps, s_KQ, s_ov = [], [], []
 
@@ -534,7 +556,8 @@ def train(
     t0 = time.perf_counter()
     t_report = t0
     step0 = step
-    n, lr, setting = config.batch, config.lr, config.setting
+    lr = config.lr
+    sampler = TokenSampler(config.batch, config.setting)
     adam = config.optimizer == "adam"
     b1, b2, eps = config.beta1, config.beta2, config.eps
     # Ctrl-C is deferred to the next step boundary so that the checkpoint written on
@@ -552,14 +575,16 @@ def train(
     # overflow on divergence is reported through the finite-loss check (status 2), not as warnings
     errstate = np.errstate(over="ignore", invalid="ignore")
     errstate.__enter__()
+    blas = single_blas_thread()
+    blas.__enter__()
     try:
         while step < end:
             if sigint["pending"]:
                 raise KeyboardInterrupt
             rng_state = rng.bit_generator.state
             phase = 1
-            tok = _sample(n, setting, rng)
-            loss, grads = model.loss_and_grad(P, tok)
+            batch = _draw(sampler, rng)
+            loss, grads = model._train_loss_and_grad(P, batch)
             if not math.isfinite(loss):
                 rng.bit_generator.state = rng_state  # the checkpoint resumes at this step
                 phase = 0
@@ -595,6 +620,7 @@ def train(
             checkpoint()
         raise
     finally:
+        blas.__exit__(None, None, None)
         errstate.__exit__(None, None, None)
         if sigint["installed"]:  # None: the previous handler was not set from Python; use Python's default
             prev = sigint["previous"]
@@ -620,6 +646,11 @@ def train(
         seconds=seconds,
         steps_per_second=done / seconds if seconds > 0 else 0.0,
     )
+
+
+def _draw(sampler: TokenSampler, rng: np.random.Generator):
+    """The next training batch (one name for the tests to intercept)."""
+    return sampler.draw(rng)
 
 
 # --------------------------------------------------------------- evaluation
@@ -901,6 +932,8 @@ class RunSummary(FrozenResult):
     n_eval : int
         Evaluation prompts (the ``n_prompts`` of :func:`summarize_run`; the field keeps the
         ``final.json`` key).
+    stream_version : int
+        Version of the training prompt stream (:data:`STREAM_VERSION`).
     """
 
     success: bool
@@ -928,6 +961,7 @@ class RunSummary(FrozenResult):
     diff_debiased_gd: float
     diff_debiased_gd_stderr: float
     n_eval: int
+    stream_version: int = STREAM_VERSION
 
 
 def summarize_run(result: TrainResult, *, n_prompts: int = 20_000, seed, dummy_tol: float = 0.05) -> RunSummary:
@@ -987,6 +1021,7 @@ def summarize_run(result: TrainResult, *, n_prompts: int = 20_000, seed, dummy_t
         diff_debiased_gd=cc.diff_debiased_gd.risk,
         diff_debiased_gd_stderr=cc.diff_debiased_gd.stderr,
         n_eval=cc.n,
+        stream_version=result.stream_version,
     )
 
 
@@ -1016,6 +1051,7 @@ def write_outputs(out, result: TrainResult, summary: RunSummary, *, extra: dict 
         snapshot_steps=result.snapshot_steps,
         snapshot_KQ=result.snapshot_KQ,
         snapshot_ov=result.snapshot_ov,
+        stream_version=np.array(result.stream_version),
     )
     atomic_write_json(out / "final.json", {**summary.to_dict(), **(extra or {})})
     return out
