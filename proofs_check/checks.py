@@ -83,7 +83,17 @@ CHECKS = {
 }
 
 
-def run_checks(setting, *, quick=False, only=None, progress=None) -> list[CheckResult]:
+def _run_one(name, setting, quick):
+    """Run the check ``name`` (one piece of a parallel :func:`run_checks`); a raised error becomes a failed result."""
+    t0 = time.perf_counter()
+    try:
+        res = CHECKS[name](setting, quick=quick)
+    except Exception as exc:
+        res = CheckResult.could_not_run(name, exc, setting)
+    return name, time.perf_counter() - t0, res
+
+
+def run_checks(setting, *, quick=False, only=None, progress=None, workers=1) -> list[CheckResult]:
     """Run the registered checks (all, or the names in ``only``) and return their results.
 
     Parameters
@@ -95,7 +105,13 @@ def run_checks(setting, *, quick=False, only=None, progress=None) -> list[CheckR
     only : str or non-empty list of str, optional
         Subset of :data:`CHECKS` names, run in the given order (default: all).
     progress : callable, optional
-        Called as ``progress(name, seconds, result)`` after each check.
+        Called as ``progress(name, seconds, result)`` after each check (in the
+        order they finish).
+    workers : int >= 1
+        Run the checks on this many local processes
+        (:class:`reduced_dynamics.sweep.LocalExecutor`, one BLAS thread each; a
+        serial run uses one BLAS thread too); every check has its own seeds, so
+        the results do not depend on it.
 
     Returns
     -------
@@ -111,7 +127,7 @@ def run_checks(setting, *, quick=False, only=None, progress=None) -> list[CheckR
     ------
     ValueError
         If ``setting`` is not a scalar isotropic :class:`Setting` or ``only``
-        is empty or names an unknown check.
+        is empty or names an unknown check, or ``workers`` is not an integer in [1, 512].
     """
     setting = as_setting(setting, "run_checks").require_isotropic("run_checks")
     if only is None:
@@ -125,14 +141,25 @@ def run_checks(setting, *, quick=False, only=None, progress=None) -> list[CheckR
     unknown = [n for n in names if not isinstance(n, str) or n not in CHECKS]
     if unknown:
         raise ValueError(f"`only` must name checks among {list(CHECKS)}, got {unknown}")
-    out = []
-    for name in names:
-        t0 = time.perf_counter()
-        try:
-            res = CHECKS[name](setting, quick=quick)
-        except Exception as exc:
-            res = CheckResult.could_not_run(name, exc, setting)
-        if progress is not None:
-            progress(name, time.perf_counter() - t0, res)
-        out.append(res)
-    return out
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 512:
+        raise ValueError(f"`workers` must be an integer in [1, 512], got {workers!r}")
+    if workers == 1 or len(names) == 1:
+        from threadpoolctl import threadpool_limits
+
+        out = []
+        with threadpool_limits(1):  # as each parallel worker: the results do not depend on `workers`
+            for name in names:
+                _, seconds, res = _run_one(name, setting, quick)
+                if progress is not None:
+                    progress(name, seconds, res)
+                out.append(res)
+        return out
+    from reduced_dynamics.sweep.executors import LocalExecutor
+
+    with LocalExecutor(min(workers, len(names))) as ex:
+        futures = [ex.submit(_run_one, name, setting, bool(quick)) for name in names]
+        for fut in ex.as_completed(futures):
+            name, seconds, res = fut.result()
+            if progress is not None:
+                progress(name, seconds, res)
+        return [fut.result()[2] for fut in futures]

@@ -24,6 +24,12 @@ def add_arguments(p):
         default=None,
         help="also write the full results (with data and the setting) to this JSON file (a name you choose)",
     )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="run independent checks in parallel on this many processes (default 1; results do not depend on it)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     add_quiet(p)
 
@@ -59,6 +65,8 @@ def main(args) -> int:
 
     setting = setting_from_args(args)
     only = parse_only(args.only)
+    if not 1 <= args.workers <= 512:
+        raise ValueError(f"`--workers` must be an integer in [1, 512], got {args.workers}")
     prepare_out(args.out, is_file=True)
     t0 = time.perf_counter()
     lines = Progress("check", quiet=args.quiet)
@@ -66,7 +74,7 @@ def main(args) -> int:
     def progress(name, seconds, res):
         lines.stage(f"{name}: {res.status} ({seconds:.1f} s)")
 
-    results = run_checks(setting, quick=args.quick, only=only, progress=progress)
+    results = run_checks(setting, quick=args.quick, only=only, progress=progress, workers=args.workers)
     lines.close()
     # A SKIPPED check (its statement does not apply at this setting) is reported but does not fail the run.
     passed = all(r.passed or r.status == "SKIPPED" for r in results)

@@ -58,6 +58,12 @@ def add_arguments(p):
     p.add_argument("--seed", type=int, default=0, help="seed shared by every figure (default 0)")
     p.add_argument("--force", action="store_true", help="overwrite figures in --out made with another --seed/--quick")
     p.add_argument("--list", action="store_true", help="list the figure names and exit")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="make independent figures in parallel on this many processes (default 1; the files do not depend on it)",
+    )
     p.add_argument("--json", action="store_true", help="print the key numbers as one JSON object")
     add_quiet(p)
 
@@ -84,11 +90,15 @@ def main(args) -> int:
     check_names(only)  # validate before any work
     if args.seed < 0:
         raise ValueError(f"`--seed` must be a non-negative integer, got {args.seed}")
+    if not 1 <= args.workers <= 512:
+        raise ValueError(f"`--workers` must be an integer in [1, 512], got {args.workers}")
     prepare_out(args.out)
     config = {"seed": int(args.seed), "quick": bool(args.quick)}
     _check_folder(args.out, config, force=args.force, names=list(FIGURES))
     progress = Progress("figures", quiet=args.quiet, every=0.0)
-    runs = run_figures(out=args.out, quick=args.quick, only=only, seed=args.seed, log=progress.stage)
+    runs = run_figures(
+        out=args.out, quick=args.quick, only=only, seed=args.seed, log=progress.stage, workers=args.workers
+    )
     from pathlib import Path
 
     from reduced_dynamics.io import atomic_write_json

@@ -76,12 +76,16 @@ class FigureSpec:
         Data model of the full figure.
     quick_setting : Setting
         Data model in quick mode.
+    group : str or None
+        Figures of one group share an in-process cache (the trained models) and
+        run one after the other in one worker when ``run_figures`` runs in parallel.
     """
 
     name: str
     _: dataclasses.KW_ONLY
     setting: Setting = PAPER_SETTING
     quick_setting: Setting = PAPER_SETTING
+    group: str | None = None
 
     @property
     def module(self):
@@ -145,9 +149,9 @@ FIGURES: dict[str, FigureSpec] = {
         FigureSpec("risk_vs_L"),
         FigureSpec("bayes_ratio"),
         FigureSpec("approx_vs_mc"),
-        FigureSpec("trained_risk_vs_L", quick_setting=QUICK_TRAINED_SETTING),
-        FigureSpec("trained_circuits", quick_setting=QUICK_TRAINED_SETTING),
-        FigureSpec("trained_dynamics", quick_setting=QUICK_TRAINED_SETTING),
+        FigureSpec("trained_risk_vs_L", quick_setting=QUICK_TRAINED_SETTING, group="trained"),
+        FigureSpec("trained_circuits", quick_setting=QUICK_TRAINED_SETTING, group="trained"),
+        FigureSpec("trained_dynamics", quick_setting=QUICK_TRAINED_SETTING, group="trained"),
     )
 }
 
@@ -179,7 +183,28 @@ def replot(name, out) -> Path:
     return out / f"{name}.png"
 
 
-def run_figures(*, out, quick=False, only=None, seed, log=None) -> list[FigureRun]:
+def _run_group(names, out, quick, seed) -> list[FigureRun]:
+    """Run the figures ``names`` one after the other (one piece of a parallel ``run_figures``)."""
+    return [FIGURES[nm].run(out=out, quick=quick, seed=seed) for nm in names]
+
+
+def _pieces(names) -> list[list[str]]:
+    """The independent pieces: one per figure, except that a group's figures form one piece."""
+    pieces: list[list[str]] = []
+    where: dict[str, list[str]] = {}
+    for nm in names:
+        group = FIGURES[nm].group
+        if group is None:
+            pieces.append([nm])
+        elif group in where:
+            where[group].append(nm)
+        else:
+            where[group] = [nm]
+            pieces.append(where[group])
+    return pieces
+
+
+def run_figures(*, out, quick=False, only=None, seed, log=None, workers=1) -> list[FigureRun]:
     """Make the figures: for each, its data file and PNG under ``out``.
 
     Parameters
@@ -194,20 +219,42 @@ def run_figures(*, out, quick=False, only=None, seed, log=None) -> list[FigureRu
         Seed shared by every figure (the committed figures use 0).
     log : callable, optional
         Called with one line of progress per figure.
+    workers : int >= 1
+        Run the independent pieces (each figure; a ``group`` of figures together)
+        on this many local processes (:class:`reduced_dynamics.sweep.LocalExecutor`,
+        one BLAS thread each; a serial run uses one BLAS thread too), so the
+        files do not depend on it, bit for bit.
 
     Returns
     -------
     list of FigureRun
-        In the order made.
+        In the order of ``only`` (default: the registry's order).
     """
-    names = check_names(only)
+    names = list(dict.fromkeys(check_names(only)))  # each figure once (one file each)
     seed = check_nonnegative_int("seed", seed)
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 512:
+        raise ValueError(f"`workers` must be an integer in [1, 512], got {workers!r}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    runs = []
-    for nm in names:
-        run = FIGURES[nm].run(out=out, quick=quick, seed=seed)
-        runs.append(run)
-        if log is not None:
-            log(f"{nm}: {run.seconds:.1f} s -> {run.png}")
-    return runs
+    pieces = _pieces(names)
+    if workers == 1 or len(pieces) == 1:
+        from threadpoolctl import threadpool_limits
+
+        runs = []
+        with threadpool_limits(1):  # as each parallel worker: the files do not depend on `workers`
+            for nm in names:
+                run = FIGURES[nm].run(out=out, quick=quick, seed=seed)
+                runs.append(run)
+                if log is not None:
+                    log(f"{nm}: {run.seconds:.1f} s -> {run.png}")
+        return runs
+    from reduced_dynamics.sweep.executors import LocalExecutor
+
+    with LocalExecutor(min(workers, len(pieces))) as ex:
+        futures = [ex.submit(_run_group, piece, out, bool(quick), seed) for piece in pieces]
+        for fut in ex.as_completed(futures):
+            for run in fut.result():
+                if log is not None:
+                    log(f"{run.name}: {run.seconds:.1f} s -> {run.png}")
+        done = {run.name: run for fut in futures for run in fut.result()}
+    return [done[nm] for nm in names]

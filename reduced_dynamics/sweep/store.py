@@ -1,0 +1,176 @@
+"""The content-addressed result store of a sweep: one JSON file per point, written atomically.
+
+Layout under the sweep folder ``DIR``::
+
+    DIR/points/<key[:2]>/<key>.json    one record per point (key: SHA-256 of command, full configuration, version)
+    DIR/sweeps/<name>.json             the manifest of each sweep run into DIR (its spec and its keys)
+    DIR/table.csv, DIR/table.parquet   the tidy table (``reduced-dynamics sweep-table DIR``)
+
+A record is written to a temporary file in the same folder, fsynced and renamed
+(``reduced_dynamics.io.atomic_write_bytes``), so a reader sees a whole record or
+none. Each record carries the SHA-256 of its own content (``checksum``): a
+truncated or edited file fails the check and counts as missing, so it is
+recomputed rather than trusted. Two sweeps writing the same key write the same
+configuration; the last rename wins and both files were whole.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+from pathlib import Path
+
+from reduced_dynamics.io import atomic_write_bytes
+
+__all__ = ["Store", "RECORD_FORMAT"]
+
+#: version of the record layout (a record of another format is not trusted)
+RECORD_FORMAT = 1
+
+
+def _canonical(obj) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def _checksum(record: dict) -> str:
+    body = {k: v for k, v in record.items() if k != "checksum"}
+    return hashlib.sha256(_canonical(body).encode()).hexdigest()
+
+
+class Store:
+    """The result store of one sweep folder.
+
+    Parameters
+    ----------
+    root : str or Path
+        The sweep folder ``DIR`` (created on the first write).
+    """
+
+    def __init__(self, root):
+        self.root = Path(root)
+
+    def path(self, key: str) -> Path:
+        """File of the record ``key``."""
+        return self.root / "points" / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> dict | None:
+        """The record of ``key`` if its file exists and is intact, else None (missing, truncated or corrupted).
+
+        Parameters
+        ----------
+        key : str
+            A point's key.
+
+        Returns
+        -------
+        dict or None
+        """
+        return self._read(self.path(key), key)
+
+    def is_corrupt(self, key: str) -> bool:
+        """True when the file of ``key`` exists but is not an intact record."""
+        p = self.path(key)
+        return p.exists() and self._read(p, key) is None
+
+    @staticmethod
+    def _read(path: Path, key: str | None) -> dict | None:
+        try:
+            record = json.loads(path.read_bytes())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(record, dict) or record.get("format") != RECORD_FORMAT:
+            return None
+        if key is not None and record.get("key") != key:
+            return None
+        if record.get("checksum") != _checksum(record):
+            return None
+        return record
+
+    def put(self, invocation, outcome: dict) -> dict:
+        """Write the record of one finished point atomically and return it.
+
+        Parameters
+        ----------
+        invocation : Invocation
+            The point (its key, command, parameters, configuration, version).
+        outcome : dict
+            What :func:`~reduced_dynamics.sweep.commands.run_point` returned.
+
+        Returns
+        -------
+        dict
+            The record as written (with ``status`` ``"done"`` or ``"failed"`` and its ``checksum``).
+        """
+        done = outcome.get("result") is not None and outcome.get("exit_code") in (0, 1)
+        record = {
+            "format": RECORD_FORMAT,
+            "key": invocation.key,
+            "command": invocation.command,
+            "version": invocation.version,
+            "params": invocation.params,
+            "config": invocation.config,
+            "argv": list(invocation.argv),
+            "status": "done" if done else "failed",
+            "exit_code": outcome.get("exit_code"),
+            "error": None if done else outcome.get("error"),
+            "result": outcome.get("result") if done else None,
+            "seconds": outcome.get("seconds"),
+            "cpu_seconds": outcome.get("cpu_seconds"),
+            "worker": outcome.get("worker"),
+            "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        }
+        record = json.loads(_canonical(record))  # strict JSON (raises on NaN) and plain types
+        record["checksum"] = _checksum(record)
+        atomic_write_bytes(self.path(invocation.key), (json.dumps(record, indent=1) + "\n").encode())
+        return record
+
+    def records(self) -> list[dict]:
+        """Every intact record in the store (sorted by key); corrupted files are skipped.
+
+        Returns
+        -------
+        list of dict
+        """
+        out = []
+        folder = self.root / "points"
+        if not folder.is_dir():
+            return out
+        for p in sorted(folder.glob("*/*.json")):
+            rec = self._read(p, p.stem)
+            if rec is not None:
+                out.append(rec)
+        return out
+
+    def write_manifest(self, name: str, manifest: dict) -> Path:
+        """Write ``DIR/sweeps/<name>.json`` atomically.
+
+        Parameters
+        ----------
+        name : str
+            The sweep's name.
+        manifest : dict
+            JSON-friendly content.
+
+        Returns
+        -------
+        Path
+        """
+        path = self.root / "sweeps" / f"{name}.json"
+        atomic_write_bytes(path, (json.dumps(manifest, indent=1) + "\n").encode())
+        return path
+
+    def manifests(self) -> dict[str, dict]:
+        """name -> manifest of every sweep run into this folder (unreadable ones skipped).
+
+        Returns
+        -------
+        dict
+        """
+        out = {}
+        for p in sorted((self.root / "sweeps").glob("*.json")):
+            try:
+                out[p.stem] = json.loads(p.read_text())
+            except (OSError, ValueError):
+                continue
+        return out

@@ -1,0 +1,115 @@
+"""Running sweeps: same code path as the command, resume, failures recorded, corruption recomputed, any executor."""
+
+import io
+import json
+import multiprocessing as mp
+
+import pytest
+
+from reduced_dynamics.cli import main as cli_main
+from reduced_dynamics.sweep import LocalExecutor, ProgressBar, Store, load_table, plan_sweep, run_sweep
+
+from .conftest import comparable, tiny_spec
+
+
+def _strip(result):
+    return {k: v for k, v in result.items() if k != "seconds"}
+
+
+def test_a_point_is_the_command(tmp_path, spec, capsys):
+    run = run_sweep(spec, out=tmp_path, workers=1)
+    assert (run.n_points, run.n_done, run.n_failed, run.n_cached) == (4, 4, 0, 0)
+    store = Store(tmp_path)
+    for inv in plan_sweep(spec).invocations:
+        rec = store.get(inv.key)
+        # the same command typed by hand prints the same JSON (timing aside)
+        capsys.readouterr()
+        assert cli_main(list(inv.argv)) == 0
+        direct = json.loads(capsys.readouterr().out)
+        assert _strip(rec["result"]) == _strip(direct)
+
+
+def test_rerun_skips_finished_points(tmp_path, spec, monkeypatch):
+    run_sweep(spec, out=tmp_path, workers=1)
+    import reduced_dynamics.sweep.commands as commands
+
+    monkeypatch.setattr(commands, "run_point", lambda argv: pytest.fail("a finished point ran again"))
+    again = run_sweep(spec, out=tmp_path, workers=1)
+    assert (again.n_done, again.n_cached) == (4, 4)
+
+
+def test_failed_point_is_recorded_and_the_sweep_goes_on(tmp_path):
+    # omega0 = ±30 passes the command's input checks but overflows in the flow (exit 2 at run time)
+    spec = tiny_spec(
+        seeds=None,
+        axes={"omega0": ["0.1,-0.1", "30,-30", "0.2,-0.2"]},
+        fixed={"t-end": 1.0, "mu0": "1,1", "n_eval": 5, "method": "RK45", "rtol": 1e-6},
+    )
+    spec.pop("seeds")
+    run = run_sweep(spec, out=tmp_path, workers=1)
+    assert (run.n_done, run.n_failed) == (2, 1)
+    (failure,) = run.failures
+    assert (
+        failure["params"]["omega0"] == "30,-30" and "`--omega0`" in failure["error"] and "overflow" in failure["error"]
+    )
+    df = load_table(tmp_path, status=None)
+    assert sorted(df["status"]) == ["done", "done", "failed"]
+    # a recorded failure is a finished point; --retry-failed runs it again
+    assert run_sweep(spec, out=tmp_path, workers=1).n_cached == 3
+    assert run_sweep(spec, out=tmp_path, workers=1, retry_failed=True).n_cached == 2
+
+
+def test_truncated_record_is_recomputed(tmp_path, spec):
+    run_sweep(spec, out=tmp_path, workers=1)
+    before = comparable(load_table(tmp_path))
+    key = plan_sweep(spec).invocations[2].key
+    p = Store(tmp_path).path(key)
+    p.write_bytes(p.read_bytes()[:100])
+    run = run_sweep(spec, out=tmp_path, workers=1)
+    assert (run.n_corrupt, run.n_cached, run.n_done) == (1, 3, 4)
+    assert comparable(load_table(tmp_path)).equals(before)
+
+
+def test_results_do_not_depend_on_the_executor(tmp_path, spec):
+    run_sweep(spec, out=tmp_path / "serial", workers=1)
+    with LocalExecutor(2) as ex:
+        run = run_sweep(spec, out=tmp_path / "pool", executor=ex)
+    assert run.executor == "local:2"
+    a, b = load_table(tmp_path / "serial"), load_table(tmp_path / "pool")
+    assert comparable(a).equals(comparable(b))  # bit for bit: floats compared exactly
+    assert len(set(b["worker"])) >= 1 and set(a["worker"]).isdisjoint(b["worker"])
+
+
+def _sweep_into(out, spec):
+    run_sweep(spec, out=out, workers=1)
+
+
+def test_concurrent_sweeps_on_one_store(tmp_path):
+    spec = tiny_spec(seeds=[0, 1, 2])
+    ctx = mp.get_context("fork")
+    procs = [ctx.Process(target=_sweep_into, args=(tmp_path / "shared", spec)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0, 0, 0]
+    store = Store(tmp_path / "shared")
+    keys = [inv.key for inv in plan_sweep(spec).invocations]
+    assert all(store.get(k) is not None for k in keys)  # every record intact
+    assert sorted(r["key"] for r in store.records()) == sorted(keys)  # each point once
+    assert not list((tmp_path / "shared").rglob("*.tmp"))  # no temporary file left behind
+    run_sweep(spec, out=tmp_path / "alone", workers=1)
+    assert comparable(load_table(tmp_path / "shared")).equals(comparable(load_table(tmp_path / "alone")))
+
+
+def test_progress_reports_and_eta(tmp_path, spec):
+    statuses = []
+    run_sweep(spec, out=tmp_path, workers=1, progress=statuses.append)
+    assert [s.done for s in statuses] == [0, 1, 2, 3, 4]
+    assert [s.remaining for s in statuses] == [4, 3, 2, 1, 0]
+    assert statuses[0].eta is None and statuses[1].eta is not None and statuses[-1].eta == 0
+    buf = io.StringIO()
+    bar = ProgressBar(stream=buf, every=0.0)
+    bar(statuses[2])
+    line = buf.getvalue()
+    assert "2/4 done (0 cached), 0 failed, 2 remaining" in line and "ETA" in line
