@@ -325,7 +325,7 @@ class AttentionModel:
         return loss, {"Q": dQ, "K": dK, "V": dV, "o": do}
 
     def _train_loss_and_grad(self, params, batch) -> tuple[float, dict]:
-        """``loss_and_grad`` on a trainer batch (:class:`reduced_dynamics.model._batches.TrainBatch`)."""
+        """``loss_and_grad`` on a trainer batch (``reduced_dynamics.model._batches.TrainBatch``)."""
         return self._loss_and_grad_arrays(params, batch.tokens, batch.tokens_t, batch.x_q, batch.y_q)
 
     @staticmethod
@@ -449,7 +449,7 @@ class ReducedModel:
         return float(r @ r / n), {"omega": domega, "mu": dmu}
 
     def _train_loss_and_grad(self, params, batch) -> tuple[float, dict]:
-        """``loss_and_grad`` on a trainer batch (:class:`reduced_dynamics.model._batches.TrainBatch`)."""
+        """``loss_and_grad`` on a trainer batch (``reduced_dynamics.model._batches.TrainBatch``)."""
         return self.loss_and_grad(params, batch.prompts())
 
 

@@ -3,7 +3,7 @@ r"""Seeded, resumable training of the attention models (docs/theory.md#full-mode
 The trainer follows the paper's protocol: fresh prompts every step, Adam
 (PyTorch's update rule, lr 1e-3, batch 256) or plain SGD, on the mean squared
 error. The prompts come from the trainer's own sampler and random stream,
-version :data:`STREAM_VERSION` (``reduced_dynamics.model._batches``: one seeded
+version ``reduced_dynamics.model.training.STREAM_VERSION`` (``reduced_dynamics.model._batches``: one seeded
 SFC64 generator, Box–Muller normals from its raw 64-bit words; version 1, before
 it, was ``numpy.random.default_rng`` with numpy's ziggurat normals). It is
 deterministic: the same :class:`TrainConfig` gives bit-identical parameters, and
@@ -245,7 +245,7 @@ class TrainResult(FrozenResult):
     steps_per_second : float
         Steps done in this call divided by ``seconds``.
     stream_version : int
-        Version of the training prompt stream (:data:`STREAM_VERSION`).
+        Version of the training prompt stream (``reduced_dynamics.model.training.STREAM_VERSION``).
     """
 
     success: bool
@@ -933,7 +933,7 @@ class RunSummary(FrozenResult):
         Evaluation prompts (the ``n_prompts`` of :func:`summarize_run`; the field keeps the
         ``final.json`` key).
     stream_version : int
-        Version of the training prompt stream (:data:`STREAM_VERSION`).
+        Version of the training prompt stream (``reduced_dynamics.model.training.STREAM_VERSION``).
     """
 
     success: bool

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from reduced_dynamics.cli import main
+from reduced_dynamics.model.training import STREAM_VERSION
 
 TINY = ["--d", "3", "--L", "10", "--batch", "16", "--n-eval", "200"]
 
@@ -19,6 +20,7 @@ def test_json_output_and_files(tmp_path, capsys):
     for key in ("omega", "mu", "patterns", "risk", "risk_stderr", "steps", "seconds", "steps_per_second"):
         assert key in out, key
     assert out["steps"] == 30 and len(out["omega"]) == len(out["mu"]) == 2
+    assert out["stream_version"] == STREAM_VERSION  # the training prompt stream is recorded
     assert out["risk_stderr"] > 0 and 0 <= out["patterns"]["zero_sum_ratio"] <= 1
     for name in ("checkpoint.npz", "final.npz", "final.json"):
         assert (tmp_path / name).exists()
