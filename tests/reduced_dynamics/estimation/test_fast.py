@@ -1,0 +1,257 @@
+"""The risk engine's fused kernels (reduced_dynamics.estimation._fast) against independent routes.
+
+* fused vs generic (``weights`` → loss) path on the same prompts, every predictor kind;
+* the Gram sampler's Bartlett construction against the direct ``XᵀX`` (moments with SE, KS);
+* ridge on the Gram sampler against the Rao–Blackwellised full-covariate reference;
+* the unrolled ridge kernel against batched LAPACK on the same block;
+* the single-precision stream: Box–Muller normals (moments, KS), float32 vs float64 arithmetic on
+  identical normals, and the exact GD / debiased-GD risks (proofs_check.closed_forms.gd_risk) within 3 SE.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from proofs_check.closed_forms import gd_risk
+from reduced_dynamics.dynamics.manifold import eta_star, mu_gamma
+from reduced_dynamics.estimation import _fast
+from reduced_dynamics.estimation.predictors import (
+    BayesRidge,
+    DebiasedGD,
+    LinearAttention,
+    MultiHead,
+    Predictor,
+    SingleHead,
+    VanillaGD,
+    Zero,
+    conditional_loss,
+    ridge_weights,
+)
+from reduced_dynamics.estimation.prompts import sample_prompts
+from reduced_dynamics.estimation.risk import STREAM_VERSION, estimate_risks
+from reduced_dynamics.setting import Setting
+
+D, L, SIGMA2 = 5, 40, 0.1
+SETTING = Setting(d=D, L=L, sigma2=SIGMA2)
+
+
+class Generic(Predictor):
+    """Wraps a predictor so that the engine takes the generic (weights) path."""
+
+    def __init__(self, p):
+        self.p = p
+
+    def weights(self, prompts):
+        return self.p.weights(prompts)
+
+
+def _five():
+    m = mu_gamma(0.1, SETTING)
+    eta = eta_star(SETTING)
+    return {
+        "multi_head": MultiHead((0.1, -0.1), (m, -m)),
+        "single_head": SingleHead.optimum(SETTING),
+        "gd": VanillaGD(eta),
+        "debiased_gd": DebiasedGD(eta),
+        "linear_attention": LinearAttention([0.3, 1.2], [0.5, 0.4]),
+        "zero": Zero(),
+        "hot_heads": MultiHead((40.0, -25.0, 3.0), (1.0, -0.5, 0.2)),  # rows needing the max shift
+    }
+
+
+# ------------------------------------------------------------------ fused vs generic
+
+
+@pytest.mark.parametrize("conditional", [False, True])
+def test_fused_path_equals_generic_path_on_the_same_prompts(conditional):
+    preds = _five()
+    kw = dict(n_prompts=6000, seed=4, conditional=conditional, sampler="stats")
+    fast = estimate_risks(preds, SETTING, **kw)
+    slow = estimate_risks({k: Generic(v) for k, v in preds.items()}, SETTING, **kw)
+    np.testing.assert_allclose(fast.mean, slow.mean, rtol=1e-12)
+    np.testing.assert_allclose(fast.cov, slow.cov, rtol=1e-10)
+
+
+def test_fused_path_handles_overflowing_heads_like_the_generic_path():
+    """Scores times ω far beyond exp's range: the per-row shift gives the same (finite) softmax."""
+    p = MultiHead((900.0, -700.0), (1.0, 0.5))
+    kw = dict(n_prompts=500, seed=2, conditional=True, sampler="stats")
+    a = estimate_risks({"h": p}, SETTING, **kw)
+    b = estimate_risks({"h": Generic(p)}, SETTING, **kw)
+    assert np.isfinite(a.mean).all()
+    np.testing.assert_allclose(a.mean, b.mean, rtol=1e-12)
+
+
+# ------------------------------------------------------------------ Gram sampler
+
+
+def _gram_and_direct(n, seed):
+    blk = _fast.draw_gram(np.random.default_rng(seed), n, d=D, L=L, conditional=True)
+    X = np.random.default_rng(seed + 1).standard_normal((n, L, D))
+    return blk.G, np.einsum("nld,nle->nde", X, X)
+
+
+@pytest.mark.parametrize("stat", ["mean_diag", "mean_off", "var_diag", "var_off", "cov_diag", "trace_inv"])
+def test_bartlett_gram_moments_match_direct_construction(stat):
+    """Wishart W_d(L, I) moments: E G_ii = L, E G_ij = 0, Var G_ii = 2L, Var G_ij = L, Cov(G_11, G_22) = 0,
+    E tr G⁻¹ = d/(L-d-1); both constructions within 4 SE of the exact value and of each other."""
+    Gb, Gd = _gram_and_direct(40_000, 11)
+    f = {
+        "mean_diag": (lambda G: G[:, 0, 0], L),
+        "mean_off": (lambda G: G[:, 1, 3], 0.0),
+        "var_diag": (lambda G: (G[:, 2, 2] - L) ** 2, 2 * L),
+        "var_off": (lambda G: G[:, 0, 4] ** 2, L),
+        "cov_diag": (lambda G: (G[:, 0, 0] - L) * (G[:, 1, 1] - L), 0.0),
+        "trace_inv": (lambda G: np.trace(np.linalg.inv(G), axis1=1, axis2=2), D / (L - D - 1)),
+    }[stat]
+    fn, exact = f
+    vals = [fn(Gb), fn(Gd)]
+    ses = [v.std(ddof=1) / math.sqrt(v.size) for v in vals]
+    for v, se in zip(vals, ses):
+        assert abs(v.mean() - exact) < 4 * se, (stat, v.mean(), exact, se)
+    assert abs(vals[0].mean() - vals[1].mean()) < 4 * math.hypot(*ses)
+
+
+@pytest.mark.parametrize("entry", [(0, 0), (1, 2), (4, 4)])
+def test_bartlett_gram_entries_have_the_direct_distribution_ks(entry):
+    Gb, Gd = _gram_and_direct(20_000, 3)
+    i, j = entry
+    assert stats.ks_2samp(Gb[:, i, j], Gd[:, i, j]).pvalue > 1e-3
+
+
+@pytest.mark.parametrize("conditional", [False, True])
+def test_gram_ridge_losses_have_the_full_sampler_distribution_ks(conditional):
+    """Per-prompt ridge losses: Gram sampler vs full covariates (two-sample KS) and their means within 4 SE."""
+    n = 20_000
+    blk = _fast.draw_gram(np.random.default_rng(7), n, d=D, L=L, conditional=conditional)
+    out = np.empty((n, 1))
+    lam = SIGMA2 * D
+    _fast.gram_losses([("ridge", lam)], blk, d=D, sigma2=SIGMA2, out=out)
+    p = sample_prompts(n, SETTING, seed=8)
+    if conditional:
+        ref = conditional_loss(p, ridge_weights(p.X, p.x_q, lam), setting=SETTING)
+    else:
+        ref = (p.y_q - BayesRidge(lam)(p)) ** 2
+    assert stats.ks_2samp(out[:, 0], ref).pvalue > 1e-3
+    se = math.hypot(out[:, 0].std() / math.sqrt(n), ref.std() / math.sqrt(n))
+    assert abs(out[:, 0].mean() - ref.mean()) < 4 * se
+
+
+def test_gram_ridge_risk_matches_rao_blackwellised_full_reference():
+    """Engine: ridge on the Gram sampler (plain and conditional) vs the Rao–Blackwellised full-sampler estimate."""
+    ridge = {"bayes_ridge": BayesRidge(), "zero": Zero()}
+    ref = estimate_risks(ridge, SETTING, n_prompts=60_000, seed=1, sampler="full", conditional=True)
+    for cond in (False, True):
+        res = estimate_risks(ridge, SETTING, n_prompts=200_000, seed=2, conditional=cond)
+        assert res.sampler == "gram"
+        for name in ridge:
+            a, b = res[name], ref[name]
+            assert abs(a.risk - b.risk) < 3 * math.hypot(a.stderr, b.stderr), (cond, name, a, b)
+    assert abs(res["zero"].risk - (1 + SIGMA2)) < 3 * res["zero"].stderr
+
+
+def test_unrolled_ridge_kernel_equals_lapack_on_the_same_block():
+    blk = _fast.draw_gram(np.random.default_rng(0), 3000, d=D, L=L, conditional=False)
+    for lam in (0.0, 0.5, 30.0):
+        h1, Rh1 = _fast.ridge_h(blk, lam, kernel="soa")
+        h2, Rh2 = _fast.ridge_h(blk, lam, kernel="lapack")
+        np.testing.assert_allclose(h1, h2, rtol=1e-9, atol=1e-13)
+        np.testing.assert_allclose(Rh1, Rh2, rtol=1e-9, atol=1e-13)
+        # h solves (G + λI) h = e1
+        res = np.einsum("nij,jn->in", blk.G + lam * np.eye(D), h1)
+        np.testing.assert_allclose(res, np.eye(D)[:, [0]] * np.ones(3000), atol=1e-10)
+
+
+@pytest.mark.parametrize("sampler", ["gram", "stats"])
+def test_fused_results_are_bit_identical_across_memory_budgets(sampler):
+    preds = [Zero(), BayesRidge()] if sampler == "gram" else [Zero(), MultiHead((0.3, -0.2), (1.0, -1.0))]
+    kw = dict(n_prompts=4100, seed=3, sampler=sampler)
+    runs = [estimate_risks(preds, SETTING, memory_budget=b, **kw) for b in (1, 10_000, 2**28)]
+    for r in runs[1:]:
+        assert np.array_equal(r.mean, runs[0].mean) and np.array_equal(r.cov, runs[0].cov)
+    assert runs[0].stream_version == STREAM_VERSION
+
+
+# ------------------------------------------------------------------ single precision
+
+
+def test_box_muller_float32_normals_are_standard_normal():
+    z = _fast.normals32(np.random.default_rng(5), np.empty(400_001, np.float32)).astype(np.float64)
+    n = z.size
+    for k, exact in ((1, 0.0), (2, 1.0), (3, 0.0), (4, 3.0)):
+        v = z**k
+        assert abs(v.mean() - exact) < 4 * v.std() / math.sqrt(n), k
+    assert stats.kstest(z, "norm").pvalue > 1e-3
+    # cos and sin halves independent
+    k = (n + 1) // 2
+    assert abs(np.corrcoef(z[: n - k], z[k:])[0, 1]) < 4 / math.sqrt(n - k)
+
+
+@pytest.mark.parametrize("conditional", [False, True])
+def test_float32_arithmetic_matches_float64_on_identical_normals(conditional):
+    """Isolates the float32 rounding: the same drawn statistics evaluated in float32 and in float64."""
+    m = 4096
+    s32, y32 = np.empty((m, L), np.float32), np.empty((m, L), np.float32)
+    yq, r2 = np.empty(m), np.empty(m)
+    _fast.draw_stats32(np.random.default_rng(9), s32, y32, yq, r2, d=D, sigma2=SIGMA2, conditional=False)
+    specs = [_fast.stats_spec(p) for p in _five().values()]
+    args = (None, None) if conditional else (y32, yq)
+    args64 = (None, None) if conditional else (y32.astype(np.float64), yq)
+    a = _fast.stats_losses(specs, s32, r2, *args, d=D, sigma2=SIGMA2, out=np.empty((m, len(specs))), work=[])
+    b = _fast.stats_losses(
+        specs, s32.astype(np.float64), r2, *args64, d=D, sigma2=SIGMA2, out=np.empty((m, len(specs))), work=[]
+    )
+    scale = b.mean(axis=0)  # relative to the risk: per-prompt losses can be ~0
+    rel = np.max(np.abs(a - b) / scale, axis=0)
+    # float32: a sum of L = 40 products is off by up to ~L·6e-8 ≈ 2.4e-6 of its absolute terms, and
+    # exp(ω s_l) by |ω s_l|·6e-8; the largest per-prompt change over 4096 prompts is a few 1e-6 of the
+    # risk at the paper's points; "hot_heads" (ω = 40, |ω s| up to ~1000) are the worst case here
+    assert np.all(rel[:-1] < 1e-5), rel
+    assert rel[-1] < 2e-4, rel
+    # the effect on the mean is far below one standard error
+    se = b.std(axis=0) / math.sqrt(m)
+    assert np.all(np.abs(a.mean(axis=0) - b.mean(axis=0)) < 1e-3 * se)
+
+
+@pytest.mark.parametrize("precision", ["double", "single"])
+@pytest.mark.parametrize("conditional", [False, True])
+def test_gd_risks_match_exact_closed_form(precision, conditional):
+    eta = eta_star(SETTING)
+    preds = {"gd": VanillaGD(eta), "debiased_gd": DebiasedGD(eta)}
+    res = estimate_risks(preds, SETTING, n_prompts=200_000, seed=21, conditional=conditional, precision=precision)
+    assert res.precision == precision
+    for name, deb in (("gd", False), ("debiased_gd", True)):
+        exact = float(gd_risk(eta, SETTING, debiased=deb))
+        assert abs(res[name].risk - exact) < 3 * res[name].stderr, (name, res[name], exact)
+
+
+def test_single_precision_heads_agree_with_double_within_monte_carlo_error():
+    preds = _five()
+    kw = dict(n_prompts=100_000, conditional=True)
+    a = estimate_risks(preds, SETTING, seed=30, precision="single", **kw)
+    b = estimate_risks(preds, SETTING, seed=31, precision="double", **kw)
+    for name in preds:
+        assert abs(a[name].risk - b[name].risk) < 3 * math.hypot(a[name].stderr, b[name].stderr), name
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(precision="half"),
+        dict(precision="single", predictors={"r": BayesRidge()}),
+        dict(precision="single", sampler="full"),
+        dict(sampler="gram", predictors={"g": VanillaGD(0.5)}),
+        dict(sampler="gram", setting=Setting(d=8, L=5, sigma2=0.1)),
+        dict(sampler="gram", setting=SETTING.replace(Sigma=np.eye(D))),
+    ],
+)
+def test_bad_precision_or_gram_request_names_the_parameter(kwargs):
+    kw = dict(predictors={"z": Zero()}, setting=SETTING, n_prompts=10, seed=0)
+    kw.update(kwargs)
+    name = "precision" if "precision" in kwargs else "sampler"
+    with pytest.raises(ValueError, match=f"`{name}`"):
+        estimate_risks(kw.pop("predictors"), kw.pop("setting"), **kw)
