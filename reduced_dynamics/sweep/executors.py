@@ -22,6 +22,7 @@ own seed).
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import os
 import signal
 import threading
@@ -65,7 +66,11 @@ class Executor:
         return cf.as_completed(futures)
 
     def close(self) -> None:
-        """Release the workers."""
+        """Release the workers (waiting for the tasks running on them)."""
+
+    def terminate(self) -> None:
+        """Release the workers without waiting (Ctrl-C); by default the same as :meth:`close`."""
+        self.close()
 
     def __enter__(self):
         return self
@@ -188,6 +193,13 @@ class LocalExecutor(Executor):
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def terminate(self) -> None:
+        """Stop now: kill the worker processes (their points are lost, as in a killed sweep) and drop the pool."""
+        for proc in list((getattr(self._pool, "_processes", None) or {}).values()):
+            with contextlib.suppress(OSError):
+                proc.kill()
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _check_workers(workers) -> int:

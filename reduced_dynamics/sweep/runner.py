@@ -272,9 +272,10 @@ def run_sweep(
         A bad spec or point (before any work), or an unusable ``out``, ``workers`` or ``scheduler``.
     """
     from reduced_dynamics.cli._common import prepare_out
-    from reduced_dynamics.sweep.executors import LocalExecutor, make_executor
+    from reduced_dynamics.sweep.executors import LocalExecutor, _check_workers, make_executor
     from reduced_dynamics.sweep.store import Store
 
+    n_workers = _check_workers(workers)  # before any work: a bad `workers` is an input error
     plan = spec if isinstance(spec, SweepPlan) else plan_sweep(spec, quick=quick)
     spec = plan.spec
     out = prepare_out(out, flag="out")
@@ -311,6 +312,8 @@ def run_sweep(
     total = len(plan.invocations)
     own = executor is None
     if own and todo:
+        if scheduler is None or scheduler == "local":  # no more local processes than points to run
+            workers = min(n_workers, len(todo))
         executor = make_executor(workers=workers, scheduler=scheduler)
     name = executor.name if executor is not None else "none"
     t_run = time.perf_counter()
@@ -360,6 +363,11 @@ def run_sweep(
                 if isinstance(executor, LocalExecutor):
                     executor.restart()
                 queue = lost
+    except BaseException:  # Ctrl-C or an error here: stop the workers now, keep what is stored
+        if own and executor is not None:
+            executor.terminate()
+            executor = None
+        raise
     finally:
         if own and executor is not None:
             executor.close()

@@ -180,3 +180,20 @@ def test_approximation_error_bad_input(args, kwargs, name):
     kw = {"n_prompts": 100, "seed": 0, **kwargs}
     with pytest.raises(ValueError, match=f"`{name}`"):
         approximation_error(*args, PAPER, **kw)
+
+
+def test_run_checks_in_parallel_equals_serial():
+    """`workers=2` runs each check in its own process; every result equals the serial run's (timing aside)."""
+    only = ["approximation", "optimality", "single_head"]
+    seen = []
+    serial = run_checks(PAPER, quick=True, only=only)
+    parallel = run_checks(PAPER, quick=True, only=only, workers=2, progress=lambda n, s, r: seen.append(n))
+    assert [r.name for r in parallel] == only and sorted(seen) == sorted(only)
+    for a, b in zip(serial, parallel):
+        assert (a.status, a.predicted, a.measured, a.tolerance) == (b.status, b.predicted, b.measured, b.tolerance)
+
+
+@pytest.mark.parametrize("workers", [0, -1, 1.5, True, 10**6])
+def test_run_checks_workers_validated(workers):
+    with pytest.raises(ValueError, match="`workers`"):
+        run_checks(PAPER, quick=True, only=["approximation"], workers=workers)

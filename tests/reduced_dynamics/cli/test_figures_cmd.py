@@ -34,3 +34,29 @@ def test_committed_figures_record_their_configuration():
 
     stamp = Path(__file__).resolve().parents[3] / "figures" / "figures_run.json"
     assert json.loads(stamp.read_text()) == {"seed": 0, "quick": False}
+
+
+def test_figures_workers_make_the_same_files(tmp_path, capsys):
+    """`--workers 2` runs the figures in parallel processes; the data files equal the serial run's, bit for bit."""
+    import numpy as np
+
+    only = ["--only", "bayes_ratio,approx_vs_mc", "--quick", "--quiet", "--json"]
+    assert main(["figures", *only, "--out", str(tmp_path / "w1")]) == 0
+    serial = json.loads(capsys.readouterr().out)
+    assert main(["figures", *only, "--workers", "2", "--out", str(tmp_path / "w2")]) == 0
+    parallel = json.loads(capsys.readouterr().out)
+    assert list(parallel) == list(serial) == ["bayes_ratio", "approx_vs_mc"]  # registry order, not finishing order
+    for name in serial:
+        a, b = np.load(tmp_path / "w1" / f"{name}.npz"), np.load(tmp_path / "w2" / f"{name}.npz")
+        assert a.files == b.files
+        for k in a.files:
+            assert np.array_equal(a[k], b[k]), (name, k)
+        assert {k: v for k, v in parallel[name].items() if k != "seconds"} == {
+            k: v for k, v in serial[name].items() if k != "seconds"
+        }
+
+
+def test_figures_workers_out_of_range(tmp_path, capsys):
+    rc = main(["figures", "--quick", "--only", "bayes_ratio", "--workers", "0", "--out", str(tmp_path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "`--workers`" in err[0]
