@@ -273,7 +273,13 @@ def ridge_weights(X, xq, lam) -> np.ndarray:
     lam = _check_lam(lam)
     if X.ndim != 3 or xq.shape != (X.shape[0], X.shape[2]):
         raise ValueError(f"`X` and `xq` must have shapes (n, L, d) and (n, d), got {X.shape} and {xq.shape}")
-    A = np.einsum("nld,nle->nde", X, X)
+    n, L, d = X.shape
+    if isinstance(lam, float) and lam > 0 and L < d:  # dual form: w = (XXᵀ + λI_L)⁻¹ X x_q, an L × L solve
+        K = _gram(X, dual=True)
+        K[:, np.arange(L), np.arange(L)] += lam
+        s = np.matmul(X, xq[:, :, None])[..., 0]
+        return _finite_out(_ridge_solve(K, s, lam=lam, L=L, d=d), "the ridge weights of `X`, `xq`")
+    A = _gram(X)
     eye = np.eye(X.shape[2])
     if isinstance(lam, float):
         A += lam * eye
@@ -284,6 +290,13 @@ def ridge_weights(X, xq, lam) -> np.ndarray:
     v = _ridge_solve(A, b, lam=lam, L=X.shape[1], d=X.shape[2])
     w = np.einsum("nld,...nd->...nl", X, v) if v.ndim > 2 else np.einsum("nld,nd->nl", X, v)
     return _finite_out(w, "the ridge weights of `X`, `xq`")
+
+
+def _gram(X, *, dual=False) -> np.ndarray:
+    """``XᵀX`` (n, d, d), or ``XXᵀ`` (n, L, L) with ``dual``, by batched matmul with one BLAS thread."""
+    Xt = np.swapaxes(X, 1, 2)
+    with single_blas_thread():
+        return np.matmul(X, Xt) if dual else np.matmul(Xt, X)
 
 
 def _smooth(w, prompts) -> np.ndarray:
@@ -346,10 +359,16 @@ def bayes_ridge(prompts, *, lam=None) -> np.ndarray:
     if not isinstance(lam, float):
         return _smooth(ridge_weights(prompts.X, prompts.x_q, lam), prompts)
     X = prompts.X
-    A = np.einsum("nld,nle->nde", X, X)
-    A += lam * np.eye(prompts.d)
-    b = np.einsum("nld,nl->nd", X, prompts.y)
-    beta_hat = _ridge_solve(A, b, lam=lam, L=prompts.L, d=prompts.d)
+    n, L, d = X.shape
+    if lam > 0 and L < d:  # dual form: ŷ = sᵀ(XXᵀ + λI_L)⁻¹ y, an L × L solve
+        K = _gram(X, dual=True)
+        K[:, np.arange(L), np.arange(L)] += lam
+        v = _ridge_solve(K, prompts.y, lam=lam, L=L, d=d)
+        return _finite_out(np.einsum("nl,nl->n", prompts.scores, v), "the ridge predictions on `prompts`")
+    A = _gram(X)
+    A[:, np.arange(d), np.arange(d)] += lam
+    b = np.matmul(prompts.y[:, None, :], X)[:, 0, :]
+    beta_hat = _ridge_solve(A, b, lam=lam, L=L, d=d)
     return _finite_out(np.einsum("nd,nd->n", prompts.x_q, beta_hat), "the ridge predictions on `prompts`")
 
 

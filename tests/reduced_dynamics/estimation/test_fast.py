@@ -255,3 +255,18 @@ def test_bad_precision_or_gram_request_names_the_parameter(kwargs):
     name = "precision" if "precision" in kwargs else "sampler"
     with pytest.raises(ValueError, match=f"`{name}`"):
         estimate_risks(kw.pop("predictors"), kw.pop("setting"), **kw)
+
+
+@pytest.mark.parametrize("shape", [(30, 6, 20), (30, 20, 6)])
+def test_ridge_primal_and_dual_forms_agree_with_direct_solve(shape):
+    """``L < d`` uses the L × L dual form, ``L >= d`` the d × d primal; both against a direct per-prompt solve."""
+    n, L_, d = shape
+    rng = np.random.default_rng(0)
+    X, y, xq = rng.standard_normal(shape), rng.standard_normal((n, L_)), rng.standard_normal((n, d))
+    lam = 0.7
+    direct_w = np.stack([X[i] @ np.linalg.solve(X[i].T @ X[i] + lam * np.eye(d), xq[i]) for i in range(n)])
+    np.testing.assert_allclose(ridge_weights(X, xq, lam), direct_w, rtol=1e-9, atol=1e-12)
+    from reduced_dynamics.estimation.prompts import Prompts
+
+    p = Prompts.from_arrays(X, y, xq)
+    np.testing.assert_allclose(BayesRidge(lam)(p), np.einsum("nl,nl->n", direct_w, y), rtol=1e-9, atol=1e-12)
