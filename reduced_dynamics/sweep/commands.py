@@ -42,7 +42,7 @@ class SweepCommand:
         The subcommand name (``reduced-dynamics <name>``).
     excluded : tuple of str
         Parameters (argparse ``dest`` names) a sweep may not set and that do not
-        enter the configuration hash, in addition to :data:`EXCLUDED_PARAMS`
+        enter the configuration hash, in addition to ``EXCLUDED_PARAMS``
         (output and reporting options that do not change the result).
     """
 
