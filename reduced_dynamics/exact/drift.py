@@ -520,7 +520,9 @@ class ExactManifoldMinimum(FrozenResult):
         Leading-order :func:`~reduced_dynamics.exact.expansion.manifold_minimiser_estimate`.
     hessian_eigenvalues : ndarray, shape (4,) or (0,)
         Of the full (ω₁, ω₂, μ₁, μ₂) Hessian of the exact risk at the two-head state (central
-        differences of the exact gradient), if requested: all positive means a strict local
+        differences of the exact gradient), if requested: first the two of the manifold sector
+        (γ, M), then the two of the transverse sector (mean ω, Σμ), which the symmetry
+        (ω, μ) → (−ω, −μ) with the heads swapped decouples. All positive means a strict local
         minimum of the H = 2 risk, not only on the manifold.
     evaluations : int
     setting : Setting
@@ -617,10 +619,13 @@ def exact_manifold_minimum(setting, *, bracket=None, gamma_tol=1e-6, tol=1e-12, 
     evals = len(cache)
     eig = np.zeros(0)
     if hessian:
+        # central differences of the exact gradient, step 1e-5 relative to each coordinate; the
+        # symmetry (ω, μ) -> (-ω, -μ) with the heads swapped decouples the manifold sector (γ, M)
+        # from the transverse sector (δ = mean ω, S = Σμ), so the blocks are diagonalised separately
         th = np.array([g, -g, M, -M])
         Hm = np.empty((4, 4))
         for i in range(4):
-            h = 1e-5 * max(1.0, abs(th[i]))
+            h = 1e-5 * abs(th[i])
             gp, gm = [], []
             for sgn, store in ((1, gp), (-1, gm)):
                 t2 = th.copy()
@@ -629,7 +634,9 @@ def exact_manifold_minimum(setting, *, bracket=None, gamma_tol=1e-6, tol=1e-12, 
                 store.append(np.concatenate([r.grad_omega, r.grad_mu]))
             Hm[:, i] = (gp[0] - gm[0]) / (2 * h)
             evals += 2
-        eig = np.linalg.eigvalsh(0.5 * (Hm + Hm.T))
+        U = np.array([[1, -1, 0, 0], [0, 0, 1, -1], [1, 1, 0, 0], [0, 0, 1, 1]]) / math.sqrt(2)
+        B = U @ (0.5 * (Hm + Hm.T)) @ U.T
+        eig = np.concatenate([np.linalg.eigvalsh(B[:2, :2]), np.linalg.eigvalsh(B[2:, 2:])])
     return ExactManifoldMinimum(
         gamma=float(g),
         mass=float(M),
