@@ -46,7 +46,7 @@ from reduced_dynamics._validation import check_positive_int
 from reduced_dynamics.estimation.prompts import Prompts
 from reduced_dynamics.setting import Setting, as_setting
 
-__all__ = ["STREAM_VERSION", "TokenSampler", "TrainBatch", "stream_generator"]
+__all__ = ["STREAM_VERSION", "TokenSampler", "TrainBatch", "sampler_bytes", "stream_generator"]
 
 #: Version of the trainer's prompt stream (recorded in checkpoints and results; see the module docstring).
 STREAM_VERSION = 2
@@ -57,6 +57,25 @@ _ONE_BITS = np.uint32(0x3F800000)  # float32 1.0
 _TWO = np.float32(2.0)
 _MINUS_TWO = np.float32(-2.0)
 _TWO_PI = np.float32(2.0 * math.pi)
+
+
+def _sizes(n: int, setting: Setting) -> tuple[int, int, int]:
+    """``(normals, words, context normals)`` of a batch of ``n`` prompts."""
+    d, L = setting.d, setting.L
+    n_ctx = n * L * (d + 1)
+    m = n_ctx + n * (d + 1) + n * d
+    return m, (m + 1) // 2, n_ctx
+
+
+def sampler_bytes(n_prompts: int, setting: Setting) -> int:
+    """Bytes held by a :class:`TokenSampler` of ``n_prompts`` prompts while it draws (buffers and raw words).
+
+    Per 64-bit word: two float64 normals, two 32-bit words, two float32 work values and the
+    word itself (40 bytes); plus the transposed tokens, ``x_q`` and ``y_q`` (float64).
+    """
+    n = int(n_prompts)
+    _, words, n_ctx = _sizes(n, setting)
+    return 40 * words + 8 * (n_ctx + n * setting.d + n)
 
 
 def stream_generator(seed_seq) -> np.random.Generator:
@@ -123,10 +142,9 @@ class TokenSampler:
         n, d, L = check_positive_int("n_prompts", n_prompts), setting.d, setting.L
         D = d + 1
         self.n, self.setting = n, setting
-        self._n_ctx, self._n_q = n * L * D, n * D
-        m = self._n_ctx + self._n_q + n * d
+        m, half, self._n_ctx = _sizes(n, setting)
+        self._n_q = n * D
         self.n_normals = m
-        half = (m + 1) // 2
         #: 64-bit words consumed per batch
         self.words_per_batch = half
         self._half = half

@@ -57,7 +57,7 @@ from reduced_dynamics.estimation.prompts import (
 )
 from reduced_dynamics.estimation.risk import RiskDifference, RiskEstimate, _Moments
 from reduced_dynamics.io import atomic_savez, atomic_write_json
-from reduced_dynamics.model._batches import STREAM_VERSION, TokenSampler, stream_generator
+from reduced_dynamics.model._batches import STREAM_VERSION, TokenSampler, sampler_bytes, stream_generator
 from reduced_dynamics.model.attention import MODEL_KINDS, _check_params, flatten_params, make_model, unflatten_params
 from reduced_dynamics.model.circuits import CircuitManifoldGap, PatternMetrics, extract_circuits, pattern_metrics
 from reduced_dynamics.setting import Setting, as_setting
@@ -167,10 +167,11 @@ class TrainConfig:
             )
         if self.steps > STEPS_MAX:
             raise ValueError(f"`steps` must be an integer in [0, {STEPS_MAX:.0e}], got {self.steps}")
-        # one step's working set: the batch, the (H, L) scores, weights and their gradients, and the
-        # parameters with their gradients and the optimiser's two moments (H (D, D) blocks each)
+        # one step's working set: the sampler's buffers (the batch in both layouts and the raw words),
+        # the (H, L) scores, weights and their gradients, and the parameters with their gradients and
+        # the optimiser's two moments (H (D, D) blocks each)
         L, D, H = self.setting.L, self.setting.d + 1, self.n_heads
-        need = self.batch * (prompt_bytes(self.setting, kind="tokens") + 8 * (L * (4 * H + 2) + 4 * H * D))
+        need = sampler_bytes(self.batch, self.setting) + self.batch * 8 * (L * (4 * H + 2) + 4 * H * D)
         need += 8 * 5 * H * (3 * D * D + D)
         if need > MEMORY_BUDGET:
             raise ValueError(

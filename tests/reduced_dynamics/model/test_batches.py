@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from reduced_dynamics.model._batches import STREAM_VERSION, TokenSampler, stream_generator
+from reduced_dynamics.model._batches import STREAM_VERSION, TokenSampler, sampler_bytes, stream_generator
 from reduced_dynamics.model.attention import make_model
 from reduced_dynamics.setting import Setting
 
@@ -113,6 +113,16 @@ def test_trainer_entry_equals_the_public_gradient(kind):
     assert la == lb and list(ga) == list(gb)
     for k in ga:
         np.testing.assert_array_equal(ga[k], gb[k])
+
+
+@pytest.mark.parametrize("n, d, L", [(1, 1, 1), (7, 3, 5), (256, 5, 40)])
+def test_sampler_bytes_counts_the_buffers(n, d, L):
+    """sampler_bytes (TrainConfig's memory estimate) == the bytes the sampler allocates, raw words included."""
+    s = Setting(d=d, L=L)
+    ts = TokenSampler(n, s)
+    held = sum(a.nbytes for a in (ts._g, ts._Zt, ts._w, ts._r, ts._t, ts._xq, ts._yq))
+    raw = stream_generator(0).bit_generator.random_raw(ts.words_per_batch)
+    assert sampler_bytes(n, s) == held + raw.nbytes
 
 
 def test_sampler_validates():
