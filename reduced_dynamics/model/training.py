@@ -663,12 +663,13 @@ def _sample(n: int, setting: Setting, rng) -> Prompts:
 def _eval_chunks(model, setting, n_prompts, chunk):
     """Chunk sizes of an evaluation: at most ``chunk`` prompts, and a working set within the memory budget.
 
-    Working set per prompt: the embedded batch, the ``(H, L)`` scores and weights of the
-    model, the reduced model and debiased GD (a conservative estimate).
+    Working set per prompt: the embedded batch and its transposed copy (the attention
+    models' second layout), the ``(H, L)`` scores and weights of the model, the reduced
+    model and debiased GD (a conservative estimate).
     """
     H = int(getattr(model, "n_heads", 1))
     L, D = setting.L, setting.d + 1
-    per = prompt_bytes(setting, kind="tokens") + 8 * (L * (3 * H + 6) + 2 * H * D + 8)
+    per = prompt_bytes(setting, kind="tokens") + 8 * (L * D + L * (3 * H + 6) + 2 * H * D + 8)
     return chunk_sizes(n_prompts, per, setting=setting, cap=chunk)
 
 

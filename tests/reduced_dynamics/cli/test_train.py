@@ -75,6 +75,19 @@ def test_divergence_exit_3_one_line(capsys):
     assert cap.err.count("\n") == 1 and "smaller `--lr`" in cap.err and "Traceback" not in cap.err
 
 
+def test_resume_of_another_stream_version_exit_2(tmp_path, capsys):
+    """A checkpoint written before stream versions were recorded (version 1) is refused: exit 2, one line."""
+    assert main(["train", "--steps", "20", *TINY, "--out", str(tmp_path)]) == 0
+    ck = tmp_path / "checkpoint.npz"
+    with np.load(ck) as z:
+        arrays = {k: z[k] for k in z.files if k != "stream_version"}
+    np.savez(ck, **arrays)
+    capsys.readouterr()
+    assert main(["train", "--steps", "40", *TINY, "--out", str(tmp_path), "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "resume" in err and "stream version 1" in err and "Traceback" not in err
+
+
 def test_subprocess_bad_heads():
     p = subprocess.run(
         [sys.executable, "-m", "reduced_dynamics", "train", "--heads", "0"], capture_output=True, text=True, timeout=60
