@@ -29,8 +29,8 @@ It is the ``STREAM_VERSION = 2`` random stream of the trainer:
 Version 1 (package versions before this sampler) drew the same distribution
 with ``numpy.random.default_rng`` (PCG64) and numpy's ziggurat normals
 (``reduced_dynamics.estimation.prompts.sample_tokens``); it took about two
-thirds of a training step. This one draws a batch about three times faster
-(``benchmarks/bench_train.py``). Its numbers are reproducible bit for bit on one
+thirds of a training step. This one draws a batch about twice as fast (2.1–2.2×
+in CPU time at d = 5, L = 40, batch 256; ``benchmarks/bench_train.py``). Its numbers are reproducible bit for bit on one
 machine and numpy build; numpy's vectorised float32 transcendental functions
 may round differently on another CPU (as BLAS kernels do), so a run resumed on
 another machine is statistically, not bitwise, the same run.
