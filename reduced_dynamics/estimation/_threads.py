@@ -1,13 +1,32 @@
 """One BLAS thread in the Monte Carlo hot paths (internal).
 
 The engines evaluate many *small* linear-algebra problems at once (batched
-``d × d`` ridge solves, batched Gram eigenvalues, ``(n, L, d)`` matmuls). A
+``d × d`` or ``L × L`` ridge solves and Gram products, ``(n, L, d)`` matmuls). A
 multi-threaded BLAS splits each small call over all cores and spends its time
-synchronising: ``reduced-dynamics risk --d 200 --prompts 2000`` took over 120 s
-with the default thread pool on a busy machine and 6.9 s with one thread
-(``benchmarks/bench_risk.py`` measures both settings side by side). So the hot
-paths run inside :func:`single_blas_thread`; code outside them keeps the
-user's BLAS settings.
+synchronising: the batched ridge kernel at d = 200 (Gram matrices and solves of
+500 prompts) took 23.6 s with the default two-thread OpenBLAS pool and 0.84 s
+with one thread on this 2-core machine (28×, ``benchmarks/bench_risk.py``). So
+the hot paths (:func:`reduced_dynamics.estimate_risks`, the ridge predictor's
+Gram products and solves) run inside :func:`single_blas_thread`; code outside
+them keeps the user's BLAS settings. With the limit,
+``reduced-dynamics risk --d 200 --prompts 2000`` takes the same time with the
+default pool as with ``OPENBLAS_NUM_THREADS=1`` (ratio 1.06, medians of 3).
+
+Using both cores: the Monte Carlo engine is single-threaded by design; run
+independent seeds in separate processes and combine them. For example::
+
+    from concurrent.futures import ProcessPoolExecutor
+
+    def run(seed):
+        return estimate_risks(preds, setting, n_prompts=n // 2, seed=seed)
+
+    with ProcessPoolExecutor(2) as ex:
+        a, b = ex.map(run, [0, 1])
+    risk = (a["gd"].risk * a.n + b["gd"].risk * b.n) / (a.n + b.n)
+
+(the standard error combines as ``sqrt(se_a² n_a² + se_b² n_b²) / (n_a + n_b)``);
+the sweep executor (``reduced-dynamics sweep``) runs whole configurations in
+parallel processes the same way.
 """
 
 from __future__ import annotations
