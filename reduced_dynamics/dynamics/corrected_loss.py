@@ -44,9 +44,21 @@ exactly with :math:`E e^{a r^2} = (1-2a)^{-d/2}`,
 Compared with :math:`\tilde L` (:mod:`reduced_dynamics.dynamics.loss`), which has
 :math:`R_1 = (1+\sigma^2)\sum_{hk}\mu_h\mu_k e^{d\omega_h\omega_k}`: the χ²
 average replaces :math:`e^{dx}` by :math:`(1-2x)^{-d/2}`, and the bias term and
-the response-variance tilt are new. The expansion needs
-:math:`2\max(\omega_h^2) < 1`; for its O(1/L²) remainder to be controlled the
-Monte Carlo checks used :math:`|\omega_h| \le 0.3`.
+the response-variance tilt are new.
+
+Where it can be trusted (docs/theory.md#where-the-corrected-loss-holds). The
+:math:`1/L` term needs :math:`2\max(\omega_h^2) < 1` (the χ² average of
+:math:`e^{\omega^2 r^2}`; the code refuses :math:`\max\omega_h^2 \ge` :data:`MAX_OMEGA2`).
+The remainder is :math:`O(L^{-2})` only for :math:`\max|\omega_h| < 1/\sqrt6 \approx 0.408`:
+the next order contains :math:`E e^{3\omega s}/(E e^{\omega s})^3 = e^{3\omega^2 r^2}`, whose χ²
+average diverges beyond. Measured against the exact evaluator
+(:mod:`reduced_dynamics.exact.evaluator`; one head at :math:`\mu = 1/\omega`, d = 5,
+σ² = 0.1) the error decays like :math:`L^{-2.00}` at ω = 0.2, and with local exponents
+1.97, 1.87, 1.69, 1.50, 1.33, 1.19, 1.09, 1.02 at ω = 0.3, 0.35, ..., 0.65 (L = 10240 → 40960,
+still rising with L; heuristic limit :math:`\min\{2, 1/2 + 1/(4\omega^2)\}`); at L = 40 it
+is off by 0.012, 0.040, 0.14, 0.54 at ω = 0.2, 0.3, 0.4, 0.5. Use it for
+:math:`|\omega_h| \lesssim 0.3` and L ≳ 640 (error ≲ 3e-4), not at the L = 40 single-head
+optimum (ω = 0.518).
 
 Gradient: analytic (:func:`corrected_loss_grad`), checked against central
 differences in the tests. Hessian: central differences of the analytic
@@ -74,8 +86,11 @@ reproduces :math:`\gamma = (16cd^3(pn/H)t)^{-1/6}`). The γ⁴ term alone gives
 :math:`K = 96 a_4/(L\eta^2) = \tfrac{16}{L}(d+2)(d+4)[(1+\sigma^2)d + 3 + 6(1-\eta)/\eta]`.
 The γ² term has coefficient :math:`\propto (1-\eta)/L`, which is O(1/L²) at the
 quasi-equilibrium η; it is kept in :func:`corrected_drift_gamma` (the exact
-solution of the two-term ODE) but, being formally of the order the
-expansion neglects, it is *not* the true risk's γ² coefficient.
+solution of the two-term ODE) but, being of the order the expansion neglects,
+it is *not* the true risk's γ² coefficient: the exact one
+(:mod:`reduced_dynamics.exact.expansion`) is
+:math:`A_2(\eta^*) = -4\eta^{*2}(L-1)(d+2)/L^3 < 0`, so the true drift stops at a
+finite γ (docs/theory.md#exact-risk) while this flow drifts on.
 """
 
 from __future__ import annotations
