@@ -88,7 +88,7 @@ from reduced_dynamics._validation import check_finite_array, check_positive_floa
 from reduced_dynamics.estimation._threads import single_blas_thread
 from reduced_dynamics.setting import Setting, as_setting
 
-__all__ = ["ExactRisk", "exact_risk", "A_MAX", "H_MAX", "L_EXACT_MAX"]
+__all__ = ["ExactRisk", "exact_risk", "omega_max", "A_MAX", "H_MAX", "L_EXACT_MAX"]
 
 #: Largest allowed :math:`|\omega_h|\, r_{\max}` (``r_max`` the largest quadrature radius, about
 #: :math:`\sqrt d + 6`): the g-rule needs about ``60 A`` nodes, and ``e^{3 A G}`` must stay finite.
@@ -192,10 +192,32 @@ def _radial_rule(d: int, hz: float):
     return np.exp(s), p, j
 
 
-def r_max(d: int, *, tol: float = 1e-12) -> float:
-    """Largest radius of the radial rule (the ``|omega| <= A_MAX / r_max`` bound)."""
+def _r_max(d: int, tol: float) -> float:
+    """Largest radius of the radial rule."""
     r, _, _ = _radial_rule(d, _HZ0 * _LOG_TOL0 / math.log(1.0 / tol))
     return float(r[-1])
+
+
+def omega_max(setting, *, tol=1e-12) -> float:
+    r"""Largest :math:`|\omega_h|` that :func:`exact_risk` accepts at this setting.
+
+    ``A_MAX / r_max`` with ``r_max`` the largest radius of the quadrature (about
+    :math:`\sqrt{d + 12\sqrt d + 90}`): 1.24 at d = 5, 1.08 at d = 20, 0.72 at d = 100.
+
+    Parameters
+    ----------
+    setting : Setting
+        Scalar and isotropic (only ``d`` enters).
+    tol : float, in [1e-15, 1e-3]
+        The quadrature target (it sets the radial rule).
+
+    Returns
+    -------
+    float
+    """
+    tol = _check_tol(tol)
+    setting = as_setting(setting).require_scalar("omega_max").require_isotropic("omega_max")
+    return A_MAX / _r_max(int(setting.d), tol)
 
 
 def _check_state(omega, mu, d, tol):
@@ -207,7 +229,7 @@ def _check_state(omega, mu, d, tol):
         raise ValueError(f"`omega` must have at most {H_MAX} heads, got {omega.size}")
     if np.max(np.abs(mu)) > MU_MAX:
         raise ValueError(f"`mu` must satisfy |mu_h| <= {MU_MAX:g}, got max |mu| = {np.max(np.abs(mu)):.4g}")
-    rm = r_max(d, tol=tol)
+    rm = _r_max(d, tol)
     if np.max(np.abs(omega)) * rm > A_MAX:
         raise ValueError(
             f"`omega` must satisfy |omega_h| <= {A_MAX / rm:.6g} at d = {d} (|omega|·r_max <= {A_MAX:g}, "
@@ -506,7 +528,7 @@ def exact_risk(omega, mu, setting, *, grad=False, tol=1e-12) -> ExactRisk:
     Parameters
     ----------
     omega : array_like, shape (H,)
-        KQ scales of the heads, :math:`|\omega_h| \le` ``A_MAX / r_max(d)`` (about 1.3 at d = 5).
+        KQ scales of the heads, :math:`|\omega_h| \le` :func:`omega_max` (1.24 at d = 5).
     mu : array_like, shape (H,)
         OV values of the heads.
     setting : Setting

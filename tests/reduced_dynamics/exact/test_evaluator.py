@@ -14,7 +14,7 @@ from reduced_dynamics import Setting
 from reduced_dynamics.dynamics.corrected_loss import corrected_loss
 from reduced_dynamics.estimation.predictors import MultiHead
 from reduced_dynamics.estimation.risk import estimate_risk
-from reduced_dynamics.exact.evaluator import A_MAX, ExactRisk, exact_risk, r_max
+from reduced_dynamics.exact.evaluator import ExactRisk, exact_risk, omega_max
 
 PAPER = Setting(d=5, L=40, sigma2=0.1)
 
@@ -200,7 +200,7 @@ def test_bad_input_names_the_parameter(omega, mu, setting, kw, name):
 
 
 def test_omega_bound_is_the_documented_one():
-    bound = A_MAX / r_max(5)
+    bound = omega_max(PAPER)
     exact_risk([0.99 * bound], [1.0], PAPER)
     with pytest.raises(ValueError, match=f"{bound:.6g}"):
         exact_risk([1.01 * bound], [1.0], PAPER)
