@@ -89,6 +89,33 @@ def test_forward_matches_naive_loops(kind):
     np.testing.assert_allclose(model.predict(params, tok), ref, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("scale", [0.5, 30.0, 400.0])
+def test_forward_matches_naive_loops_at_any_score_scale(scale):
+    """Scores from O(1) to beyond the no-max-shift window (|s| < 300) and past exp's float64 range: naive loops."""
+    model = make_model("merged", n_heads=2, d=3)
+    p = model.init(seed=5)
+    p = {"KQ": p["KQ"] * (scale / np.abs(p["KQ"]).max()), "ov": p["ov"]}
+    tok = sample_tokens(6, setting(3, 8, 0.1), seed=6)
+    ref = _naive_predict(p["KQ"], p["ov"], tok)
+    np.testing.assert_allclose(model.predict(p, tok), ref, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["separate", "merged"])
+def test_skipping_the_row_max_changes_nothing_but_rounding(kind, monkeypatch):
+    """Moderate scores take the exp-without-row-max path; forcing the max-shifted path gives the same loss/grads."""
+    import reduced_dynamics.model.attention as att
+
+    model = make_model(kind, n_heads=2, d=4, init_scale=0.7)
+    p = model.init(seed=2)
+    tok = sample_tokens(32, setting(4, 20, 0.1), seed=3)
+    la, ga = model.loss_and_grad(p, tok)
+    monkeypatch.setattr(att, "_EXP_SAFE", 0.0)  # every score now fails the window test
+    lb, gb = model.loss_and_grad(p, tok)
+    assert la == pytest.approx(lb, rel=1e-13)
+    for k in ga:
+        np.testing.assert_allclose(ga[k], gb[k], rtol=1e-11, atol=1e-14 * np.abs(gb[k]).max())
+
+
 def test_separate_and_merged_agree_at_init():
     """Merged init is the merge of the separate init with the same seed, so the functions agree."""
     sep, mer = make_model("separate", n_heads=2, d=5), make_model("merged", n_heads=2, d=5)
