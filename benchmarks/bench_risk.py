@@ -14,7 +14,8 @@ Bayes ridge (λ = σ² d).
 * ``engine v1 path``: the engine's generic path (predictors through their ``weights``, ridge on full
   covariates): the engine before the fused kernels, kept for user-defined predictors;
 * ``engine``: the default engine (fused kernels; Gram sampler for ridge), plain and conditional
-  (Rao–Blackwellised) losses, in double and single precision (``precision="single"``).
+  (Rao–Blackwellised) losses, in double and single precision (``precision="single"``), and, when numba
+  is installed, the compiled backend (``backend="numba"``, same stream as the numpy double rows).
 
 Each engine row runs the four score-based predictors in one ``estimate_risks`` call and ridge in a
 second one, as the command does. Accuracy columns: ``(MC − exact)/SE`` for GD and debiased GD
@@ -29,6 +30,7 @@ matrices and solves, d = 200, L = 240) timed in-process with the default pool an
 from __future__ import annotations
 
 import argparse
+import importlib
 import math
 import os
 import statistics
@@ -103,15 +105,31 @@ class _Generic(Predictor):
         return self.p.weights(prompts)
 
 
-def engine_run(n, *, conditional, precision="double", generic=False):
+def engine_run(n, *, conditional, precision="double", generic=False, backend="numpy"):
     stats_preds, ridge = five()
     if generic:
         stats_preds = {k: _Generic(v) for k, v in stats_preds.items()}
-    a = estimate_risks(stats_preds, SETTING, n_prompts=n, seed=1, conditional=conditional, precision=precision)
+    a = estimate_risks(
+        stats_preds, SETTING, n_prompts=n, seed=1, conditional=conditional, precision=precision, backend=backend
+    )
     b = estimate_risks(
-        ridge, SETTING, n_prompts=n, seed=2, conditional=conditional, sampler="full" if generic else "auto"
+        ridge,
+        SETTING,
+        n_prompts=n,
+        seed=2,
+        conditional=conditional,
+        sampler="full" if generic else "auto",
+        backend=backend,
     )
     return a, b
+
+
+def numba_available():
+    try:
+        importlib.import_module("reduced_dynamics.estimation._numba")
+    except ImportError:
+        return False
+    return True
 
 
 def timed(fn):
@@ -129,6 +147,15 @@ def monte_carlo_benchmark(quick, reps):
         ("engine single, plain", n_eng, dict(conditional=False, precision="single")),
         ("engine single, cond", n_eng, dict(conditional=True, precision="single")),
     ]
+    if numba_available():
+        engine_run(10, conditional=False, backend="numba")  # compile (cached on disk) outside the timing
+        engine_run(10, conditional=True, backend="numba")
+        variants += [
+            ("engine numba, plain", n_eng, dict(conditional=False, backend="numba")),
+            ("engine numba, cond", n_eng, dict(conditional=True, backend="numba")),
+        ]
+    else:
+        print("(numba not installed: pip install 'reduced-dynamics[numba]' for the compiled backend rows)")
     cpu = {k: [] for k in ["loop"] + [v[0] for v in variants]}
     wall = {k: [] for k in cpu}
     results = {}

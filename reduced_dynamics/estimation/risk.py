@@ -520,6 +520,7 @@ def estimate_risks(
     conditional=False,
     memory_budget=DEFAULT_MEMORY_BUDGET,
     precision="double",
+    backend="numpy",
 ) -> RiskResult:
     r"""Estimate the risks of several predictors on the same ``n_prompts`` prompts.
 
@@ -558,6 +559,11 @@ def estimate_risks(
         (tests/reduced_dynamics/estimation/test_fast.py). Only the
         ``"stats"`` sampler with the package's predictor classes has a single-precision
         path; otherwise ``"single"`` raises ``ValueError``.
+    backend : {"numpy", "numba"}, default "numpy"
+        ``"numba"`` evaluates the package's predictor classes on the ``"stats"`` and
+        ``"gram"`` samplers with compiled kernels (``pip install
+        reduced-dynamics[numba]``) drawing the same random stream as the numpy path:
+        the same numbers up to rounding, about twice as fast. Double precision only.
 
     Returns
     -------
@@ -591,12 +597,16 @@ def estimate_risks(
         raise ValueError(f"`sampler` must be one of {list(_SAMPLERS)}, got {sampler!r}")
     if not isinstance(precision, str) or precision not in ("double", "single"):
         raise ValueError(f"`precision` must be 'double' or 'single', got {precision!r}")
+    if not isinstance(backend, str) or backend not in ("numpy", "numba"):
+        raise ValueError(f"`backend` must be 'numpy' or 'numba', got {backend!r}")
     with single_blas_thread():
-        return _estimate_risks(names, preds, setting, n, seed, sampler, conditional, memory_budget, t0, precision)
+        return _estimate_risks(
+            names, preds, setting, n, seed, sampler, conditional, memory_budget, t0, precision, backend
+        )
 
 
 def _estimate_risks(
-    names, preds, setting, n, seed, sampler, conditional, memory_budget, t0, precision="double"
+    names, preds, setting, n, seed, sampler, conditional, memory_budget, t0, precision="double", backend="numpy"
 ) -> RiskResult:
     if sampler not in _SAMPLERS:
         raise ValueError(f"`sampler` must be one of {list(_SAMPLERS)}, got {sampler!r}")
@@ -642,7 +652,20 @@ def _estimate_risks(
             "`precision` 'single' needs the 'stats' sampler and the package's predictor classes "
             f"(sampler {sampler!r}, predictors {list(names)})"
         )
-    if specs is not None:
+    if backend == "numba":
+        if specs is None or precision != "double":
+            raise ValueError(
+                "`backend` 'numba' serves the package's predictor classes on the 'stats' and 'gram' samplers in "
+                f"double precision (sampler {sampler!r}, precision {precision!r}, predictors {list(names)})"
+            )
+        try:
+            from reduced_dynamics.estimation import _numba
+        except ImportError:
+            raise ValueError(
+                "`backend` 'numba' needs numba: pip install 'reduced-dynamics[numba]' (or use backend='numpy')"
+            ) from None
+        _numba_loop(_numba, sampler, specs, moments, n, B, n_blocks, seed, setting, conditional)
+    elif specs is not None:
         _fast_loop(sampler, specs, moments, n, B, n_blocks, seed, setting, conditional, max_prompts, precision)
     for c0 in range(0, n_blocks if specs is None else 0, k):
         blocks = range(c0, min(c0 + k, n_blocks))
@@ -739,6 +762,22 @@ def _fast_loop(sampler, specs, moments, n, B, n_blocks, seed, setting, condition
             for a in range(0, mb, max_prompts):
                 sl = slice(a, min(a + max_prompts, mb))
                 gram_losses(specs, blk if mb <= max_prompts else blk[sl], d=d, sigma2=sigma2, out=out[sl])
+        moments.add(out[:mb])
+
+
+def _numba_loop(mod, sampler, specs, moments, n, B, n_blocks, seed, setting, conditional) -> None:
+    """The compiled path: same blocks, same streams and same merge order as :func:`_fast_loop`."""
+    d, L, sigma2 = setting.d, setting.L, float(setting.sigma2)
+    out = np.empty((B, len(specs)))
+    s, y = (np.empty((B, L)), np.empty((B, L))) if sampler == "stats" else (None, None)
+    for i in range(n_blocks):
+        mb = min(B, n - i * B)
+        rng = _block_rng(seed, i)
+        kw = dict(d=d, L=L, sigma2=sigma2, conditional=conditional, out=out[:mb])
+        if sampler == "stats":
+            mod.stats_block(rng, mb, specs, s=s[:mb], y=y[:mb], **kw)
+        else:
+            mod.gram_block(rng, mb, specs, **kw)
         moments.add(out[:mb])
 
 

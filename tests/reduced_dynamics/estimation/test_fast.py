@@ -270,3 +270,8 @@ def test_ridge_primal_and_dual_forms_agree_with_direct_solve(shape):
 
     p = Prompts.from_arrays(X, y, xq)
     np.testing.assert_allclose(BayesRidge(lam)(p), np.einsum("nl,nl->n", direct_w, y), rtol=1e-9, atol=1e-12)
+
+
+def test_unknown_backend_names_the_parameter():
+    with pytest.raises(ValueError, match="`backend`"):
+        estimate_risks({"z": Zero()}, SETTING, n_prompts=10, seed=0, backend="jax")

@@ -1,0 +1,64 @@
+"""The optional compiled backend (``backend="numba"``) against the numpy path on the same random stream.
+
+Skipped only when numba is not installed (``pip install 'reduced-dynamics[numba]'``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from reduced_dynamics.dynamics.manifold import eta_star, mu_gamma
+from reduced_dynamics.estimation.predictors import (
+    BayesRidge,
+    DebiasedGD,
+    LinearAttention,
+    MultiHead,
+    SingleHead,
+    VanillaGD,
+    Zero,
+)
+from reduced_dynamics.estimation.risk import estimate_risks
+from reduced_dynamics.setting import Setting
+
+numba = pytest.importorskip("numba")
+
+SETTING = Setting(d=5, L=40, sigma2=0.1)
+
+
+def _stats_preds():
+    m = mu_gamma(0.1, SETTING)
+    eta = eta_star(SETTING)
+    return {
+        "multi_head": MultiHead((0.1, -0.1), (m, -m)),
+        "single_head": SingleHead.optimum(SETTING),
+        "gd": VanillaGD(eta),
+        "debiased_gd": DebiasedGD(eta),
+        "linear_attention": LinearAttention([0.3, 1.2], [0.5, 0.4]),
+        "zero": Zero(),
+        "hot_heads": MultiHead((900.0, -700.0, 3.0), (1.0, -0.5, 0.2)),
+    }
+
+
+@pytest.mark.parametrize("conditional", [False, True])
+@pytest.mark.parametrize(
+    "setting, kind",
+    [(SETTING, "stats"), (SETTING, "gram"), (Setting(d=1, L=7, sigma2=0.3), "stats"), (Setting(d=3, L=3), "gram")],
+)
+def test_numba_backend_equals_numpy_backend_on_the_same_stream(setting, kind, conditional):
+    preds = _stats_preds() if kind == "stats" else {"ridge": BayesRidge(), "ridge2": BayesRidge(2.0), "zero": Zero()}
+    if kind == "stats" and setting.d == 1:
+        preds = {k: v for k, v in preds.items() if k != "hot_heads"}
+    kw = dict(n_prompts=5000, seed=7, conditional=conditional)
+    a = estimate_risks(preds, setting, backend="numpy", **kw)
+    b = estimate_risks(preds, setting, backend="numba", **kw)
+    assert a.sampler == b.sampler == kind
+    np.testing.assert_allclose(b.mean, a.mean, rtol=1e-10)
+    np.testing.assert_allclose(b.cov, a.cov, rtol=1e-8, atol=1e-14)
+
+
+def test_numba_backend_refuses_what_it_cannot_serve():
+    with pytest.raises(ValueError, match="`backend`"):
+        estimate_risks({"z": Zero()}, SETTING, n_prompts=10, seed=0, backend="numba", precision="single")
+    with pytest.raises(ValueError, match="`backend`"):
+        estimate_risks({"z": Zero()}, SETTING, n_prompts=10, seed=0, backend="numba", sampler="full")
