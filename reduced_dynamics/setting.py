@@ -32,6 +32,8 @@ __all__ = ["Setting", "PAPER_SETTING", "THEORY_STATEMENTS", "as_setting"]
 D_MAX = 100_000
 L_MAX = 10**9
 SIGMA2_MAX = 1e12
+#: At most this many tasks in ``Setting.tasks``.
+MAX_TASKS = 64
 
 
 _REASON_L1 = (
@@ -127,6 +129,40 @@ def _covariance_field(Sigma, d):
     return S
 
 
+def _tasks_field(tasks, d):
+    """Validate the task supports: a sequence of non-empty, distinct sets of 0-based feature indices."""
+    if tasks is None:
+        return None
+    if not isinstance(d, int):
+        raise ValueError("`tasks` needs a scalar `d`, got an array of `d`")
+    rng = f"[0, {d - 1}]"
+    msg = f"`tasks` must be a non-empty sequence of non-empty sets of feature indices in {rng}"
+    if isinstance(tasks, (str, bytes)) or not hasattr(tasks, "__iter__"):
+        raise ValueError(f"{msg}, got {tasks!r}")
+    out = []
+    for n, support in enumerate(tasks):
+        if isinstance(support, (str, bytes)) or not hasattr(support, "__iter__"):
+            raise ValueError(f"{msg}; task {n} is {support!r}")
+        idx = []
+        for j in support:
+            if isinstance(j, bool) or not isinstance(j, numbers.Integral) or not 0 <= int(j) < d:
+                raise ValueError(f"{msg}; task {n} has the index {j!r}")
+            idx.append(int(j))
+        if not idx:
+            raise ValueError(f"{msg}; task {n} is empty")
+        if len(set(idx)) != len(idx):
+            raise ValueError(f"{msg}; task {n} lists a feature twice: {sorted(idx)}")
+        support_t = tuple(sorted(idx))
+        if support_t in out:
+            raise ValueError(f"{msg}; task {n} repeats task {out.index(support_t)}: {list(support_t)}")
+        out.append(support_t)
+    if not out:
+        raise ValueError(f"{msg}, got an empty sequence")
+    if len(out) > MAX_TASKS:
+        raise ValueError(f"`tasks` must list at most {MAX_TASKS} tasks, got {len(out)}")
+    return tuple(out)
+
+
 def _key(value):
     if isinstance(value, np.ndarray):
         return (value.dtype.str, value.shape, value.tobytes())
@@ -154,6 +190,15 @@ class Setting:
         Covariance of the covariates (symmetric positive definite). ``None``
         means :math:`I_d`. Only the prompt sampler and the ridge predictor use
         it so far; functions that assume isotropy call :meth:`require_isotropic`.
+    tasks : sequence of sequences of int, optional
+        Multi-task regression (docs/theory.md#extensions): the support
+        :math:`S_n \subseteq \{0, \dots, d-1\}` (0-based feature indices) of each
+        task :math:`n`. Task :math:`n` has :math:`y_n = \beta_{S_n}^\top x_{S_n} + \varepsilon_n`
+        with :math:`\beta_{S_n} \sim N(0, I/|S_n|)` and independent noise. Each
+        support is non-empty, without repeated features, and no two tasks have the same
+        support (disjoint, nested and overlapping supports are allowed). Stored as a
+        tuple of sorted tuples. ``None`` (default): today's single task on all features.
+        Needs a scalar ``d``. Only :mod:`reduced_dynamics.multitask` reads it.
 
     Raises
     ------
@@ -187,6 +232,7 @@ class Setting:
     L: Any = 40
     sigma2: Any = 0.1
     Sigma: Any = None
+    tasks: Any = None
 
     def __post_init__(self):
         d = _int_field("d", self.d, D_MAX)
@@ -200,6 +246,8 @@ class Setting:
                 f"{np.shape(d)}, {np.shape(L)}, {np.shape(sigma2)}"
             ) from None
         Sigma = _covariance_field(self.Sigma, d)
+        tasks = _tasks_field(self.tasks, d)
+        object.__setattr__(self, "tasks", tasks)
         object.__setattr__(self, "d", d)
         object.__setattr__(self, "L", L)
         object.__setattr__(self, "sigma2", sigma2)
@@ -224,6 +272,8 @@ class Setting:
         parts = [f"d={show(self.d)}", f"L={show(self.L)}", f"sigma2={show(self.sigma2)}"]
         if self.Sigma is not None:
             parts.append(f"Sigma=<{self.Sigma.shape[0]}x{self.Sigma.shape[1]} matrix>")
+        if self.tasks is not None:
+            parts.append(f"tasks={self.tasks!r}")
         return f"Setting({', '.join(parts)})"
 
     # ------------------------------------------------------------------ constructors
@@ -231,6 +281,19 @@ class Setting:
     def paper(cls) -> Setting:
         """The paper's setting: ``d = 5, L = 40, sigma2 = 0.1``."""
         return cls(d=5, L=40, sigma2=0.1)
+
+    @classmethod
+    def paper_multitask(cls) -> Setting:
+        """The paper's multi-task setting: ``d = 6, L = 40, sigma2 = 0.1``, supports {1,2,3,4} and {3,4,5,6}.
+
+        In 0-based indices the supports are ``(0, 1, 2, 3)`` and ``(2, 3, 4, 5)``.
+
+        Examples
+        --------
+        >>> Setting.paper_multitask().tasks
+        ((0, 1, 2, 3), (2, 3, 4, 5))
+        """
+        return cls(d=6, L=40, sigma2=0.1, tasks=((0, 1, 2, 3), (2, 3, 4, 5)))
 
     def replace(self, **changes) -> Setting:
         """A copy with some fields changed (validated again).
@@ -243,10 +306,14 @@ class Setting:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict:
-        """JSON-friendly fields (arrays become lists)."""
+        """JSON-friendly fields (arrays become lists; ``tasks`` a list of lists, present only when set)."""
         out = {}
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
+            if f.name == "tasks":
+                if v is not None:
+                    out["tasks"] = [list(t) for t in v]
+                continue
             out[f.name] = v.tolist() if isinstance(v, np.ndarray) else v
         return out
 
@@ -260,6 +327,19 @@ class Setting:
     def is_scalar(self) -> bool:
         """True when ``d``, ``L`` and ``sigma2`` are all scalars."""
         return self.shape == ()
+
+    @property
+    def n_tasks(self) -> int:
+        """Number of tasks: ``len(tasks)``, or 1 for the single-task default."""
+        return 1 if self.tasks is None else len(self.tasks)
+
+    @property
+    def supports(self) -> tuple[tuple[int, ...], ...]:
+        """The task supports (0-based): ``tasks``, or ``((0, ..., d-1),)`` for the single-task default."""
+        if self.tasks is not None:
+            return self.tasks
+        self.require_scalar("supports")
+        return (tuple(range(self.d)),)
 
     @property
     def isotropic(self) -> bool:
