@@ -153,6 +153,10 @@ def plot_sweep(table, *, metric, x, by=(), over="seed", ax=None, logx=False, log
         yerr = np.where(np.isfinite(se), se, 0.0)
         ax.errorbar(np.asarray(xv, dtype=float), m, yerr=yerr, marker="o", ms=4, capsize=3, label=text)
     ax.set_xlabel(x)
+    if all(np.all(np.mod(np.asarray(xv, dtype=float), 1) == 0) for xv in curves.xs) and not logx:
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     seeds = f"{n_seeds[0]}" if len(n_seeds) == 1 else f"{n_seeds[0]}–{n_seeds[-1]}"
     ax.set_ylabel(ylabel or metric)
     ax.set_title(f"{metric} vs {x}: mean ± SE over {seeds} seed(s)", fontsize=10)

@@ -44,6 +44,11 @@ def test_dask_worker_killed_mid_sweep(tmp_path):
                 killed.append(pid)
 
         run = run_sweep(spec, out=tmp_path / "dask", executor=ex, progress=kill_one_after_first_point)
+        # the same cluster through its address (the `--scheduler tcp://...` path): a new store, same results
+        address = ex.client.scheduler.address
+        assert address.startswith("tcp://127.0.0.1:")
+        remote = run_sweep(spec, out=tmp_path / "remote", scheduler=address)
+        assert remote.executor == f"dask:{address}" and remote.n_done == 8
     assert killed and run.n_failed == 0
     keys = [inv.key for inv in plan_sweep(spec).invocations]
     records = Store(tmp_path / "dask").records()
@@ -52,6 +57,7 @@ def test_dask_worker_killed_mid_sweep(tmp_path):
     assert run.n_done == len(keys) == 8
     run_sweep(spec, out=tmp_path / "serial", workers=1)
     assert comparable(load_table(tmp_path / "dask")).equals(comparable(load_table(tmp_path / "serial")))
+    assert comparable(load_table(tmp_path / "remote")).equals(comparable(load_table(tmp_path / "serial")))
 
 
 def _children(pid):
