@@ -63,8 +63,15 @@ figures: $(STAMP_RUN)
 figures-quick: $(STAMP_RUN)
 	$(VENV)/bin/reduced-dynamics figures --quick --out results/figures-quick
 
+# Every speed claim of the README, measured side by side in one run (ratios printed; torch rows only where torch imports).
+# BENCH_ARGS=--quick for a smoke run.
+BENCH_ARGS ?=
 bench: $(STAMP_TEST)
-	$(PY) benchmarks/bench_risk.py
+	$(PY) benchmarks/bench_flow.py $(BENCH_ARGS)
+	$(PY) benchmarks/bench_risk.py $(BENCH_ARGS)
+	$(PY) benchmarks/bench_train.py $(BENCH_ARGS)
+	$(PY) benchmarks/bench_exact.py $(BENCH_ARGS)
+	$(PY) benchmarks/bench_sweep.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) results build *.egg-info

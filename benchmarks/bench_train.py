@@ -179,7 +179,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=5, help="interleaved repetitions (default 5)")
     ap.add_argument("--steps", type=int, default=200, help="steps per case and repetition (default 200)")
+    ap.add_argument("--quick", action="store_true", help="smoke run: 2 repetitions of 30 steps (not the measurement)")
     args = ap.parse_args(argv)
+    if args.quick:
+        args.reps, args.steps = 2, 30
     print(f"H={H} d={d} L={L} batch={BATCH} Adam lr={LR}; numpy stream version {STREAM_VERSION}, one BLAS thread")
     ours, fixed = numpy_cases()
     cases = {("numpy", k): fn for k, fn in ours.items()}
