@@ -164,6 +164,8 @@ def plot_sweep(table, *, metric, x, by=(), over="seed", ax=None, logx=False, log
         ax.set_xscale("log")
     if logy:
         ax.set_yscale("log")
+    else:
+        ax.ticklabel_format(axis="y", useOffset=False)  # values as they are, not "1e-5 + 1"
     if curves.by:
         ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
