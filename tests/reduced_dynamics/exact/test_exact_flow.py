@@ -14,8 +14,8 @@ from reduced_dynamics.exact.flow import ExactFlowResult, integrate_exact_flow
 PAPER = Setting(d=5, L=40, sigma2=0.1)
 
 
-@pytest.mark.parametrize(("omega0", "mu0"), [([0.3], [0.5]), ([0.3, -0.2], [1.0, -1.2])])
-def test_risk_decreases_at_the_rate_minus_squared_gradient(omega0, mu0):
+def test_risk_decreases_at_the_rate_minus_squared_gradient():
+    omega0, mu0 = [0.3], [0.5]
     # along a gradient flow dR/dt = -|∇R|²: compare a centred difference of the recorded risk
     times = np.array([0.0, 0.3, 0.31])
     res = integrate_exact_flow(omega0, mu0, PAPER, t_end=0.31, times=times, rtol=1e-9, atol=1e-11)
@@ -35,7 +35,7 @@ def test_at_large_L_the_exact_flow_follows_the_corrected_flow():
     # measured: 1.2e-6 in ω and 5.6e-7 in μ at t = 0.5 (the state moves by 0.04)
     s = Setting(d=5, L=4000, sigma2=0.1)
     times = np.array([0.0, 0.5])
-    exact = integrate_exact_flow([0.2, -0.2], [2.0, -2.0], s, t_end=0.5, times=times, rtol=1e-7, atol=1e-9)
+    exact = integrate_exact_flow([0.2, -0.2], [2.0, -2.0], s, t_end=0.5, times=times, rtol=1e-6, atol=1e-9)
     corr = integrate_corrected_flow([0.2, -0.2], [2.0, -2.0], times, s)
     np.testing.assert_allclose(exact.omega, corr.omega, atol=1e-5)
     np.testing.assert_allclose(exact.mu, corr.mu, atol=1e-5)
