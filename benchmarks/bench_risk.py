@@ -11,7 +11,7 @@ Bayes ridge (λ = σ² d).
 
 * ``loop``: the research-style code, one prompt at a time with numpy (draw X, x_q, β, ε; five
   predictions, ridge by ``np.linalg.solve``), as the authors' code does;
-* ``engine v1 path``: the engine's generic path (predictors through their ``weights``, ridge on full
+* ``generic path``: the engine's generic path (predictors through their ``weights``, ridge on full
   covariates): the engine before the fused kernels, kept for user-defined predictors;
 * ``engine``: the default engine (fused kernels; Gram sampler for ridge), plain and conditional
   (Rao–Blackwellised) losses, in double and single precision (``precision="single"``), and, when numba
@@ -141,7 +141,7 @@ def timed(fn):
 def monte_carlo_benchmark(quick, reps):
     n_loop, n_eng, n_v1 = (3_000, 300_000, 100_000) if quick else (20_000, 2_000_000, 400_000)
     variants = [
-        ("engine v1 path, plain", n_v1, dict(conditional=False, generic=True)),
+        ("generic path, plain", n_v1, dict(conditional=False, generic=True)),
         ("engine double, plain", n_eng, dict(conditional=False)),
         ("engine double, cond", n_eng, dict(conditional=True)),
         ("engine single, plain", n_eng, dict(conditional=False, precision="single")),

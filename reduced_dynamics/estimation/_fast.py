@@ -441,11 +441,10 @@ def gram_losses(specs, blk: GramBlock, *, d, sigma2, out, kernel="auto"):
                 continue
             lam = sp[1]
             h, Rh = ridge_h(blk, lam, kernel=kernel)
+            lh = h * lam  # λh = e₁ − Gh stays O(1) however large λ is
             if conditional:
-                hh = _dot_rows(h, h)
-                RhRh = _dot_rows(Rh, Rh)
-                out[:, j] = r2 * (lam * lam / d) * hh + sigma2 * (1.0 + r2 * RhRh)
+                out[:, j] = r2 * _dot_rows(lh, lh) / d + sigma2 * (1.0 + r2 * _dot_rows(Rh, Rh))
             else:
-                e = r * (lam * _dot_rows(h, beta) - _dot_rows(Rh, u)) + eps_q
+                e = r * (_dot_rows(lh, beta) - _dot_rows(Rh, u)) + eps_q
                 out[:, j] = e * e
     return out

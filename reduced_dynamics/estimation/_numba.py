@@ -202,16 +202,16 @@ def _gram_block(rng, m, L, d, sigma2, conditional, kinds, lams, out):  # pragma:
                 hh = 0.0
                 rr = 0.0
                 for a in range(d):
-                    hh += h[a] * h[a]
+                    hh += (lam * h[a]) ** 2
                     rr += Rh[a] * Rh[a]
-                out[i, p] = r2[i] * (lam * lam / d) * hh + sigma2 * (1.0 + r2[i] * rr)
+                out[i, p] = r2[i] * hh / d + sigma2 * (1.0 + r2[i] * rr)
             else:
                 hb = 0.0
                 ru = 0.0
                 for a in range(d):
-                    hb += h[a] * g[a, i] / sqd
-                    ru += Rh[a] * g[d + a, i] * sig
-                e = r * (lam * hb - ru) + g[2 * d, i] * sig
+                    hb += lam * h[a] * (g[a, i] / sqd)
+                    ru += Rh[a] * (g[d + a, i] * sig)
+                e = r * (hb - ru) + g[2 * d, i] * sig
                 out[i, p] = e * e
 
 

@@ -275,3 +275,13 @@ def test_ridge_primal_and_dual_forms_agree_with_direct_solve(shape):
 def test_unknown_backend_names_the_parameter():
     with pytest.raises(ValueError, match="`backend`"):
         estimate_risks({"z": Zero()}, SETTING, n_prompts=10, seed=0, backend="jax")
+
+
+@pytest.mark.parametrize("conditional", [False, True])
+def test_gram_ridge_with_huge_lambda_tends_to_the_zero_predictor(conditional):
+    """λ → ∞ shrinks ridge to ŷ = 0: finite losses equal to the zero predictor's on the same prompts."""
+    res = estimate_risks(
+        {"r": BayesRidge(1e300), "z": Zero()}, SETTING, n_prompts=2000, seed=1, conditional=conditional
+    )
+    assert res.sampler == "gram"
+    np.testing.assert_allclose(res["r"].risk, res["z"].risk, rtol=1e-12)
