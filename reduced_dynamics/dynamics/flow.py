@@ -36,11 +36,12 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
-from scipy.integrate import solve_ivp
+from scipy.integrate import ODEintWarning, odeint, solve_ivp
 
 from reduced_dynamics._results import FrozenResult
 from reduced_dynamics._validation import (
@@ -82,6 +83,8 @@ __all__ = [
     "T_END_MAX",
     "IMPLICIT_METHODS",
     "EXPLICIT_METHODS",
+    "DEFAULT_TOLERANCES",
+    "default_tolerances",
 ]
 
 IMPLICIT_METHODS = ("Radau", "BDF", "LSODA")
@@ -131,6 +134,29 @@ STATUS_MESSAGES = {
 for _status in (2, 3, -1):
     STATUS_MESSAGES[(_status, "single")] = STATUS_MESSAGES[(_status, "multi")]
 del _status
+
+
+#: Default ``(rtol, atol)`` of :func:`integrate_flow` per method (``None`` of a method not listed: the
+#: ``"other"`` entry). LSODA needs tighter tolerances than Radau for the same accuracy at t = 1e5.
+DEFAULT_TOLERANCES = {"LSODA": (1e-11, 1e-14), "other": (1e-8, 1e-11)}
+
+
+def default_tolerances(method: str, rtol=None, atol=None) -> tuple:
+    """``(rtol, atol)`` with the :data:`DEFAULT_TOLERANCES` of ``method`` in place of ``None``.
+
+    Parameters
+    ----------
+    method : str
+        A method of :func:`integrate_flow`.
+    rtol, atol : float or None
+        Given tolerances (returned unchanged, unvalidated) or ``None``.
+
+    Returns
+    -------
+    tuple of (float, float)
+    """
+    r0, a0 = DEFAULT_TOLERANCES.get(method, DEFAULT_TOLERANCES["other"])
+    return (r0 if rtol is None else rtol, a0 if atol is None else atol)
 
 
 def status_message(status: int, n_heads: int) -> str:
@@ -556,9 +582,9 @@ def integrate_flow(
     setting,
     *,
     t_end=1e5,
-    method="Radau",
-    rtol=1e-8,
-    atol=1e-11,
+    method="LSODA",
+    rtol=None,
+    atol=None,
     n_eval=400,
     t_first=1e-2,
     stationarity_tol=1e-10,
@@ -584,12 +610,19 @@ def integrate_flow(
         within seconds. At most ``NFEV_MAX`` gradient evaluations are spent: a flow too stiff
         to finish within them ends with status -1 at the last state the solver evaluated.
     method : str
-        A :func:`scipy.integrate.solve_ivp` method. Implicit methods
-        (``Radau`` default, ``BDF``, ``LSODA``) receive the analytic Jacobian.
-    rtol : float, in [1e-14, 0.1]
-        Relative tolerance of the solver.
-    atol : float, in (0, 1]
-        Absolute tolerance of the solver.
+        ``"LSODA"`` (default): scipy's LSODA driven by its own Fortran loop
+        (:func:`scipy.integrate.odeint`) with the analytic Jacobian and a pre-bound right-hand side
+        (Python floats for H <= 6); the events are located exactly by handing over to
+        :func:`scipy.integrate.solve_ivp` at the first evaluation that meets one. Any other
+        :func:`scipy.integrate.solve_ivp` method (``Radau``, ``BDF``; explicit ``RK45``, ``RK23``,
+        ``DOP853``) runs through ``solve_ivp`` with the same pre-bound functions; implicit methods
+        receive the analytic Jacobian.
+    rtol : float, in [1e-14, 0.1], optional
+        Relative tolerance of the solver. Default :data:`DEFAULT_TOLERANCES` of the method: 1e-11 for
+        LSODA (its error control is looser than Radau's: at 1e-8 its final state at t = 1e5 is off by
+        ~1e-7, at 1e-11 by ~3e-10), 1e-8 for the others.
+    atol : float, in (0, 1], optional
+        Absolute tolerance of the solver. Default 1e-14 for LSODA, 1e-11 for the others.
     n_eval : int, in [2, 100000]
         Number of output times: 0 and log-spaced from ``t_first`` to ``t_end``.
     t_first : float, > 0
@@ -634,15 +667,15 @@ def integrate_flow(
     setting.require_isotropic("integrate_flow")
     omega0, mu0 = _single_state(omega0, mu0)
     t_end = _check_t_end("t_end", t_end)
-    rtol, atol = _check_tolerances(rtol, atol)
+    if method not in IMPLICIT_METHODS + EXPLICIT_METHODS:
+        raise ValueError(f"`method` must be one of {IMPLICIT_METHODS + EXPLICIT_METHODS}, got {method!r}")
+    rtol, atol = _check_tolerances(*default_tolerances(method, rtol, atol))
     n_eval = check_positive_int("n_eval", n_eval, hi=N_EVAL_MAX)
     if n_eval < 2:
         raise ValueError(f"`n_eval` must be an integer in [2, {N_EVAL_MAX}], got {n_eval}")
     t_first = check_positive_float("t_first", t_first)
     tol = _check_stage_tolerances(tolerances)
     stationarity_tol = check_nonnegative_float("stationarity_tol", stationarity_tol)
-    if method not in IMPLICIT_METHODS + EXPLICIT_METHODS:
-        raise ValueError(f"`method` must be one of {IMPLICIT_METHODS + EXPLICIT_METHODS}, got {method!r}")
     cap = 0.95 * MAX_EXPONENT if exponent_cap is None else check_positive_float("exponent_cap", exponent_cap)
     if cap > MAX_EXPONENT:
         raise ValueError(f"`exponent_cap` must be in (0, {MAX_EXPONENT:g}], got {exponent_cap}")
@@ -654,56 +687,13 @@ def integrate_flow(
             f"initial state `omega0` is outside the overflow-safe region: d·max(ω0²) = {start_expo:.4g} >= {cap:.4g}"
         )
     H = omega0.shape[0]
-    counts = {"njev": 0, "nfev": 0}
-
-    d_arr, c_arr = np.asarray(float(d)), np.asarray(float(setting.c))  # 0-d constants of the fast path
-
-    def terms(y):
-        # validated once above; here only the overflow guard (a solver trial step may leave the safe region)
-        w, m = y[:H], y[H:]
-        expo = d * float(np.max(w * w))
-        if not expo <= MAX_EXPONENT:  # also catches NaN
-            raise LossOverflowError(f"d·max(ω²) = {expo:.4g} exceeds {MAX_EXPONENT:g}")
-        return w, m, np.exp(d_arr * w[:, None] * w[None, :])  # same rounding as approx_loss
-
-    def grad(y):
-        w, m, E = terms(y)
-        return _grad_arrays(w, m, d_arr, c_arr, E)
-
-    last = {"t": 0.0, "y": np.concatenate([omega0, mu0])}
-
-    def rhs(_t, y):
-        counts["nfev"] += 1
-        if counts["nfev"] > NFEV_MAX:
-            raise _BudgetExceeded()
-        gw, gm = grad(y)
-        if _t >= last["t"]:
-            last["t"], last["y"] = float(_t), y.copy()
-        return -np.concatenate([gw, gm])
-
-    def jac(_t, y):
-        counts["njev"] += 1
-        w, m, E = terms(y)
-        return -_hessian_arrays(w, m, d_arr, c_arr, E)
-
-    def ev_overflow(_t, y):
-        return cap - d * float(np.max(y[:H] ** 2))
-
-    ev_overflow.terminal = True
-    ev_overflow.direction = -1
-
-    def ev_stationary(_t, y):
-        gw, gm = grad(y)
-        return math.log(math.sqrt(float(gw @ gw + gm @ gm)) + 1e-300) - math.log(stationarity_tol)
-
-    ev_stationary.terminal = True
-    ev_stationary.direction = -1
-    events = [ev_overflow] + ([ev_stationary] if stationarity_tol > 0 else [])
+    y0 = np.concatenate([omega0, mu0])
+    kern = _FlowKernels(setting, H, cap, stationarity_tol)
 
     if stationarity_tol > 0:
-        gw0, gm0 = grad(np.concatenate([omega0, mu0]))
         with np.errstate(all="ignore"):  # a huge gradient is simply not stationary
-            g0_norm = math.sqrt(float(gw0 @ gw0 + gm0 @ gm0))
+            g0 = kern.rhs_array(0.0, y0)
+            g0_norm = math.sqrt(float(g0 @ g0))
         if g0_norm < stationarity_tol:
             # the start is already stationary (e.g. the saddle ω = μ = 0): the event of the solver only
             # sees crossings, so report it here, with the one-point trajectory
@@ -727,40 +717,20 @@ def integrate_flow(
             )
 
     t_eval = _log_times(t_end, n_eval, t_first)
-    extra = {"jac": jac} if method in IMPLICIT_METHODS else {}
     start = time.perf_counter()
     try:
         with np.errstate(over="ignore", invalid="ignore"):  # non-finite values are turned into errors below
-            sol = solve_ivp(
-                rhs,
-                (0.0, t_end),
-                np.concatenate([omega0, mu0]),
-                method=method,
-                t_eval=t_eval,
-                rtol=rtol,
-                atol=atol,
-                events=events,
-                **extra,
-            )
+            if method == "LSODA":
+                run = _lsoda_path(kern, y0, t_eval, rtol, atol, start_expo)
+            else:
+                run = _solve_ivp_path(kern, 0.0, y0, t_eval, method, rtol, atol, start_expo)
     except _BudgetExceeded:
         # too stiff to finish within the budget: end at the last state the solver evaluated (status -1)
-        sol = None
-    except LossOverflowError as exc:
-        # a trial step of the solver left the overflow-safe region before the event could stop it
-        raise LossOverflowError(
-            f"the solver stepped outside the overflow-safe region ({exc}). Try a smaller |omega0| or `exponent_cap`."
-        ) from None
-    except (ValueError, np.linalg.LinAlgError) as exc:
-        # scipy's linear algebra refuses a non-finite iteration matrix: the step size collapsed because
-        # exp(d ωωᵀ) makes the flow too stiff (only near the overflow cap); not a bad argument
-        raise LossOverflowError(
-            f"the integrator broke down ({exc}) with d·max(ω0²) = {start_expo:.4g}: the flow is "
-            "too stiff near the overflow cap. Try a smaller |omega0|."
-        ) from None
+        run = None
     seconds = time.perf_counter() - start
-    if sol is None:
-        t = np.array([0.0, last["t"]])
-        Y = np.stack([np.concatenate([omega0, mu0]), last["y"]])
+    if run is None:
+        t = np.array([0.0, kern.last_t])
+        Y = np.stack([y0, np.asarray(kern.last_y)])
         omega, mu = Y[:, :H].copy(), Y[:, H:].copy()
         loss, gnorm = _evaluate_along(omega, mu, setting)
         return FlowResult(
@@ -768,7 +738,7 @@ def integrate_flow(
             status=-1,
             message=(
                 f"{status_message(-1, H)} The solver needed more than {NFEV_MAX} gradient evaluations "
-                f"(the flow is too stiff at {setting!r}) and stopped at t = {last['t']:.4g}; try a shorter "
+                f"(the flow is too stiff at {setting!r}) and stopped at t = {kern.last_t:.4g}; try a shorter "
                 "`t_end` or a looser `rtol`/`atol`."
             ),
             t=t,
@@ -779,29 +749,14 @@ def integrate_flow(
             setting=setting,
             method=method,
             nfev=NFEV_MAX,
-            njev=counts["njev"],
+            njev=kern.njev,
             nlu=0,
             seconds=seconds,
             tolerances=tol,
         )
-    t = sol.t
-    Y = sol.y.T
-    if sol.status == 1 and sol.t_events is not None:
-        # append the terminal event state so the trajectory ends where the solver stopped
-        for k, te in enumerate(sol.t_events):
-            if len(te):
-                t = np.concatenate([t, te[-1:]])
-                Y = np.concatenate([Y, sol.y_events[k][-1:]], axis=0)
+    t, Y, status, solver_message, nlu = run
     omega, mu = Y[:, :H].copy(), Y[:, H:].copy()
-    if sol.status == -1:
-        status = -1
-        message = f"{status_message(-1, H)} Solver: {sol.message}"
-    elif sol.status == 1 and len(sol.t_events[0]):
-        status, message = 2, status_message(2, H)
-    elif sol.status == 1:
-        status, message = 1, status_message(1, H)
-    else:
-        status, message = 0, status_message(0, H)
+    message = status_message(status, H) + (f" Solver: {solver_message}" if status == -1 else "")
     loss, gnorm = _evaluate_along(omega, mu, setting)
     return FlowResult(
         success=status in (0, 1),
@@ -814,12 +769,306 @@ def integrate_flow(
         grad_norm=gnorm,
         setting=setting,
         method=method,
-        nfev=int(sol.nfev),
-        njev=int(sol.njev) if method in IMPLICIT_METHODS else 0,
-        nlu=int(sol.nlu),
+        nfev=kern.nfev,
+        njev=kern.njev if method in IMPLICIT_METHODS else 0,
+        nlu=nlu,
         seconds=seconds,
         tolerances=tol,
     )
+
+
+class _Event(Exception):
+    """The fast LSODA pass met an event condition (overflow cap or stationarity) at time ``t``."""
+
+    def __init__(self, t):
+        super().__init__(t)
+        self.t = t
+
+
+#: Largest H whose right-hand side and Jacobian run on Python floats (cheaper than numpy on tiny arrays).
+_PY_KERNEL_MAX_HEADS = 6
+
+
+class _FlowKernels:
+    """Pre-bound ``−∇L̃`` and ``−∇²L̃`` of one scalar setting and H, for the single-trajectory solvers.
+
+    Validated once by the caller; each call only guards the overflow region and counts. For H <= 6 the
+    arithmetic runs on Python floats (a few µs per call, against ~20 µs for numpy on arrays of 2H
+    entries); for larger H on numpy arrays. ``abort=True`` makes the right-hand side raise
+    :class:`_Event` at the first evaluation beyond the overflow cap or below the stationarity threshold
+    (the fast LSODA pass then hands over to the exact event location of :func:`_solve_ivp_path`).
+    """
+
+    def __init__(self, setting, H, cap, stationarity_tol):
+        self.H = H
+        self.d = float(setting.d)
+        self.c = float(setting.c)
+        self.cap = cap
+        self.stat2 = stationarity_tol * stationarity_tol
+        self.nfev = 0
+        self.njev = 0
+        self.abort = False
+        self.flag_t = None  # time of the first evaluation below the stationarity threshold (fast pass)
+        self.last_t = 0.0
+        self.last_y = None
+        d_arr = np.asarray(self.d)
+        c_arr = np.asarray(self.c)
+        self._d_arr, self._c_arr = d_arr, c_arr
+
+    # --- the state guard ---------------------------------------------------------------------------
+    def _guard(self, t, w):
+        expo = self.d * max([x * x for x in w])
+        if not expo <= MAX_EXPONENT:  # also catches NaN
+            raise LossOverflowError(f"d·max(ω²) = {expo:.4g} exceeds {MAX_EXPONENT:g}")
+        if self.abort and not expo < self.cap:
+            raise _Event(t)
+
+    def _grad_lists(self, w, m):
+        H, d, c = self.H, self.d, self.c
+        cd = c * d
+        R = range(H)
+        u = -1.0
+        a = [0.0] * H
+        for h in R:
+            a[h] = m[h] * w[h]
+            u += a[h]
+        out = [0.0] * (2 * H)
+        exp = math.exp
+        for h in R:
+            dw = d * w[h]
+            g = 0.0
+            em = 0.0
+            for k in R:
+                e = exp(dw * w[k])
+                g += e * a[k]
+                em += e * m[k]
+            out[h] = -2.0 * m[h] * (u + cd * g)
+            out[H + h] = -2.0 * (u * w[h] + c * em)
+        return out
+
+    def rhs_array(self, t, y):
+        """``−∇L̃(y)`` as an ndarray (no counting, no guard beyond the overflow check)."""
+        H = self.H
+        if H <= _PY_KERNEL_MAX_HEADS:
+            yl = y.tolist()
+            return np.array(self._grad_lists(yl[:H], yl[H:]))
+        w, m = y[:H], y[H:]
+        E = np.exp(self._d_arr * w[:, None] * w[None, :])
+        gw, gm = _grad_arrays(w, m, self._d_arr, self._c_arr, E)
+        return -np.concatenate([gw, gm])
+
+    def rhs(self, y, t):
+        """``−∇L̃`` for odeint (``(y, t)``): counted, guarded, remembers the latest state."""
+        self.nfev += 1
+        if self.nfev > NFEV_MAX:
+            raise _BudgetExceeded()
+        H = self.H
+        if H <= _PY_KERNEL_MAX_HEADS:
+            yl = y.tolist()
+            self._guard(t, yl[:H])
+            out = self._grad_lists(yl[:H], yl[H:])
+            if self.abort and self.stat2 > 0 and self.flag_t is None and sum([x * x for x in out]) < self.stat2:
+                self.flag_t = t
+        else:
+            w = y[:H]
+            self._guard(t, w.tolist())
+            E = np.exp(self._d_arr * w[:, None] * w[None, :])
+            gw, gm = _grad_arrays(w, y[H:], self._d_arr, self._c_arr, E)
+            out = -np.concatenate([gw, gm])
+            if self.abort and self.stat2 > 0 and self.flag_t is None and float(out @ out) < self.stat2:
+                self.flag_t = t
+        if t >= self.last_t:
+            self.last_t, self.last_y = float(t), y.copy()
+        return out
+
+    def rhs_ivp(self, t, y):
+        """``rhs`` with solve_ivp's argument order ``(t, y)``, returning an ndarray."""
+        return np.asarray(self.rhs(y, t))
+
+    def jac(self, y, t):
+        """``−∇²L̃`` for odeint (``(y, t)``), shape (2H, 2H) (the formulas of :func:`approx_loss_hessian`)."""
+        self.njev += 1
+        H = self.H
+        if H > _PY_KERNEL_MAX_HEADS:
+            w, m = y[:H], y[H:]
+            self._check_expo(w.tolist())
+            E = np.exp(self._d_arr * w[:, None] * w[None, :])
+            return -_hessian_arrays(w, m, self._d_arr, self._c_arr, E)
+        yl = y.tolist()
+        w, m = yl[:H], yl[H:]
+        self._check_expo(w)
+        d, c = self.d, self.c
+        cd = c * d
+        R = range(H)
+        exp = math.exp
+        E = [[exp(d * w[i] * w[j]) for j in R] for i in R]
+        a = [m[k] * w[k] for k in R]
+        u = sum(a) - 1.0
+        n2 = 2 * H
+        J = [[0.0] * n2 for _ in range(n2)]
+        for i in R:
+            Ei = E[i]
+            g = 0.0
+            s2 = 0.0
+            for k in R:
+                g += Ei[k] * a[k]
+                s2 += Ei[k] * a[k] * w[k]
+            mi, wi = m[i], w[i]
+            Ji, Jhi = J[i], J[H + i]
+            for j in R:
+                e = Ei[j]
+                mm = mi * m[j]
+                Ji[j] = -(2.0 * mm + 2.0 * cd * mm * e * (1.0 + d * wi * w[j]))
+                # ∂²L̃/∂ω_i∂μ_j
+                hwm = 2.0 * mi * w[j] * (1.0 + cd * e)
+                Ji[H + j] = -hwm
+                J[H + j][i] = -hwm
+                Jhi[H + j] = -(2.0 * wi * w[j] + 2.0 * c * e)
+            Ji[i] -= 2.0 * cd * d * mi * s2
+            Ji[H + i] -= 2.0 * (u + cd * g)
+            J[H + i][i] -= 2.0 * (u + cd * g)
+        return J
+
+    def _check_expo(self, w):
+        expo = self.d * max([x * x for x in w])
+        if not expo <= MAX_EXPONENT:
+            raise LossOverflowError(f"d·max(ω²) = {expo:.4g} exceeds {MAX_EXPONENT:g}")
+
+    def jac_ivp(self, t, y):
+        return self.jac(y, t)
+
+    def grad_norm(self, y):
+        out = self.rhs_array(0.0, y)
+        return math.sqrt(float(out @ out))
+
+
+def _solve_ivp_path(kern, t0, y0, t_eval, method, rtol, atol, start_expo):
+    """:func:`scipy.integrate.solve_ivp` from ``(t0, y0)`` to ``t_eval[-1]`` with the two terminal events.
+
+    Returns ``(t, Y, status, solver_message, nlu)`` with Y of shape (T, 2H); ``t`` holds the ``t_eval``
+    points reached plus the event point. Raises :class:`LossOverflowError` when the solver breaks down.
+    """
+    H, d, cap = kern.H, kern.d, kern.cap
+    kern.abort = False
+
+    def ev_overflow(_t, y):
+        return cap - d * float(np.max(y[:H] ** 2))
+
+    ev_overflow.terminal = True
+    ev_overflow.direction = -1
+
+    def ev_stationary(_t, y):
+        return math.log(kern.grad_norm(y) + 1e-300) - 0.5 * math.log(kern.stat2)
+
+    ev_stationary.terminal = True
+    ev_stationary.direction = -1
+    events = [ev_overflow] + ([ev_stationary] if kern.stat2 > 0 else [])
+    extra = {"jac": kern.jac_ivp} if method in IMPLICIT_METHODS else {}
+    t_end = float(t_eval[-1])
+    try:
+        sol = solve_ivp(
+            kern.rhs_ivp,
+            (t0, t_end),
+            y0,
+            method=method,
+            t_eval=t_eval,
+            rtol=rtol,
+            atol=atol,
+            events=events,
+            **extra,
+        )
+    except LossOverflowError as exc:
+        # a trial step of the solver left the overflow-safe region before the event could stop it
+        raise LossOverflowError(
+            f"the solver stepped outside the overflow-safe region ({exc}). Try a smaller |omega0| or `exponent_cap`."
+        ) from None
+    except (ValueError, np.linalg.LinAlgError) as exc:
+        # scipy's linear algebra refuses a non-finite iteration matrix: the step size collapsed because
+        # exp(d ωωᵀ) makes the flow too stiff (only near the overflow cap); not a bad argument
+        raise LossOverflowError(
+            f"the integrator broke down ({exc}) with d·max(ω0²) = {start_expo:.4g}: the flow is "
+            "too stiff near the overflow cap. Try a smaller |omega0|."
+        ) from None
+    t = sol.t
+    Y = sol.y.T
+    if sol.status == 1 and sol.t_events is not None:
+        # append the terminal event state so the trajectory ends where the solver stopped
+        for k, te in enumerate(sol.t_events):
+            if len(te):
+                t = np.concatenate([t, te[-1:]])
+                Y = np.concatenate([Y, sol.y_events[k][-1:]], axis=0)
+    if sol.status == -1:
+        status = -1
+    elif sol.status == 1 and len(sol.t_events[0]):
+        status = 2
+    elif sol.status == 1:
+        status = 1
+    else:
+        status = 0
+    return t, Y, status, sol.message, int(sol.nlu)
+
+
+def _lsoda_path(kern, y0, t_eval, rtol, atol, start_expo):
+    """LSODA driven by its own Fortran loop (:func:`scipy.integrate.odeint`), with the analytic Jacobian.
+
+    Events: the fast pass records the first evaluation below the stationarity threshold and raises
+    :class:`_Event` at the first one beyond the overflow cap. From the last output time before that
+    evaluation, :func:`_solve_ivp_path` continues and locates the event exactly (as the other methods
+    do). After an overflow abort the outputs before it are recomputed first (LSODA's steps do not depend
+    on the output times; the ``tcrit`` stop keeps it from stepping past the last one). A failure of the
+    Fortran loop hands the whole run to :func:`_solve_ivp_path`.
+    """
+    kern.abort = True
+    kern.flag_t = None
+    ok = "Integration successful."
+    try:
+        with warnings.catch_warnings():  # a failure is reported through info["message"] and handled below
+            warnings.simplefilter("ignore", ODEintWarning)
+            Y, info = odeint(
+                kern.rhs, y0, t_eval, Dfun=kern.jac, rtol=rtol, atol=atol, full_output=True, mxstep=NFEV_MAX
+            )
+        t_flag = kern.flag_t
+        if info["message"] != ok:
+            return _solve_ivp_path(kern, 0.0, y0, t_eval, "Radau", rtol, atol, start_expo)
+        if t_flag is None:
+            return t_eval.copy(), Y, 0, info["message"], int(info["nje"][-1])
+        k = max(1, int(np.searchsorted(t_eval, t_flag, side="left")))  # outputs t_eval[:k] are < t_flag
+        Y_head = Y[:k]
+        nje_head = int(info["nje"][k - 1]) if k >= 2 else 0
+    except _Event as ev:
+        t_flag = ev.t if kern.flag_t is None else min(ev.t, kern.flag_t)
+        k = max(1, int(np.searchsorted(t_eval, t_flag, side="left")))
+        kern.abort = False
+        if k >= 2:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ODEintWarning)
+                Y_head, info = odeint(
+                    kern.rhs,
+                    y0,
+                    t_eval[:k],
+                    Dfun=kern.jac,
+                    rtol=rtol,
+                    atol=atol,
+                    full_output=True,
+                    mxstep=NFEV_MAX,
+                    tcrit=t_eval[k - 1 : k],
+                )
+            if info["message"] != ok:
+                return _solve_ivp_path(kern, 0.0, y0, t_eval, "Radau", rtol, atol, start_expo)
+            nje_head = int(info["nje"][-1])
+        else:
+            Y_head, nje_head = y0[None, :], 0
+    finally:
+        kern.abort = False
+    # the tail starts from an output state above the stationarity threshold, so its event sees the crossing
+    while k > 1 and kern.stat2 > 0 and kern.grad_norm(Y_head[k - 1]) ** 2 < kern.stat2:
+        k -= 1
+    t_tail, Y_tail, status, message, nlu = _solve_ivp_path(
+        kern, float(t_eval[k - 1]), Y_head[k - 1], t_eval[k - 1 :], "Radau", rtol, atol, start_expo
+    )
+    t = np.concatenate([t_eval[: k - 1], t_tail])
+    Y = np.concatenate([Y_head[: k - 1], Y_tail], axis=0)
+    return t, Y, status, message, nje_head + nlu
 
 
 def _record_steps(n_steps: int, n_records: int) -> np.ndarray:
