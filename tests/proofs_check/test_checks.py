@@ -184,7 +184,7 @@ def test_approximation_error_bad_input(args, kwargs, name):
 
 def test_run_checks_in_parallel_equals_serial():
     """`workers=2` runs each check in its own process; every result equals the serial run's (timing aside)."""
-    only = ["approximation", "optimality", "single_head"]
+    only = ["approximation", "optimality"]
     seen = []
     serial = run_checks(PAPER, quick=True, only=only)
     parallel = run_checks(PAPER, quick=True, only=only, workers=2, progress=lambda n, s, r: seen.append(n))
