@@ -21,10 +21,10 @@ import numpy as np
 
 from reduced_dynamics._validation import check_positive_int
 from reduced_dynamics.cli._common import Progress, add_quiet, exit_codes_epilog, nonempty, parse_floats, prepare_out
-from reduced_dynamics.cli._setting import add_setting_arguments, setting_from_args
+from reduced_dynamics.cli._setting import add_setting_arguments, add_tasks_argument, setting_from_args
 from reduced_dynamics.dynamics.manifold import eta_star, mu_gamma
 from reduced_dynamics.estimation.predictors import BayesRidge, DebiasedGD, MultiHead, SingleHead, VanillaGD
-from reduced_dynamics.estimation.risk import estimate_risks
+from reduced_dynamics.estimation.risk import RiskEstimate, estimate_risks
 from reduced_dynamics.io import atomic_write_json, output_stem, to_jsonable
 
 HELP = "Monte Carlo risks of multi-head attention, single head, GD, debiased GD and Bayes ridge."
@@ -42,6 +42,7 @@ DEFAULT_GAMMA = 0.1
 
 def add_arguments(parser) -> None:
     add_setting_arguments(parser)
+    add_tasks_argument(parser)
     parser.add_argument("--prompts", type=int, default=200000, help="Monte Carlo prompts (default 200000)")
     parser.add_argument("--seed", type=int, default=0, help="seed (default 0)")
     parser.add_argument(
@@ -74,6 +75,8 @@ def _gd_risk():
 def main(args) -> int:
     t0 = time.perf_counter()
     setting = setting_from_args(args)
+    if setting.tasks is not None:
+        return _main_multitask(args, setting, t0)
     d, L, sigma2 = setting.d, setting.L, setting.sigma2
     eta = eta_star(setting)
     if check_positive_int("prompts", args.prompts) < 2:
@@ -150,6 +153,89 @@ def main(args) -> int:
     print(f"risk  d={d} L={L} sigma2={sigma2} prompts={res.n} seed={args.seed}  ({seconds:.2f} s)")
     print(f"multi_head at omega={np.round(omega, 6).tolist()} mu={np.round(mu, 6).tolist()}; eta*={eta:.6f}")
     print(table(estimates, exact))
+    if args.out is not None:
+        print(f"  wrote {out['file']}")
+    return 0
+
+
+def _main_multitask(args, setting, t0) -> int:
+    """``risk --tasks``: per-task risks of the multi-task predictors on common prompts (docs/theory.md#extensions).
+
+    Predictors: debiased GD on each support at η_n = 1/(1 + c|S_n|) (exact finite-L risk from
+    the single-task closed form at d = |S_n|), Bayes ridge on each support (λ = σ²|S_n|), the
+    limit predictors of the reduced flow for H = 1 (one head at the optimum of L̃) and
+    H = 2 (one weighted debiased GD shared by the tasks), and the zero predictor (exact 1 + σ²).
+    """
+    from reduced_dynamics.exact.expansion import dgd_risk
+    from reduced_dynamics.multitask.predictors import (
+        limit_predictor,
+        per_task_risks,
+        reduced_mt_predict,
+        support_dgd_weights,
+        support_ridge_predict,
+        weighted_dgd_predict,
+    )
+
+    if check_positive_int("prompts", args.prompts) < 2:
+        raise ValueError(f"`prompts` must be an integer >= 2 (for a standard error), got {args.prompts}")
+    if args.omega is not None or args.mu is not None:
+        raise ValueError("`--omega`/`--mu` are not supported with `--tasks` (use `run --tasks` for a flow end state)")
+    if args.conditional:
+        raise ValueError("`--conditional` is not supported with `--tasks` (plain Monte Carlo on common prompts)")
+    prepare_out(args.out)
+    A = support_dgd_weights(setting)
+    one, two = limit_predictor(1, setting), limit_predictor(2, setting)
+    preds = {
+        "debiased_gd_S": lambda p: weighted_dgd_predict(p, A),
+        "bayes_ridge_S": lambda p: support_ridge_predict(p, setting),
+        "limit_H1": lambda p: reduced_mt_predict(p, one.omega, one.mu, setting),
+        "limit_H2": lambda p: weighted_dgd_predict(p, two.A),
+        "zero": lambda p: np.zeros_like(p.yq),
+    }
+    res = per_task_risks(preds, setting, n_prompts=args.prompts, seed=args.seed)
+    exact = {name: [None] * setting.n_tasks for name in preds}
+    exact["debiased_gd_S"] = [
+        float(dgd_risk(A[n].max(), setting.replace(d=len(S), tasks=None))) for n, S in enumerate(setting.supports)
+    ]
+    exact["zero"] = [1.0 + setting.sigma2] * setting.n_tasks
+    seconds = time.perf_counter() - t0
+    tasks = ",".join(f"{t[0] + 1}-{t[-1] + 1}" if len(t) > 1 else f"{t[0] + 1}" for t in setting.tasks)
+    out = {
+        "estimators": {
+            name: {"risk": res.risk[i].tolist(), "stderr": res.stderr[i].tolist(), "exact": exact[name]}
+            for i, name in enumerate(res.names)
+        },
+        "prompts": res.n,
+        "seconds": seconds,
+        "config": {**setting.to_dict(), "tasks_1based": tasks, "seed": args.seed, "eta": A.max(axis=1).tolist()},
+    }
+    if args.out is not None:
+        stem = output_stem(
+            "risk",
+            dict(
+                d=setting.d,
+                L=setting.L,
+                sigma2=float(setting.sigma2),
+                tasks=tasks,
+                prompts=int(args.prompts),
+                seed=int(args.seed),
+            ),
+        )
+        out["file"] = str(atomic_write_json(Path(args.out) / f"{stem}.json", out))
+    if args.json:
+        print(json.dumps(to_jsonable(out), indent=2))
+        return 0
+    print(
+        f"risk --tasks {tasks}  d={setting.d} L={setting.L} sigma2={setting.sigma2} prompts={res.n} seed={args.seed}"
+        f"  ({seconds:.2f} s)"
+    )
+    for n in range(setting.n_tasks):
+        print(f"task {n + 1} (features {[j + 1 for j in setting.supports[n]]})")
+        ests = {
+            name: RiskEstimate(float(res.risk[i, n]), float(res.stderr[i, n]), res.n, name)
+            for i, name in enumerate(res.names)
+        }
+        print(table(ests, {name: exact[name][n] for name in res.names}))
     if args.out is not None:
         print(f"  wrote {out['file']}")
     return 0

@@ -1,0 +1,173 @@
+"""``run`` and ``train`` with ``--tasks``: the multi-task reduced flow and the N-output attention model.
+
+``run`` / ``train`` dispatch here when their setting has tasks (``setting.tasks is not None``):
+``run_multitask(args, setting)`` and ``train_multitask(args, setting)`` return the exit code.
+Both print (``--json``) or write (``--out``) ``omega`` (H × d per-feature KQ weights), ``mu``
+(H × N per-task OV weights) and ``roles`` (per head: ``T<n><sign>`` dedicated, mixed signs
+superposed, one sign shared, or ``dummy``; docs/theory.md#extensions).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from reduced_dynamics._validation import check_positive_float, check_positive_int
+from reduced_dynamics.cli._common import prepare_out
+from reduced_dynamics.io import atomic_write_json, to_jsonable
+from reduced_dynamics.multitask.attention import mt_attention_predict, train_mt_attention
+from reduced_dynamics.multitask.flow import antipodal_pairs, integrate_mt_flow, random_mt_state
+from reduced_dynamics.multitask.predictors import (
+    limit_predictor,
+    per_task_risks,
+    reduced_mt_predict,
+    support_ridge_predict,
+    weighted_dgd_predict,
+)
+
+__all__ = ["run_multitask", "train_multitask"]
+
+
+def _emit(args, out, name) -> int:
+    if getattr(args, "out", None) is not None:
+        folder = prepare_out(args.out)
+        out["file"] = str(atomic_write_json(Path(folder) / name, out))
+    if args.json:
+        print(json.dumps(to_jsonable(out), indent=2))
+    else:
+        print(_text(out))
+    return 0
+
+
+def _text(out) -> str:
+    lines = [f"{out['command']} --tasks {out['tasks']}  H={len(out['roles'])}  ({out['seconds']:.2f} s)"]
+    for h, (w, m, r) in enumerate(zip(out["omega"], out["mu"], out["roles"]), start=1):
+        lines.append(
+            f"  head {h}: omega=[{', '.join(f'{x:+.4f}' for x in w)}]  mu=[{', '.join(f'{x:+.3f}' for x in m)}]  {r}"
+        )
+    if "loss_per_task" in out:
+        lines.append(f"  L~ per task {[round(float(x), 6) for x in out['loss_per_task']]}  limit {out['limit']['regime']}")
+    if "risk" in out:
+        for name, est in out["risk"].items():
+            lines.append(
+                f"  {name:>14}: " + "  ".join(f"{r:.5f} ± {s:.5f}" for r, s in zip(est["risk"], est["stderr"]))
+            )
+    return "\n".join(lines)
+
+
+def _tasks_text(setting) -> str:
+    return ",".join(f"{t[0] + 1}-{t[-1] + 1}" if len(t) > 1 else f"{t[0] + 1}" for t in setting.tasks)
+
+
+def run_multitask(args, setting) -> int:
+    """``run --tasks``: the multi-task reduced flow from a small random start (``--heads``, ``--seed``, ``--t-end``).
+
+    Returns the exit code (0); bad input raises ``ValueError`` naming the flag.
+    """
+    t0 = time.perf_counter()
+    if getattr(args, "init", "random") != "random":
+        raise ValueError("`--init` must be 'random' with `--tasks` (the multi-task flow starts at random)")
+    for attr, flag in (("omega0", "--omega0"), ("mu0", "--mu0"), ("n_init", "--n-init")):
+        if getattr(args, attr, None) is not None:
+            raise ValueError(f"`{flag}` is not supported with `--tasks`")
+    H = check_positive_int("heads", args.heads, hi=64)
+    t_end = check_positive_float("t-end", args.t_end)
+    scale = check_positive_float("init-scale", getattr(args, "init_scale", 0.01))
+    x0 = random_mt_state(H, setting, scale=scale, seed=args.seed)
+    kw = {}
+    for attr in ("rtol", "atol"):
+        v = getattr(args, attr, None)
+        if v is not None:
+            kw[attr] = check_positive_float(attr, v)
+    res = integrate_mt_flow(x0[:, : setting.d], x0[:, setting.d :], setting, t_end=t_end, **kw)
+    lim = limit_predictor(H, setting)
+    out = {
+        "command": "run",
+        "tasks": _tasks_text(setting),
+        "success": res.success,
+        "message": res.message,
+        "omega": res.omega,
+        "mu": res.mu,
+        "roles": list(res.roles),
+        "antipodal_pairs": antipodal_pairs(res.omega, res.mu),
+        "A": res.A,
+        "loss": res.loss,
+        "loss_per_task": res.loss_per_task,
+        "grad_norm": res.grad_norm,
+        "limit": {"regime": lim.regime, "A": lim.A, "loss_per_task": lim.loss_per_task},
+        "setting": setting.to_dict(),
+        "config": {"heads": H, "seed": args.seed, "t_end": t_end, "init_scale": scale},
+        "seconds": time.perf_counter() - t0,
+    }
+    _emit(args, out, "run_multitask.json")
+    return 0 if res.success else 3
+
+
+def train_multitask(args, setting) -> int:
+    """``train --tasks``: train the N-output attention model (circuit form) with Adam.
+
+    Uses ``--heads --steps --batch --lr --seed --n-eval``; ``--optimizer`` must be adam, and
+    ``--resume`` is not supported. Reports per-task risks with standard errors on ``--n-eval``
+    fresh prompts, for the trained model, the reduced model at its extracted (ω, μ), debiased GD
+    on each support and Bayes ridge on each support (common prompts).
+    """
+    t0 = time.perf_counter()
+    if getattr(args, "optimizer", "adam") != "adam":
+        raise ValueError("`--optimizer` must be adam with `--tasks`")
+    if getattr(args, "resume", False):
+        raise ValueError("`--resume` is not supported with `--tasks`")
+    H = check_positive_int("heads", args.heads, hi=64)
+    steps = check_positive_int("steps", args.steps, hi=10**7)
+    n_eval = check_positive_int("n-eval", getattr(args, "n_eval", 20_000), hi=10**7)
+    if n_eval < 2:
+        raise ValueError(f"`--n-eval` must be >= 2 (for a standard error), got {n_eval}")
+    if getattr(args, "out", None) is not None:
+        target = Path(args.out) / "final_multitask.json"
+        if target.exists() and not getattr(args, "force", False):
+            raise ValueError(f"`--out` already holds a multi-task run ({target}); pass --force to replace it")
+        prepare_out(args.out)
+    res = train_mt_attention(H, setting, steps=steps, seed=args.seed, batch=args.batch, lr=args.lr)
+    if not res.success:
+        print(res.message, file=__import__("sys").stderr)
+        return 3
+    circ = res.circuits
+    lim = limit_predictor(max(H, 1), setting)
+    preds = {
+        "trained": lambda p: mt_attention_predict(res.model, p, setting),
+        "reduced": lambda p: reduced_mt_predict(p, circ.omega, circ.mu, setting),
+        "limit": lambda p: (
+            weighted_dgd_predict(p, lim.A)
+            if lim.regime != "kernel"
+            else reduced_mt_predict(p, lim.omega, lim.mu, setting)
+        ),
+        "debiased_gd_S": lambda p: weighted_dgd_predict(p, limit_predictor(setting.n_tasks + 1, setting).A),
+        "bayes_ridge_S": lambda p: support_ridge_predict(p, setting),
+    }
+    risks = per_task_risks(preds, setting, n_prompts=n_eval, seed=args.seed + 10**6)
+    tail = res.losses[-min(1000, res.steps) :]
+    out = {
+        "command": "train",
+        "tasks": _tasks_text(setting),
+        "success": True,
+        "omega": circ.omega,
+        "mu": circ.mu,
+        "roles": list(circ.roles),
+        "antipodal_pairs": antipodal_pairs(circ.omega, circ.mu),
+        "kq_offdiag_rel": circ.kq_offdiag_rel,
+        "ov_offdiag_rel": circ.ov_offdiag_rel,
+        "risk": {name: {"risk": risks.risk[i], "stderr": risks.stderr[i]} for i, name in enumerate(risks.names)},
+        "n_eval": n_eval,
+        "final_batch_loss": float(np.mean(tail)),
+        "steps": res.steps,
+        "train_seconds": res.seconds,
+        "train_cpu_seconds": res.cpu_seconds,
+        "model": "N-output attention in circuit form (KQ_h, OV_h), trained with Adam",
+        "setting": setting.to_dict(),
+        "config": {"heads": H, "steps": steps, "batch": args.batch, "lr": args.lr, "seed": args.seed},
+        "seconds": time.perf_counter() - t0,
+    }
+    _emit(args, out, "final_multitask.json")
+    return 0

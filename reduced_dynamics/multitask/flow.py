@@ -1,0 +1,354 @@
+r"""Gradient flow of the multi-task approximate loss and the classification of its heads.
+
+The flow :math:`\dot\theta = -\nabla\tilde L(\theta)` (the package's time convention,
+docs/conventions.md) of :func:`reduced_dynamics.multitask.loss.mt_loss`, integrated with
+``scipy.integrate.solve_ivp`` from a small random start (i.i.d. :math:`N(0, \text{scale}^2)`
+entries, the single-task default scale 0.01).
+
+Head roles (:func:`classify_heads`). Head :math:`h` contributes to task :math:`n` the vector
+:math:`\mu^{(h)}_n\,\omega^{(h)}_{S_n}`; call it *active* for task :math:`n` when its norm
+exceeds ``rel_tol`` (default 0.1) times the largest norm over the heads for that task. Its
+sign for task :math:`n` is the sign of :math:`\mu^{(h)}_n` (as in the single-task pair
+:math:`(\gamma, m), (-\gamma, -m)`, whose heads are "positive" and "negative" while both
+contribute :math:`\gamma m > 0`). A head active for exactly one task is *dedicated*
+(``"T1+"``: task 1, positive), for several tasks with mixed signs *superposed*
+(``"T1+T2-"``), for several tasks with one sign *shared* (``"T1+T2+"``), and for none a
+*dummy* (``"dummy"``). Task numbers in labels are 1-based.
+
+References
+----------
+docs/theory.md#extensions
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+
+import numpy as np
+from scipy.integrate import solve_ivp
+
+from reduced_dynamics._results import FrozenResult
+from reduced_dynamics._validation import check_finite_array, check_positive_float, check_positive_int
+from reduced_dynamics.estimation.prompts import as_generator
+from reduced_dynamics.multitask.loss import (
+    check_state,
+    effective_weights,
+    mt_gradient,
+    mt_loss,
+    mt_loss_per_task,
+    support_mask,
+)
+from reduced_dynamics.setting import Setting, as_setting
+
+__all__ = [
+    "MultitaskFlowResult",
+    "RoleFrequencies",
+    "random_mt_state",
+    "integrate_mt_flow",
+    "classify_heads",
+    "role_frequencies",
+]
+
+#: Default end time of the flow (the structure is settled well before; see the theory text).
+T_END = 2000.0
+
+
+@dataclasses.dataclass(frozen=True)
+class MultitaskFlowResult(FrozenResult):
+    """End state of one multi-task flow.
+
+    Attributes
+    ----------
+    success : bool
+    status : int
+        ``solve_ivp`` status (0: reached ``t_end``).
+    message : str
+    omega : ndarray, shape (H, d)
+        Per-head, per-feature KQ weights at ``t_end``.
+    mu : ndarray, shape (H, N)
+        Per-head, per-task OV weights at ``t_end``.
+    omega0, mu0 : ndarray
+        The start.
+    t_end : float
+    loss : float
+        :math:`\\tilde L` at the end.
+    loss_per_task : ndarray, shape (N,)
+    grad_norm : float
+        Norm of the gradient at the end.
+    A : ndarray, shape (N, d)
+        Effective weights :math:`M^\\top\\Omega`.
+    roles : tuple of str
+        :func:`classify_heads` of the end state.
+    nfev : int
+    """
+
+    success: bool
+    status: int
+    message: str
+    omega: np.ndarray
+    mu: np.ndarray
+    omega0: np.ndarray
+    mu0: np.ndarray
+    t_end: float
+    loss: float
+    loss_per_task: np.ndarray
+    grad_norm: float
+    A: np.ndarray
+    roles: tuple
+    nfev: int
+
+
+def random_mt_state(n_heads: int, setting: Setting, *, scale: float = 0.01, seed):
+    """Small random start: ``omega`` (H, d) and ``mu`` (H, N) with i.i.d. ``N(0, scale²)`` entries.
+
+    Parameters
+    ----------
+    n_heads : int, in [1, 64]
+    setting : Setting
+    scale : float > 0
+    seed : int >= 0 or numpy.random.Generator
+
+    Returns
+    -------
+    ndarray, shape (H, d + N)
+        ``[:, :d]`` is omega, ``[:, d:]`` is mu.
+    """
+    H = check_positive_int("n_heads", n_heads, hi=64)
+    setting = as_setting(setting, "random_mt_state")
+    scale = check_positive_float("scale", scale)
+    rng = as_generator(seed)
+    return scale * rng.standard_normal((H, setting.d + setting.n_tasks))
+
+
+def integrate_mt_flow(
+    omega0, mu0, setting: Setting, *, t_end: float = T_END, method: str = "LSODA", rtol: float = 1e-8, atol=1e-10
+) -> MultitaskFlowResult:
+    """Integrate the multi-task gradient flow from ``(omega0, mu0)`` to ``t_end``.
+
+    Parameters
+    ----------
+    omega0 : array_like, shape (H, d)
+    mu0 : array_like, shape (H, N)
+    setting : Setting
+        Scalar, with ``tasks`` (or the single task).
+    t_end : float > 0
+    method : str
+        A ``solve_ivp`` method (LSODA by default: the flow is stiff near the end).
+    rtol, atol : float > 0
+
+    Returns
+    -------
+    MultitaskFlowResult
+    """
+    setting = as_setting(setting, "integrate_mt_flow")
+    omega0, mu0 = check_state(omega0, mu0, setting)
+    if omega0.ndim != 2:
+        raise ValueError(f"`omega0` must have shape (H, d), got {omega0.shape}")
+    t_end = check_positive_float("t_end", t_end)
+    rtol = check_positive_float("rtol", rtol)
+    atol = check_positive_float("atol", atol)
+    H, d = omega0.shape
+    N = mu0.shape[1]
+
+    def rhs(_t, y):
+        g = mt_gradient(y[: H * d].reshape(H, d), y[H * d :].reshape(H, N), setting)
+        return -np.concatenate([g.omega.ravel(), g.mu.ravel()])
+
+    y0 = np.concatenate([omega0.ravel(), mu0.ravel()])
+    try:
+        sol = solve_ivp(rhs, (0.0, t_end), y0, method=method, rtol=rtol, atol=atol, t_eval=[t_end])
+    except ValueError as exc:  # overflow inside the loss
+        raise ValueError(f"the multi-task flow left the float64 range: {exc}") from None
+    y = sol.y[:, -1] if sol.y.shape[1] else y0
+    omega, mu = y[: H * d].reshape(H, d), y[H * d :].reshape(H, N)
+    g = mt_gradient(omega, mu, setting)
+    return MultitaskFlowResult(
+        success=bool(sol.success),
+        status=int(sol.status),
+        message=str(sol.message),
+        omega=omega,
+        mu=mu,
+        omega0=omega0,
+        mu0=mu0,
+        t_end=t_end,
+        loss=mt_loss(omega, mu, setting),
+        loss_per_task=mt_loss_per_task(omega, mu, setting),
+        grad_norm=float(np.sqrt((g.omega**2).sum() + (g.mu**2).sum())),
+        A=effective_weights(omega, mu, setting),
+        roles=classify_heads(omega, mu, setting),
+        nfev=int(sol.nfev),
+    )
+
+
+def classify_heads(omega, mu, setting: Setting, *, rel_tol: float = 0.1) -> tuple:
+    """Role of each head (see the module docstring): ``"dummy"``, ``"T1+"``, ``"T1+T2-"``, ...
+
+    Parameters
+    ----------
+    omega : array_like, shape (H, d)
+    mu : array_like, shape (H, N)
+    setting : Setting
+    rel_tol : float in (0, 1)
+        A head is active for a task when its contribution norm exceeds ``rel_tol`` times the
+        largest over the heads.
+
+    Returns
+    -------
+    tuple of str, length H
+    """
+    omega, mu = check_state(omega, mu, setting)
+    if omega.ndim != 2:
+        raise ValueError(f"`omega` must have shape (H, d), got {omega.shape}")
+    rel_tol = check_positive_float("rel_tol", rel_tol)
+    if rel_tol >= 1:
+        raise ValueError(f"`rel_tol` must be in (0, 1), got {rel_tol}")
+    mask = support_mask(setting)
+    # contribution norms, shape (H, N)
+    contrib = np.abs(mu) * np.sqrt((omega[:, None, :] ** 2 * mask[None]).sum(axis=-1))
+    top = contrib.max(axis=0)
+    roles = []
+    for h in range(omega.shape[0]):
+        active = [n for n in range(mask.shape[0]) if top[n] > 0 and contrib[h, n] > rel_tol * top[n]]
+        if not active:
+            roles.append("dummy")
+            continue
+        roles.append("".join(f"T{n + 1}{'+' if mu[h, n] > 0 else '-'}" for n in active))
+    return tuple(roles)
+
+
+def role_kind(label: str) -> str:
+    """``"dummy"``, ``"dedicated"``, ``"superposed"`` (mixed signs) or ``"shared"`` (one sign) for a role label."""
+    if label == "dummy":
+        return "dummy"
+    signs = set(label[i] for i in range(len(label)) if label[i] in "+-")
+    n_tasks = label.count("T")
+    if n_tasks == 1:
+        return "dedicated"
+    return "superposed" if len(signs) == 2 else "shared"
+
+
+def pattern_of(roles) -> str:
+    """Canonical head pattern of one end state: the sorted role labels joined by spaces."""
+    return " ".join(sorted(roles))
+
+
+@dataclasses.dataclass(frozen=True)
+class RoleFrequencies(FrozenResult):
+    """Head classification over many random starts (:func:`role_frequencies`).
+
+    Attributes
+    ----------
+    n_heads : int
+    n_seeds : int
+    patterns : dict
+        Pattern (sorted role labels of the H heads) -> count of seeds.
+    kinds : dict
+        ``dummy`` / ``dedicated`` / ``superposed`` / ``shared`` -> fraction of all heads.
+    loss_per_task : ndarray, shape (n_seeds, N)
+        End losses per seed and task.
+    omega : ndarray, shape (n_seeds, H, d)
+    mu : ndarray, shape (n_seeds, H, N)
+    failures : int
+        Seeds whose integration did not reach ``t_end`` (kept, classified at their last state).
+    t_end : float
+    """
+
+    n_heads: int
+    n_seeds: int
+    patterns: dict
+    kinds: dict
+    loss_per_task: np.ndarray
+    omega: np.ndarray
+    mu: np.ndarray
+    failures: int
+    t_end: float
+
+
+def role_frequencies(
+    n_heads: int, setting: Setting, *, n_seeds: int = 100, seed: int, t_end: float = T_END, scale: float = 0.01
+) -> RoleFrequencies:
+    """Integrate the flow from ``n_seeds`` random starts and count the head patterns.
+
+    Start ``i`` uses ``random_mt_state(n_heads, setting, scale=scale, seed=seed + i)``.
+
+    Parameters
+    ----------
+    n_heads : int, in [1, 64]
+    setting : Setting
+    n_seeds : int, in [1, 100000]
+    seed : int >= 0
+    t_end : float > 0
+    scale : float > 0
+
+    Returns
+    -------
+    RoleFrequencies
+    """
+    H = check_positive_int("n_heads", n_heads, hi=64)
+    setting = as_setting(setting, "role_frequencies")
+    n_seeds = check_positive_int("n_seeds", n_seeds, hi=100_000)
+    seed = check_positive_int("seed", seed + 1, hi=2**62) - 1 if isinstance(seed, int) else seed
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise ValueError(f"`seed` must be an integer >= 0, got {seed!r}")
+    d = setting.d
+    pats: Counter = Counter()
+    kinds: Counter = Counter()
+    losses, oms, mus, failures = [], [], [], 0
+    for i in range(n_seeds):
+        s0 = random_mt_state(H, setting, scale=scale, seed=seed + i)
+        res = integrate_mt_flow(s0[:, :d], s0[:, d:], setting, t_end=t_end)
+        failures += int(not res.success)
+        pats[pattern_of(res.roles)] += 1
+        for r in res.roles:
+            kinds[role_kind(r)] += 1
+        losses.append(res.loss_per_task)
+        oms.append(res.omega)
+        mus.append(res.mu)
+    total = H * n_seeds
+    return RoleFrequencies(
+        n_heads=H,
+        n_seeds=n_seeds,
+        patterns=dict(pats.most_common()),
+        kinds={k: kinds.get(k, 0) / total for k in ("dedicated", "superposed", "shared", "dummy")},
+        loss_per_task=np.array(losses),
+        omega=np.array(oms),
+        mu=np.array(mus),
+        failures=failures,
+        t_end=t_end,
+    )
+
+
+def antipodal_pairs(omega, mu, *, rel_tol: float = 0.05) -> int:
+    """Number of disjoint head pairs ``(h, k)`` with ``(ω⁽ᵏ⁾, μ⁽ᵏ⁾) ≈ −(ω⁽ʰ⁾, μ⁽ʰ⁾)`` (greedy matching).
+
+    A pair matches when ``|θ_h + θ_k| <= rel_tol · max(|θ_h|, |θ_k|)`` with ``θ_h = (ω⁽ʰ⁾/|ω|_max, μ⁽ʰ⁾/|μ|_max)``
+    (both blocks scaled to the state's largest entry, so ω and μ count alike).
+
+    Parameters
+    ----------
+    omega : array_like, shape (H, d)
+    mu : array_like, shape (H, N)
+    rel_tol : float in (0, 1)
+
+    Returns
+    -------
+    int
+    """
+    omega = check_finite_array("omega", omega, ndim=2)
+    mu = check_finite_array("mu", mu, ndim=2)
+    rel_tol = check_positive_float("rel_tol", rel_tol)
+    th = np.concatenate([omega / max(np.abs(omega).max(), 1e-300), mu / max(np.abs(mu).max(), 1e-300)], axis=1)
+    free = list(range(th.shape[0]))
+    pairs = 0
+    while len(free) > 1:
+        h = free.pop(0)
+        best = min(free, key=lambda k: np.linalg.norm(th[h] + th[k]))
+        scale = max(np.linalg.norm(th[h]), np.linalg.norm(th[best]))
+        if scale > 0 and np.linalg.norm(th[h] + th[best]) <= rel_tol * scale:
+            free.remove(best)
+            pairs += 1
+    return pairs
+
+
+__all__ += ["role_kind", "pattern_of", "antipodal_pairs"]
