@@ -31,11 +31,44 @@ parallel processes the same way.
 
 from __future__ import annotations
 
+import threading
+
 from threadpoolctl import threadpool_limits
 
 __all__ = ["single_blas_thread"]
 
+_state = threading.local()
 
-def single_blas_thread():
-    """Context manager limiting the BLAS thread pools to one thread (restored on exit; nests)."""
-    return threadpool_limits(limits=1, user_api="blas")
+
+class _SingleBlasThread:
+    """Limits the BLAS pools to one thread at the outermost level only; nested uses cost nothing.
+
+    ``threadpool_limits`` inspects every loaded library (about a millisecond), so
+    entering it in every small ridge solve of a chunked loop would dominate; inside
+    an outer limit (e.g. :func:`reduced_dynamics.estimate_risks`) the inner ones
+    only count the depth. The depth is per thread.
+    """
+
+    __slots__ = ("_limits",)
+
+    def __init__(self):
+        self._limits = None
+
+    def __enter__(self):
+        depth = getattr(_state, "depth", 0)
+        if depth == 0:
+            self._limits = threadpool_limits(limits=1, user_api="blas")  # applied now, restored on exit
+        _state.depth = depth + 1
+        return self
+
+    def __exit__(self, *exc):
+        _state.depth -= 1
+        if self._limits is not None:
+            self._limits.restore_original_limits()
+            self._limits = None
+        return False
+
+
+def single_blas_thread() -> _SingleBlasThread:
+    """Context manager limiting the BLAS thread pools to one thread (restored on exit; nests cheaply)."""
+    return _SingleBlasThread()

@@ -285,3 +285,18 @@ def test_gram_ridge_with_huge_lambda_tends_to_the_zero_predictor(conditional):
     )
     assert res.sampler == "gram"
     np.testing.assert_allclose(res["r"].risk, res["z"].risk, rtol=1e-12)
+
+
+def test_single_blas_thread_nests_and_restores_only_at_the_outermost_level():
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from reduced_dynamics.estimation._threads import single_blas_thread
+
+    def blas():
+        return [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+
+    before = blas()
+    with single_blas_thread():
+        with single_blas_thread():
+            assert all(n == 1 for n in blas())
+        assert all(n == 1 for n in blas()), "the inner exit must not restore the pool"
+    assert blas() == before
