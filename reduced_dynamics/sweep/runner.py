@@ -280,6 +280,7 @@ def run_sweep(
     spec = plan.spec
     out = prepare_out(out, flag="out")
     store = Store(out)
+    store.clean_stale()
     t0 = time.perf_counter()
     keys = tuple(inv.key for inv in plan.invocations)
     manifest = {

@@ -11,7 +11,9 @@ A record is written to a temporary file in the same folder, fsynced and renamed
 none. Each record carries the SHA-256 of its own content (``checksum``): a
 truncated or edited file fails the check and counts as missing, so it is
 recomputed rather than trusted. Two sweeps writing the same key write the same
-configuration; the last rename wins and both files were whole.
+configuration; the last rename wins and both files were whole. A write killed
+between its temporary file and the rename leaves ``.<key>.json.*.tmp``, never read
+as a record; the next sweep removes such files once they are an hour old.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ __all__ = ["Store", "RECORD_FORMAT"]
 
 #: version of the record layout (a record of another format is not trusted)
 RECORD_FORMAT = 1
+#: age (seconds) after which a temporary file of an unfinished write is removed by the next sweep
+STALE_SECONDS = 3600.0
 
 
 def _canonical(obj) -> str:
@@ -124,6 +128,35 @@ class Store:
         record["checksum"] = _checksum(record)
         atomic_write_bytes(self.path(invocation.key), (json.dumps(record, indent=1) + "\n").encode())
         return record
+
+    def clean_stale(self, *, older_than: float = STALE_SECONDS) -> int:
+        """Remove temporary files of writes that never finished (their writer was killed).
+
+        Only files older than ``older_than`` seconds: a younger one may belong to a sweep
+        writing into the same store right now.
+
+        Parameters
+        ----------
+        older_than : float
+            Age in seconds.
+
+        Returns
+        -------
+        int
+            Files removed.
+        """
+        import time
+
+        removed = 0
+        now = time.time()
+        for p in (self.root / "points").glob("*/.*.tmp"):
+            try:
+                if now - p.stat().st_mtime > older_than:
+                    p.unlink()
+                    removed += 1
+            except OSError:
+                continue
+        return removed
 
     def records(self) -> list[dict]:
         """Every intact record in the store (sorted by key); corrupted files are skipped.

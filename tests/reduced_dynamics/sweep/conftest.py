@@ -19,9 +19,18 @@ def tiny_spec(**over):
 TIMING = {"wall_seconds", "cpu_seconds", "worker", "seconds", "result.seconds"}
 
 
-def comparable(df):
-    """A table without the columns that measure time or name the worker (everything else must match)."""
-    return df.drop(columns=[c for c in df.columns if c in TIMING]).reset_index(drop=True)
+def comparable(folder):
+    """The tidy table of a sweep folder without the columns that measure time or name the worker.
+
+    Everything else (parameters, results, status, keys) must match exactly; floats are compared as
+    stored (bit for bit). Built with ``table_rows`` (no pandas needed).
+    """
+    from reduced_dynamics.sweep import Store
+    from reduced_dynamics.sweep.table import table_rows
+
+    columns, rows = table_rows(Store(folder).records())
+    keep = [c for c in columns if c not in TIMING]
+    return keep, [{c: r[c] for c in keep} for r in rows]
 
 
 @pytest.fixture

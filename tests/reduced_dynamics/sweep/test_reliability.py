@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from reduced_dynamics.sweep import Store, load_table, plan_sweep, run_sweep
+from reduced_dynamics.sweep import Store, plan_sweep, run_sweep
 
 from .conftest import comparable, tiny_spec
 
@@ -56,8 +56,8 @@ def test_dask_worker_killed_mid_sweep(tmp_path):
     # the killed worker never reported a point after its death; the others finished them
     assert run.n_done == len(keys) == 8
     run_sweep(spec, out=tmp_path / "serial", workers=1)
-    assert comparable(load_table(tmp_path / "dask")).equals(comparable(load_table(tmp_path / "serial")))
-    assert comparable(load_table(tmp_path / "remote")).equals(comparable(load_table(tmp_path / "serial")))
+    assert comparable(tmp_path / "dask") == comparable(tmp_path / "serial")
+    assert comparable(tmp_path / "remote") == comparable(tmp_path / "serial")
 
 
 def _children(pid):
@@ -94,6 +94,7 @@ def test_sigkill_of_the_sweep_process_then_resume(tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait(10)
     n_before = len(store.records())
+    stale = set(out.rglob("*.tmp"))  # a write cut by the SIGKILL may leave its temporary file (never read)
     assert 2 <= n_before < 12, "the kill must land mid-sweep"
     # the pool's workers die with the sweep process (no orphans computing on)
     t0 = time.monotonic()
@@ -108,5 +109,5 @@ def test_sigkill_of_the_sweep_process_then_resume(tmp_path):
     summary = json.loads(res.stdout)
     assert summary["n_cached"] >= n_before and summary["n_done"] == 12 and summary["n_failed"] == 0
     run_sweep(spec_file, out=tmp_path / "uninterrupted", workers=1)
-    assert comparable(load_table(out)).equals(comparable(load_table(tmp_path / "uninterrupted")))
-    assert not list(out.rglob("*.tmp"))
+    assert comparable(out) == comparable(tmp_path / "uninterrupted")
+    assert set(out.rglob("*.tmp")) <= stale  # the rerun's own writes all completed

@@ -64,3 +64,18 @@ def test_key_includes_the_package_version(monkeypatch):
     k0 = validate("run", {"t_end": 10.0}).key
     monkeypatch.setattr(reduced_dynamics, "__version__", "9.9.9")
     assert validate("run", {"t_end": 10.0}).key != k0
+
+
+def test_stale_temporary_files_are_removed_only_when_old(tmp_path):
+    import os
+    import time
+
+    store, inv, _ = _record(tmp_path)
+    folder = store.path(inv.key).parent
+    old, fresh = folder / f".{inv.key}.json.abc.tmp", folder / f".{inv.key}.json.def.tmp"
+    old.write_text('{"half')
+    fresh.write_text('{"half')
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    assert store.get(inv.key) is not None and len(store.records()) == 1  # never read as records
+    assert store.clean_stale() == 1
+    assert not old.exists() and fresh.exists()  # a fresh one may be a concurrent sweep's write in progress
