@@ -28,8 +28,9 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import minimize
 
+from reduced_dynamics.dynamics.batch_flow import integrate_flow_batch
 from reduced_dynamics.dynamics.diagnostics import manifold_gap, trajectory_diagnostics
-from reduced_dynamics.dynamics.flow import initial_state, integrate_flow
+from reduced_dynamics.dynamics.flow import initial_state
 from reduced_dynamics.dynamics.loss import approx_loss, approx_loss_hessian
 from reduced_dynamics.dynamics.manifold import (
     drift_law_gamma,
@@ -51,10 +52,13 @@ __all__ = [
 
 
 def _flows(heads, seeds, t_end, setting):
+    """The flows from ``initial_state(H, scale=0.01, seed=seed)``, one batch per H (integrate_flow_batch)."""
+    seeds = list(seeds)
     for H in heads:
-        for seed in seeds:
-            w0, m0 = initial_state(H, scale=0.01, seed=seed)
-            yield H, seed, integrate_flow(w0, m0, setting, t_end=t_end)
+        starts = np.array([initial_state(H, scale=0.01, seed=seed) for seed in seeds])
+        batch = integrate_flow_batch(starts[:, 0], starts[:, 1], setting, t_end=t_end)
+        for k, seed in enumerate(seeds):
+            yield H, seed, batch.trajectory(k)
 
 
 @reports_errors("manifold")
@@ -333,8 +337,7 @@ def check_single_head_flow(setting, *, quick=False) -> CheckResult:
     opt = single_head_optimum(setting)
     w, m, loss = opt.omega, opt.mu, opt.loss
     errs, ok = [], True
-    for seed in range(2 if quick else 5):
-        res = integrate_flow(*initial_state(1, scale=0.01, seed=seed), setting, t_end=1e4)
+    for _, _seed, res in _flows((1,), range(2 if quick else 5), 1e4, setting):
         e = max(abs(abs(res.omega[-1, 0]) - w) / w, abs(abs(res.mu[-1, 0]) - m) / m)
         errs.append(e)
         ok &= res.status == 1 and e < 1e-6 and np.sign(res.omega[-1, 0]) == np.sign(res.mu[-1, 0])

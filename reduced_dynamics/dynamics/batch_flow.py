@@ -40,10 +40,12 @@ from reduced_dynamics.dynamics.diagnostics import StageTolerances
 from reduced_dynamics.dynamics.loss import MAX_EXPONENT, LossOverflowError, _hessian_arrays
 from reduced_dynamics.setting import Setting, as_setting
 
-__all__ = ["FlowBatchResult", "integrate_flow_batch", "N_TRAJ_MAX"]
+__all__ = ["FlowBatchResult", "integrate_flow_batch", "N_TRAJ_MAX", "BATCH_MIN"]
 
 #: Largest number of trajectories of one batch (memory: B × n_eval × 2H floats of output).
 N_TRAJ_MAX = 100_000
+#: Smallest batch that ``method="auto"`` integrates with the batched Radau (below: a loop of the LSODA path).
+BATCH_MIN = 48
 
 # --- Radau IIA (order 5) constants, as in scipy.integrate._ivp.radau ---------------------------------
 _S6 = 6**0.5
@@ -107,6 +109,8 @@ class FlowBatchResult(FrozenResult):
     omega0, mu0 : ndarray, shape (B, H)
         The initial states.
     setting : Setting
+    method : str
+        ``"radau"`` (the batched integrator) or ``"lsoda"`` (a loop of the single-trajectory LSODA path).
     nfev, njev, nlu : ndarray of int, shape (B,)
         Gradient evaluations, Hessian evaluations and matrix factorisations (inversions of the real and
         complex iteration matrices count as one) of each trajectory.
@@ -137,6 +141,7 @@ class FlowBatchResult(FrozenResult):
     omega0: np.ndarray
     mu0: np.ndarray
     setting: Setting
+    method: str
     nfev: np.ndarray
     njev: np.ndarray
     nlu: np.ndarray
@@ -161,7 +166,7 @@ class FlowBatchResult(FrozenResult):
 
         Its times are the output times up to the stop, plus the stop point when it falls between two
         output times (an event), as :func:`~reduced_dynamics.dynamics.flow.integrate_flow` returns them.
-        ``method`` is ``"batch-Radau"``; ``seconds`` is the batch's wall time divided by B.
+        ``method`` is ``"batch-Radau"`` (or ``"LSODA"`` for the loop); ``seconds`` is the batch's wall time divided by B.
 
         Parameters
         ----------
@@ -195,7 +200,7 @@ class FlowBatchResult(FrozenResult):
             loss=loss,
             grad_norm=gnorm,
             setting=self.setting,
-            method="batch-Radau",
+            method="batch-Radau" if self.method == "radau" else "LSODA",
             nfev=int(self.nfev[i]),
             njev=int(self.njev[i]),
             nlu=int(self.nlu[i]),
@@ -216,7 +221,7 @@ class FlowBatchResult(FrozenResult):
             "d": self.setting.d,
             "L": self.setting.L,
             "sigma2": self.setting.sigma2,
-            "method": "batch-Radau",
+            "method": "batch-Radau" if self.method == "radau" else "LSODA",
             "rtol": self.rtol,
             "atol": self.atol,
             "seconds": self.seconds,
@@ -336,8 +341,9 @@ def integrate_flow_batch(
     setting,
     *,
     t_end=1e5,
-    rtol=1e-8,
-    atol=1e-11,
+    method="auto",
+    rtol=None,
+    atol=None,
     n_eval=400,
     t_first=1e-2,
     stationarity_tol=1e-10,
@@ -359,10 +365,18 @@ def integrate_flow_batch(
         Scalar and isotropic.
     t_end : float, in (0, 1e9]
         Final time.
-    rtol : float, in [1e-14, 0.1]
-        Relative tolerance of each trajectory's error control.
-    atol : float, in (0, 1]
-        Absolute tolerance.
+    method : {"auto", "radau", "lsoda"}
+        ``"radau"``: the batched Radau IIA integrator (module docstring). ``"lsoda"``: a loop of
+        :func:`~reduced_dynamics.dynamics.flow.integrate_flow` (its default LSODA fast path), one
+        trajectory after the other. ``"auto"`` (default): ``"radau"`` from :data:`BATCH_MIN` = 48
+        trajectories on, ``"lsoda"`` below (the batched loop costs ~1 ms of Python per step whatever B,
+        which a few trajectories do not amortise; ``benchmarks/bench_flow.py`` measures the crossover).
+    rtol : float, in [1e-14, 0.1], optional
+        Relative tolerance of each trajectory's error control. Default 1e-7 for ``radau`` (Radau's
+        control is conservative: at 1e-7 the final states at t = 1e5 agree with a 1e-12 reference to
+        ~1e-9), and LSODA's default 1e-11 for ``lsoda``.
+    atol : float, in (0, 1], optional
+        Absolute tolerance. Default 1e-10 for ``radau``, 1e-14 for ``lsoda``.
     n_eval : int, in [2, 100000]
         Number of output times: 0 and log-spaced from ``t_first`` to ``t_end``.
     t_first : float, > 0
@@ -404,6 +418,7 @@ def integrate_flow_batch(
     """
     from reduced_dynamics._validation import check_positive_int
     from reduced_dynamics.dynamics.flow import (
+        DEFAULT_TOLERANCES,
         N_EVAL_MAX,
         _check_stage_tolerances,
         _check_t_end,
@@ -416,7 +431,12 @@ def integrate_flow_batch(
     setting.require_isotropic("integrate_flow_batch")
     omega0, mu0 = _check_batch_state(omega0, mu0)
     t_end = _check_t_end("t_end", t_end)
-    rtol, atol = _check_tolerances(rtol, atol)
+    if method not in ("auto", "radau", "lsoda"):
+        raise ValueError(f"`method` must be one of 'auto', 'radau', 'lsoda', got {method!r}")
+    if method == "auto":
+        method = "radau" if omega0.shape[0] >= BATCH_MIN else "lsoda"
+    defaults = (1e-7, 1e-10) if method == "radau" else DEFAULT_TOLERANCES["LSODA"]
+    rtol, atol = _check_tolerances(defaults[0] if rtol is None else rtol, defaults[1] if atol is None else atol)
     n_eval = check_positive_int("n_eval", n_eval, hi=N_EVAL_MAX)
     if n_eval < 2:
         raise ValueError(f"`n_eval` must be an integer in [2, {N_EVAL_MAX}], got {n_eval}")
@@ -427,17 +447,21 @@ def integrate_flow_batch(
     if cap > MAX_EXPONENT:
         raise ValueError(f"`exponent_cap` must be in (0, {MAX_EXPONENT:g}], got {exponent_cap}")
     B, H = omega0.shape
-    n = 2 * H
-    K = _Kernels(setting, H)
-    y0 = np.concatenate([omega0, mu0], axis=1)
     with np.errstate(over="ignore"):
-        expo0 = K.expo(y0)
+        expo0 = float(setting.d) * np.max(omega0**2, axis=1)
     if np.any(expo0 >= cap):
         bad = int(np.argmax(expo0 >= cap))
         raise LossOverflowError(
             f"initial state `omega0` (row {bad}) is outside the overflow-safe region: "
             f"d·max(ω0²) = {expo0[bad]:.4g} >= {cap:.4g}"
         )
+    if method == "lsoda":
+        return _lsoda_loop(
+            omega0, mu0, setting, t_end, rtol, atol, n_eval, t_first, stationarity_tol, exponent_cap, tol
+        )
+    n = 2 * H
+    K = _Kernels(setting, H)
+    y0 = np.concatenate([omega0, mu0], axis=1)
     from reduced_dynamics.dynamics.flow import NFEV_MAX
 
     t_out = _log_times(t_end, n_eval, t_first)
@@ -731,11 +755,75 @@ def integrate_flow_batch(
         omega0=omega0,
         mu0=mu0,
         setting=setting,
+        method="radau",
         nfev=nfev,
         njev=njev,
         nlu=nlu,
         n_steps=nsteps,
         seconds=seconds,
+        rtol=rtol,
+        atol=atol,
+        tolerances=tol,
+    )
+
+
+def _lsoda_loop(omega0, mu0, setting, t_end, rtol, atol, n_eval, t_first, stationarity_tol, exponent_cap, tol):
+    """``method="lsoda"``: one :func:`~reduced_dynamics.dynamics.flow.integrate_flow` per row, as a batch result."""
+    from reduced_dynamics.dynamics.flow import _log_times, integrate_flow
+
+    B, H = omega0.shape
+    t_out = _log_times(t_end, n_eval, t_first)
+    T = t_out.size
+    W = np.full((B, T, H), np.nan)
+    M = np.full((B, T, H), np.nan)
+    status = np.zeros(B, dtype=np.int64)
+    msgs, t_stop = [], np.zeros(B)
+    w_stop, m_stop = np.zeros((B, H)), np.zeros((B, H))
+    nfev, njev, nlu = (np.zeros(B, dtype=np.int64) for _ in range(3))
+    start = time.perf_counter()
+    for b in range(B):
+        r = integrate_flow(
+            omega0[b],
+            mu0[b],
+            setting,
+            t_end=t_end,
+            method="LSODA",
+            rtol=rtol,
+            atol=atol,
+            n_eval=n_eval,
+            t_first=t_first,
+            stationarity_tol=stationarity_tol,
+            exponent_cap=exponent_cap,
+            tolerances=tol,
+        )
+        k = min(len(r.t), T)
+        while k > 0 and not (r.t[k - 1] == t_out[k - 1]):  # the outputs are a prefix of t_out, then the event
+            k -= 1
+        W[b, :k], M[b, :k] = r.omega[:k], r.mu[:k]
+        status[b] = r.status
+        msgs.append(r.message)
+        t_stop[b] = r.t[-1]
+        w_stop[b], m_stop[b] = r.omega[-1], r.mu[-1]
+        nfev[b], njev[b], nlu[b] = r.nfev, r.njev, r.nlu
+    return FlowBatchResult(
+        success=np.isin(status, (0, 1)),
+        status=status,
+        messages=tuple(msgs),
+        t=t_out,
+        omega=W,
+        mu=M,
+        t_stop=t_stop,
+        omega_stop=w_stop,
+        mu_stop=m_stop,
+        omega0=omega0,
+        mu0=mu0,
+        setting=setting,
+        method="lsoda",
+        nfev=nfev,
+        njev=njev,
+        nlu=nlu,
+        n_steps=np.zeros(B, dtype=np.int64),
+        seconds=time.perf_counter() - start,
         rtol=rtol,
         atol=atol,
         tolerances=tol,

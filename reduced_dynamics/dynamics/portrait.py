@@ -70,7 +70,8 @@ from reduced_dynamics._validation import (
     check_positive_float,
     check_positive_int,
 )
-from reduced_dynamics.dynamics.flow import N_EVAL_MAX, N_HEADS_MAX, T_END_MAX, initial_state, integrate_flow
+from reduced_dynamics.dynamics.batch_flow import integrate_flow_batch
+from reduced_dynamics.dynamics.flow import N_EVAL_MAX, N_HEADS_MAX, T_END_MAX, initial_state
 from reduced_dynamics.dynamics.manifold import drift_law_gamma, eta_star, inf_loss, mu_gamma, single_head_optimum
 from reduced_dynamics.setting import as_setting
 
@@ -399,6 +400,12 @@ def _check_traj_args(n_traj, t_end, init_scale, n_eval):
     return n_traj, t_end, init_scale, n_eval
 
 
+def _batch_from_seeds(n_heads, seed, n_traj, init_scale, setting, t_end, n_eval):
+    """The flows from ``initial_state(n_heads, scale=init_scale, seed=seed + k)``, ``k < n_traj``, in one batch."""
+    starts = np.array([initial_state(n_heads, kind="random", scale=init_scale, seed=seed + k) for k in range(n_traj)])
+    return integrate_flow_batch(starts[:, 0], starts[:, 1], setting, t_end=t_end, n_eval=n_eval, t_first=1e-2)
+
+
 def two_head_portrait_data(
     setting,
     *,
@@ -415,7 +422,8 @@ def two_head_portrait_data(
 
     Panel A: linear (γ, m) window; panel B: (log10|γ|, η = 2γm) for the slow drift.
     Trajectories are integrated in 4-D from ``initial_state(2, scale=init_scale,
-    seed=seed + k)``, ``k < n_traj``, and projected with :func:`project_plane`.
+    seed=seed + k)``, ``k < n_traj``, in one batch (:func:`~reduced_dynamics.dynamics.batch_flow.integrate_flow_batch`),
+    and projected with :func:`project_plane`.
 
     Parameters
     ----------
@@ -499,9 +507,9 @@ def two_head_portrait_data(
     n_dec = int(math.floor(math.log10(t_end)))
     t_marks = 10.0 ** np.arange(-1, n_dec + 1)
     trajs_g, trajs_m, marks_g, marks_m, t_all, offplane = [], [], [], [], [], []
+    batch = _batch_from_seeds(2, seed, n_traj, init_scale, setting, t_end, n_eval)
     for k in range(n_traj):
-        w0, m0 = initial_state(2, kind="random", scale=init_scale, seed=seed + k)
-        res = integrate_flow(w0, m0, setting, t_end=t_end, n_eval=n_eval, t_first=1e-2)
+        res = batch.trajectory(k)
         plane = project_plane(res.omega, res.mu)
         gg, mm = plane.gamma, plane.m
         trajs_g.append(gg)
@@ -598,9 +606,9 @@ def general_portrait_data(
     seed = check_nonnegative_int("seed", seed)
     n_traj, t_end, init_scale, n_eval = _check_traj_args(n_traj, t_end, init_scale, n_eval)
     ts, ws, ms, stages, npos, nneg, ndum = [], [], [], [], [], [], []
+    batch = _batch_from_seeds(n_heads, seed, n_traj, init_scale, setting, t_end, n_eval)
     for k in range(n_traj):
-        w0, m0 = initial_state(n_heads, kind="random", scale=init_scale, seed=seed + k)
-        res = integrate_flow(w0, m0, setting, t_end=t_end, n_eval=n_eval, t_first=1e-2)
+        res = batch.trajectory(k)
         ts.append(res.t)
         ws.append(res.omega)
         ms.append(res.mu)

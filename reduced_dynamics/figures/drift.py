@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from reduced_dynamics.dynamics.flow import initial_state, integrate_flow
+from reduced_dynamics.dynamics.batch_flow import integrate_flow_batch
+from reduced_dynamics.dynamics.flow import initial_state
 from reduced_dynamics.dynamics.manifold import drift_law_gamma, eta_star, flow_eta_gap
 from reduced_dynamics.figures._base import FigureData
 from reduced_dynamics.plots.style import OKABE_ITO, new_figure, styled, tight_layout
@@ -45,9 +46,10 @@ def drift_data(setting, *, quick=False, seed) -> FigureData:
     n_eval = 80 if quick else 300
     rows = []
     for H in heads:
-        for s in seeds:
-            w0, m0 = initial_state(H, scale=0.01, seed=s)
-            res = integrate_flow(w0, m0, setting, t_end=t_end, n_eval=n_eval, t_first=1e-2)
+        starts = np.array([initial_state(H, scale=0.01, seed=s) for s in seeds])
+        batch = integrate_flow_batch(starts[:, 0], starts[:, 1], setting, t_end=t_end, n_eval=n_eval, t_first=1e-2)
+        for k, s in enumerate(seeds):
+            res = batch.trajectory(k)
             dg = res.diagnostics
             rows.append(
                 (

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from reduced_dynamics.cli import main
+from reduced_dynamics.dynamics.flow import initial_state
 from reduced_dynamics.dynamics.manifold import eta_star
 from reduced_dynamics.setting import Setting
 
@@ -87,3 +88,40 @@ def test_unwritable_out_exit_2(capsys, tmp_path):
     rc = main(["run", "--t-end", "10", "--no-plot", "--out", str(blocker / "sub")])
     err = capsys.readouterr().err
     assert rc == 2 and "`--out` cannot be created" in err and len(err.strip().splitlines()) == 1
+
+
+# ---------------------------------------------------------------- issue 10: run --n-init N (one batch)
+@pytest.mark.parametrize("n_init", [3, 48])  # 3: LSODA one after the other; 48: the batched Radau
+def test_n_init_reports_start_and_stop_states_as_n_by_h_arrays(capsys, n_init):
+    """`run --n-init N --seed S` integrates the starts of `run --seed S+i`: omega0/mu0/omega/mu are N × H, each
+    start is that of the single run, and its stop state agrees with the single run's final state to 1e-8."""
+    rc = main(["run", "--n-init", str(n_init), "--seed", "2", "--t-end", "100", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    for key in ("omega0", "mu0", "omega", "mu"):
+        assert np.array(out[key]).shape == (n_init, 2)
+    assert len(out["status"]) == len(out["message"]) == n_init and out["seeds"][0] == 2
+    for i in (0, n_init - 1):
+        assert main(["run", "--seed", str(2 + i), "--t-end", "100", "--json"]) == 0
+        single = json.loads(capsys.readouterr().out)
+        np.testing.assert_array_equal(out["omega0"][i], initial_state(2, scale=0.01, seed=2 + i)[0])
+        assert single["status"] == out["status"][i]
+        np.testing.assert_allclose(out["omega"][i], single["omega"], atol=1e-8, rtol=0)
+        np.testing.assert_allclose(out["mu"][i], single["mu"], atol=1e-8, rtol=0)
+
+
+@pytest.mark.parametrize(
+    "args,flag",
+    [
+        (["--n-init", "0"], "`--n-init`"),
+        (["--n-init", "10001"], "`--n-init`"),
+        (["--n-init", "2", "--method", "BDF"], "`--method`"),
+        (["--n-init", "2", "--omega0", "0.1,-0.1", "--mu0", "1,-1"], "`--n-init`"),
+        (["--n-init", "2", "--init", "symmetric"], "`--n-init`"),
+        (["--n-init", "2", "--init-scale", "20"], "`--init-scale`"),
+    ],
+)
+def test_n_init_bad_input_is_one_line_exit_2(capsys, args, flag):
+    assert main(["run", *args, "--t-end", "10"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and flag in err[0]
