@@ -16,6 +16,7 @@ from reduced_dynamics.setting import as_setting
 from .approximation import check_approx_vs_exact, check_approximation, check_predictor_limit, check_single_head
 from .bayes import check_bayes_ratio
 from .dynamics import check_drift_law, check_manifold, check_optimality_loss
+from .exact import check_exact_dynamics
 from .result import CheckResult, reports_errors
 
 __all__ = ["CHECKS", "check_optimality", "run_checks"]
@@ -80,6 +81,7 @@ CHECKS = {
     "bayes_ratio": _bayes,
     "approx_vs_exact": check_approx_vs_exact,
     "single_head": check_single_head,
+    "exact_dynamics": check_exact_dynamics,
 }
 
 

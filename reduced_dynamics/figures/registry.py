@@ -146,6 +146,7 @@ FIGURES: dict[str, FigureSpec] = {
         FigureSpec("portrait_two_head"),
         FigureSpec("portrait_general"),
         FigureSpec("drift"),
+        FigureSpec("exact_drift"),
         FigureSpec("risk_vs_L"),
         FigureSpec("bayes_ratio"),
         FigureSpec("approx_vs_mc"),
