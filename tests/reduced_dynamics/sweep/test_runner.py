@@ -113,3 +113,32 @@ def test_progress_reports_and_eta(tmp_path, spec):
     bar(statuses[2])
     line = buf.getvalue()
     assert "2/4 done (0 cached), 0 failed, 2 remaining" in line and "ETA" in line
+
+
+_REAL_RUN_POINT = None
+_MARKER = None
+
+
+def _die_once(argv):
+    """Kill the worker process the first time any point runs (a crashed worker); then run points normally."""
+    import os
+
+    if not os.path.exists(_MARKER):
+        open(_MARKER, "w").close()
+        os._exit(1)
+    return _REAL_RUN_POINT(argv)
+
+
+def test_a_dead_pool_worker_is_replaced_and_its_points_rerun(tmp_path, spec, monkeypatch):
+    global _REAL_RUN_POINT, _MARKER
+    import reduced_dynamics.sweep.commands as commands
+
+    _REAL_RUN_POINT, _MARKER = commands.run_point, str(tmp_path / "died")
+    monkeypatch.setattr(commands, "run_point", _die_once)  # the forked workers inherit the patched module
+    with LocalExecutor(2) as ex:
+        run = run_sweep(spec, out=tmp_path / "pool", executor=ex)
+    assert (tmp_path / "died").exists()  # a worker really died
+    assert (run.n_done, run.n_failed) == (4, 0)
+    monkeypatch.setattr(commands, "run_point", _REAL_RUN_POINT)
+    run_sweep(spec, out=tmp_path / "serial", workers=1)
+    assert comparable(tmp_path / "pool") == comparable(tmp_path / "serial")
