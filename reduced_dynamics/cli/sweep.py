@@ -13,7 +13,7 @@ HELP = (
     "Run a sweep (a TOML spec: command, fixed parameters, axes, seeds) over all cores or a dask cluster; "
     "results cached in --out, resumable, tabulated in --out/table.csv."
 )
-EPILOG = exit_codes_epilog(fail="a point failed (recorded with its error in the store; the others ran)") + (
+EPILOG = exit_codes_epilog(fail="a point failed: it is recorded with its error, the other points ran") + (
     "\n\nThe spec (examples/sweeps/*.toml; reduced_dynamics.sweep.spec documents the format):\n"
     '  command = "risk"\n'
     "  seeds = 3\n"
