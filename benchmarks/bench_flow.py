@@ -1,0 +1,155 @@
+"""Benchmark: the package's flow integrators against naive ``solve_ivp`` calls -- speed ratios and accuracy.
+
+Run ``python benchmarks/bench_flow.py [--quick]``. Everything is measured in one process, side by side, with
+interleaved repetitions (each contender once per round, rounds repeated) and medians; CPU time
+(``time.process_time``) and wall time are both reported, because the machine (2 cores) is shared with other
+jobs and wall time is noisy. The ratios use CPU time.
+
+Setting: the paper's (d = 5, L = 40, σ² = 0.1), starts ``initial_state(H, scale=0.01, seed=s)``, t_end = 1e5
+(``--quick``: 1e4), 400 log-spaced output times.
+
+Contenders
+----------
+* ``package``: :func:`reduced_dynamics.integrate_flow` with its defaults (LSODA in odeint's Fortran loop,
+  analytic Jacobian, pre-bound float kernels, rtol 1e-11, atol 1e-14, both events active).
+* ``naive LSODA`` / ``naive Radau``: ``solve_ivp(rhs, (0, t_end), y0, method=..., t_eval=..., rtol=1e-8,
+  atol=1e-11)`` without a Jacobian, with a plain numpy right-hand side as a researcher would write it
+  (``E = exp(d ωωᵀ)``, two matrix-vector products), the package's former default tolerances.
+* ``batch(B)``: :func:`reduced_dynamics.dynamics.batch_flow.integrate_flow_batch` with ``method="radau"``
+  (the batched Radau IIA, default rtol 1e-7, atol 1e-10) on B = 256 starts (``--quick``: 64).
+* ``loop of naive LSODA`` / ``loop of package``: the same B starts one after the other.
+
+Accuracy: the maximum absolute difference of the final state (ω, μ) from a tight reference
+(``integrate_flow(method="Radau", rtol=1e-12, atol=1e-15)``), per single-trajectory contender; for the batch,
+the largest difference over all B trajectories from the package's single-trajectory result, and over the
+first 8 from the tight reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+from scipy.integrate import solve_ivp
+
+from reduced_dynamics.dynamics.batch_flow import integrate_flow_batch
+from reduced_dynamics.dynamics.flow import _log_times, initial_state, integrate_flow
+from reduced_dynamics.setting import Setting
+
+S = Setting(d=5, L=40, sigma2=0.1)
+
+
+def naive(y0, H, t_end, method):
+    """A plain ``solve_ivp`` call without a Jacobian (numpy right-hand side)."""
+    d, c = float(S.d), float(S.c)
+
+    def rhs(_t, y):
+        w, m = y[:H], y[H:]
+        E = np.exp(d * np.outer(w, w))
+        u = m @ w
+        return -np.concatenate([2 * m * (u - 1 + c * d * (E @ (m * w))), 2 * ((u - 1) * w + c * (E @ m))])
+
+    t_eval = _log_times(t_end, 400, 1e-2)
+    return solve_ivp(rhs, (0.0, t_end), y0, method=method, t_eval=t_eval, rtol=1e-8, atol=1e-11).y[:, -1]
+
+
+def timed(fn):
+    c0, w0 = time.process_time(), time.perf_counter()
+    out = fn()
+    return out, time.process_time() - c0, time.perf_counter() - w0
+
+
+def rounds(contenders, reps):
+    """Run each contender once per round, ``reps`` rounds; return {name: (last output, cpu list, wall list)}."""
+    res = {k: [None, [], []] for k in contenders}
+    for _ in range(reps):
+        for name, fn in contenders.items():
+            out, c, w = timed(fn)
+            res[name][0] = out
+            res[name][1].append(c)
+            res[name][2].append(w)
+    return res
+
+
+def med(x):
+    return statistics.median(x)
+
+
+def single(H, t_end, reps):
+    w0, m0 = initial_state(H, scale=0.01, seed=0)
+    y0 = np.concatenate([w0, m0])
+    ref = integrate_flow(w0, m0, S, t_end=t_end, method="Radau", rtol=1e-12, atol=1e-15, stationarity_tol=0)
+    yref = ref.y[:, -1]
+    res = rounds(
+        {
+            "package": lambda: integrate_flow(w0, m0, S, t_end=t_end).y[:, -1],
+            "naive LSODA": lambda: naive(y0, H, t_end, "LSODA"),
+            "naive Radau": lambda: naive(y0, H, t_end, "Radau"),
+        },
+        reps,
+    )
+    print(f"\nH = {H}, one trajectory to t = {t_end:g} (medians of {reps} interleaved rounds)")
+    print(f"  {'contender':<14} {'CPU s':>9} {'wall s':>9} {'|y_end - ref|':>14}")
+    for name, (y, c, w) in res.items():
+        print(f"  {name:<14} {med(c):9.4f} {med(w):9.4f} {np.max(np.abs(y - yref)):14.2e}")
+    p = med(res["package"][1])
+    print(f"  ratio naive LSODA / package (CPU): {med(res['naive LSODA'][1]) / p:6.2f}   (target >= 2)")
+    print(f"  ratio naive Radau / package (CPU): {med(res['naive Radau'][1]) / p:6.2f}")
+    return med(res["naive LSODA"][1]) / p
+
+
+def batch(B, t_end, reps):
+    starts = np.array([initial_state(2, scale=0.01, seed=s) for s in range(B)])
+    W, M = starts[:, 0], starts[:, 1]
+    Y0 = np.concatenate([W, M], axis=1)
+
+    def loop_package():
+        return np.array([integrate_flow(W[i], M[i], S, t_end=t_end).y[:, -1] for i in range(B)])
+
+    def loop_naive():
+        return np.array([naive(Y0[i], 2, t_end, "LSODA") for i in range(B)])
+
+    def run_batch():
+        r = integrate_flow_batch(W, M, S, t_end=t_end, method="radau")
+        return np.concatenate([r.omega_stop, r.mu_stop], axis=1)
+
+    res = rounds({"batch": run_batch, "loop of package": loop_package, "loop of naive LSODA": loop_naive}, reps)
+    yb, yp = res["batch"][0], res["loop of package"][0]
+    k = min(B, 8)
+    tight = np.array(
+        [integrate_flow(W[i], M[i], S, t_end=t_end, method="Radau", rtol=1e-12, atol=1e-15).y[:, -1] for i in range(k)]
+    )
+    print(f"\nH = 2, a batch of B = {B} trajectories to t = {t_end:g} (medians of {reps} interleaved rounds)")
+    print(f"  {'contender':<20} {'CPU s':>9} {'wall s':>9}")
+    for name, (_, c, w) in res.items():
+        print(f"  {name:<20} {med(c):9.3f} {med(w):9.3f}")
+    b = med(res["batch"][1])
+    r_naive = med(res["loop of naive LSODA"][1]) / b
+    print(f"  ratio loop of naive LSODA / batch (CPU): {r_naive:6.2f}   (target >= 10)")
+    print(f"  ratio loop of package / batch (CPU):     {med(res['loop of package'][1]) / b:6.2f}")
+    print(f"  max |batch - package single| over {B}: {np.max(np.abs(yb - yp)):.2e}   (target <= 1e-8)")
+    print(f"  max |batch - tight reference| over {k}: {np.max(np.abs(yb[:k] - tight)):.2e}")
+    print(
+        f"  max |loop of naive LSODA - tight reference| over {k}: {np.max(np.abs(res['loop of naive LSODA'][0][:k] - tight)):.2e}"
+    )
+    return r_naive
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="t_end = 1e4, B = 64, one round for the batch")
+    args = ap.parse_args(argv)
+    t_end = 1e4 if args.quick else 1e5
+    reps = 3
+    print("bench_flow: CPU and wall seconds, medians of interleaved rounds; ratios from CPU time")
+    print("(2-core machine shared with other jobs: wall time is noisy, CPU time less so)")
+    ratios = {H: single(H, t_end, reps) for H in (1, 2, 3)}
+    r_batch = batch(64 if args.quick else 256, t_end, 1 if args.quick else 3)
+    print("\nsummary: package single vs naive LSODA (CPU) " + ", ".join(f"H={h}: {r:.2f}x" for h, r in ratios.items()))
+    print(f"summary: batch vs loop of naive LSODA (CPU): {r_batch:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
