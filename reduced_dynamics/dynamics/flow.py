@@ -1170,30 +1170,33 @@ def gradient_descent(
     start = time.perf_counter()
     nfev = 0
     last_good = None  # (step, omega, mu) of the latest iterate with a finite loss and gradient
-    for k in range(n_steps + 1):
-        with np.errstate(over="ignore", invalid="ignore"):
-            far = d * float(np.max(omega**2)) > MAX_EXPONENT
-        if not (np.all(np.isfinite(omega)) and np.all(np.isfinite(mu))) or far:
-            status, message = 3, status_message(3, H)
-            break
-        try:
-            w, m, dd, c, s2, E = _prepare(omega, mu, setting, "gradient_descent")
-            _loss_values(w, m, c, s2, E)
-            gw, gm = _grad_arrays(w, m, dd, c, E)
-        except (LossOverflowError, ValueError):
-            status, message = 3, status_message(3, H)
-            break
-        nfev += 1
-        last_good = (k, omega.copy(), mu.copy())
-        if k in record:
-            rec_w.append(omega.copy())
-            rec_m.append(mu.copy())
-            rec_s.append(k)
-        if k == n_steps:
-            break
-        with np.errstate(over="ignore", invalid="ignore"):
-            omega = omega - eta * gw
-            mu = mu - eta * gm
+    if H <= _PY_KERNEL_MAX_HEADS:
+        status, message, nfev, last_good = _gd_floats(omega, mu, setting, eta, n_steps, record, rec_w, rec_m, rec_s)
+    else:
+        for k in range(n_steps + 1):
+            with np.errstate(over="ignore", invalid="ignore"):
+                far = d * float(np.max(omega**2)) > MAX_EXPONENT
+            if not (np.all(np.isfinite(omega)) and np.all(np.isfinite(mu))) or far:
+                status, message = 3, status_message(3, H)
+                break
+            try:
+                w, m, dd, c, s2, E = _prepare(omega, mu, setting, "gradient_descent")
+                _loss_values(w, m, c, s2, E)
+                gw, gm = _grad_arrays(w, m, dd, c, E)
+            except (LossOverflowError, ValueError):
+                status, message = 3, status_message(3, H)
+                break
+            nfev += 1
+            last_good = (k, omega.copy(), mu.copy())
+            if k in record:
+                rec_w.append(omega.copy())
+                rec_m.append(mu.copy())
+                rec_s.append(k)
+            if k == n_steps:
+                break
+            with np.errstate(over="ignore", invalid="ignore"):
+                omega = omega - eta * gw
+                mu = mu - eta * gm
     seconds = time.perf_counter() - start
     if status == 3 and last_good is not None and (not rec_s or rec_s[-1] != last_good[0]):
         # end the record at the last finite iterate, so the result shows where GD left the rails
@@ -1223,6 +1226,42 @@ def gradient_descent(
         seconds=seconds,
         tolerances=tol,
     )
+
+
+def _gd_floats(omega, mu, setting, eta, n_steps, record, rec_w, rec_m, rec_s):
+    """The loop of :func:`gradient_descent` on Python floats (H <= 6): same checks, same records.
+
+    Returns ``(status, message, nfev, last_good)`` and appends the recorded iterates to the lists.
+    """
+    H = omega.shape[0]
+    kern = _FlowKernels(setting, H, MAX_EXPONENT, 0.0)
+    d, c, s2 = kern.d, kern.c, float(setting.sigma2)
+    w, m = omega.tolist(), mu.tolist()
+    isfinite, exp = math.isfinite, math.exp
+    R = range(H)
+    status, message, nfev, last_good = 0, "Completed all steps.", 0, None
+    for k in range(n_steps + 1):
+        if not all(isfinite(x) for x in w + m) or not d * max([x * x for x in w]) <= MAX_EXPONENT:
+            status, message = 3, status_message(3, H)
+            break
+        u = sum([m[h] * w[h] for h in R])
+        quad = sum([m[h] * exp(d * w[h] * w[j]) * m[j] for h in R for j in R])
+        loss = s2 + (1.0 - u) * (1.0 - u) + c * quad  # (x ** 2 would raise on overflow)
+        ng = kern._grad_lists(w, m)  # −∇L̃
+        if not (isfinite(loss) and all(isfinite(x) for x in ng)):
+            status, message = 3, status_message(3, H)
+            break
+        nfev += 1
+        last_good = (k, np.array(w), np.array(m))
+        if k in record:
+            rec_w.append(last_good[1])
+            rec_m.append(last_good[2])
+            rec_s.append(k)
+        if k == n_steps:
+            break
+        w = [w[h] + eta * ng[h] for h in R]
+        m = [m[h] + eta * ng[H + h] for h in R]
+    return status, message, nfev, last_good
 
 
 def _grad_parts(g):
