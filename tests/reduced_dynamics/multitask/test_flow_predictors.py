@@ -1,0 +1,208 @@
+"""Multi-task flow, head roles, limit predictors and per-task risks; the N-output attention model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from reduced_dynamics import Setting
+from reduced_dynamics.exact.expansion import dgd_risk
+from reduced_dynamics.multitask.attention import (
+    extract_reduced,
+    init_mt_attention,
+    mt_attention_loss_grad,
+    mt_attention_predict,
+    train_mt_attention,
+)
+from reduced_dynamics.multitask.flow import (
+    antipodal_pairs,
+    classify_heads,
+    integrate_mt_flow,
+    random_mt_state,
+    role_frequencies,
+    role_kind,
+)
+from reduced_dynamics.multitask.loss import mt_gradient, support_mask
+from reduced_dynamics.multitask.predictors import (
+    limit_predictor,
+    per_task_risks,
+    reduced_mt_predict,
+    sample_mt_prompts,
+    support_dgd_weights,
+    support_ridge_predict,
+    weighted_dgd_predict,
+)
+
+PAPER = Setting.paper_multitask()
+
+
+def _flow(H, seed, t_end=2e4, s=PAPER):
+    x0 = random_mt_state(H, s, seed=seed)
+    return integrate_mt_flow(x0[:, : s.d], x0[:, s.d :], s, t_end=t_end)
+
+
+@pytest.mark.parametrize("H, regime", [(1, "kernel"), (2, "shared"), (3, "per-task")])
+def test_flow_end_state_reaches_limit_predictor(H, regime):
+    """The flow's effective weights and loss approach the regime's limit (derived independently)."""
+    res = _flow(H, seed=7)
+    lim = limit_predictor(H, PAPER)
+    assert res.success and lim.regime == regime
+    assert np.abs(res.A - lim.A).max() < 0.02
+    np.testing.assert_allclose(res.loss_per_task, lim.loss_per_task, rtol=0.01)
+    if H >= 2:  # debiased: the OV weights of each task sum to ~0
+        assert np.abs(res.mu.sum(axis=0)).max() < 0.05 * np.abs(res.mu).max()
+
+
+def test_per_task_limit_is_support_dgd_and_h2_is_shared_weighted():
+    lim3, lim2 = limit_predictor(3, PAPER), limit_predictor(2, PAPER)
+    eta = 1 / (1 + PAPER.c * 4)
+    np.testing.assert_allclose(lim3.A, support_mask(PAPER) * eta, rtol=1e-14)
+    # H = 2: rank one, the same weights for both tasks by symmetry, shared features weighted more
+    assert np.linalg.matrix_rank(lim2.A, tol=1e-6) == 1
+    a = lim2.A[0]
+    assert a[2] == pytest.approx(a[3], rel=1e-6) and a[2] > a[0] * 1.05
+    assert lim2.loss_per_task.sum() > lim3.loss_per_task.sum()
+
+
+def test_four_heads_form_two_antipodal_pairs_and_three_heads_none():
+    r4 = _flow(4, 1)
+    assert antipodal_pairs(r4.omega, r4.mu) == 2
+    r3 = _flow(3, 1)
+    assert antipodal_pairs(r3.omega, r3.mu) == 0
+
+
+@pytest.mark.parametrize(
+    "omega, mu, roles",
+    [
+        ([[0.1] * 4 + [0, 0], [-0.1] * 4 + [0, 0]], [[3, 0], [-3, 0]], ("T1+", "T1-")),
+        ([[0.1] * 6, [0.0] * 6], [[2, -2], [1, 1]], ("T1+T2-", "dummy")),
+        ([[0.1] * 6], [[2, 2]], ("T1+T2+",)),
+        ([[0.1] * 6, [0.1] * 6], [[1, 0.05], [-1, -1]], ("T1+", "T1-T2-")),
+    ],
+)
+def test_classify_heads_hand_cases(omega, mu, roles):
+    assert classify_heads(np.array(omega), np.array(mu), PAPER) == roles
+
+
+def test_role_kind():
+    assert [role_kind(x) for x in ("dummy", "T2-", "T1+T2-", "T1-T2-")] == [
+        "dummy",
+        "dedicated",
+        "superposed",
+        "shared",
+    ]
+
+
+def test_role_frequencies_small_run_counts_every_seed():
+    rf = role_frequencies(3, PAPER, n_seeds=2, seed=0, t_end=500.0)
+    assert sum(rf.patterns.values()) == 2 and rf.failures == 0
+    assert sum(rf.kinds.values()) == pytest.approx(1.0)
+    assert rf.omega.shape == (2, 3, 6) and rf.mu.shape == (2, 3, 2)
+
+
+def test_support_dgd_risk_matches_single_task_closed_form():
+    """Debiased GD on S_n is the single-task problem at d = |S_n|: Monte Carlo vs the exact closed form."""
+    s = Setting(d=5, L=20, sigma2=0.1, tasks=((0, 1), (1, 2, 3, 4)))
+    A = support_dgd_weights(s)
+    res = per_task_risks({"dgd": lambda p: weighted_dgd_predict(p, A)}, s, n_prompts=20_000, seed=3)
+    for n, S in enumerate(s.supports):
+        exact = dgd_risk(A[n].max(), Setting(d=len(S), L=20, sigma2=0.1))
+        assert abs(res.risk[0, n] - exact) < 3.5 * res.stderr[0, n]
+
+
+def test_reduced_prediction_tends_to_weighted_dgd_as_omega_shrinks():
+    """ŷ(γΩ, M/γ) - weighted dGD(MᵀΩ) = O(γ) per prompt when Σ_h μ_n = 0 (second order cancels only for pairs)."""
+    rng = np.random.default_rng(2)
+    Om, M = rng.standard_normal((3, 6)), rng.standard_normal((3, 2))
+    M -= M.mean(axis=0)
+    p = sample_mt_prompts(200, PAPER, seed=4)
+    ref = weighted_dgd_predict(p, M.T @ Om)
+    errs = [np.sqrt(np.mean((reduced_mt_predict(p, g * Om, M / g, PAPER) - ref) ** 2)) for g in (0.01, 0.005)]
+    assert errs[0] < 0.05 and 1.8 < errs[0] / errs[1] < 2.2
+
+
+def test_prompt_moments():
+    p = sample_mt_prompts(40_000, PAPER, seed=0)
+    var = p.yq.var(axis=0)
+    np.testing.assert_allclose(var, 1 + PAPER.sigma2, rtol=0.03)
+    # the tasks share features 3, 4: cov(y1, y2) = E[β1ᵀβ2-overlap] = 0 (independent tasks)
+    assert abs(np.corrcoef(p.yq.T)[0, 1]) < 0.02
+
+
+def test_ridge_on_support_beats_dgd_and_is_below_zero_predictor():
+    A = support_dgd_weights(PAPER)
+    res = per_task_risks(
+        {"ridge": lambda p: support_ridge_predict(p, PAPER), "dgd": lambda p: weighted_dgd_predict(p, A)},
+        PAPER,
+        n_prompts=4000,
+        seed=1,
+        keep_losses=True,
+    )
+    for n in range(2):
+        diff = res.difference("ridge", "dgd", n)
+        assert diff.risk + 4 * diff.stderr < 0
+
+
+def test_attention_gradient_matches_finite_differences():
+    m = init_mt_attention(2, PAPER, init_scale=0.3, seed=1)
+    p = sample_mt_prompts(5, PAPER, seed=2)
+    g = mt_attention_loss_grad(m, p, PAPER)
+    rng = np.random.default_rng(0)
+    for field, shape in (("KQ", m.KQ.shape), ("OV", m.OV.shape)):
+        for _ in range(3):
+            idx = tuple(int(rng.integers(k)) for k in shape)
+            vals = []
+            for sgn in (1, -1):
+                arr = getattr(m, field).copy()
+                arr[idx] += sgn * 1e-6
+                kw = {"KQ": m.KQ, "OV": m.OV, field: arr}
+                mm = type(m)(**kw)
+                vals.append(float(((mt_attention_predict(mm, p, PAPER) - p.yq) ** 2).sum() / 5))
+            assert (vals[0] - vals[1]) / 2e-6 == pytest.approx(getattr(g, field)[idx], rel=1e-5, abs=1e-8)
+
+
+def test_attention_on_reduced_circuits_equals_reduced_model():
+    """KQ = diag(ω) on the x-block, OV = μ on the y-entries: the full model is the reduced model."""
+    rng = np.random.default_rng(5)
+    om, mu = 0.3 * rng.standard_normal((3, 6)), rng.standard_normal((3, 2))
+    KQ = np.zeros((3, 8, 6))
+    OV = np.zeros((3, 2, 8))
+    for h in range(3):
+        KQ[h, :6, :6] = np.diag(om[h])
+        OV[h, [0, 1], [6, 7]] = mu[h]
+    model = type(init_mt_attention(1, PAPER, seed=0))(KQ=KQ, OV=OV)
+    p = sample_mt_prompts(50, PAPER, seed=6)
+    np.testing.assert_allclose(mt_attention_predict(model, p, PAPER), reduced_mt_predict(p, om, mu, PAPER), rtol=1e-12)
+    ex = extract_reduced(model, PAPER)
+    np.testing.assert_allclose(ex.omega, om) and np.testing.assert_allclose(ex.mu, mu)
+    assert ex.kq_offdiag_rel == 0 and ex.ov_offdiag_rel == 0
+
+
+def test_training_is_deterministic_and_decreases_loss():
+    a = train_mt_attention(2, PAPER, steps=300, seed=0, batch=64, lr=3e-3)
+    b = train_mt_attention(2, PAPER, steps=300, seed=0, batch=64, lr=3e-3)
+    np.testing.assert_array_equal(a.model.KQ, b.model.KQ)
+    assert a.success and a.losses[-50:].mean() < 0.9 * a.losses[:50].mean()
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: random_mt_state(0, PAPER, seed=0), "`n_heads`"),
+        (lambda: random_mt_state(2, PAPER, seed=None), "`seed`"),
+        (lambda: integrate_mt_flow(np.zeros((2, 6)), np.zeros((2, 2)), PAPER, t_end=-1), "`t_end`"),
+        (lambda: classify_heads(np.zeros((2, 6)), np.zeros((2, 2)), PAPER, rel_tol=2), "`rel_tol`"),
+        (lambda: sample_mt_prompts(0, PAPER, seed=0), "`n_prompts`"),
+        (lambda: per_task_risks({}, PAPER, n_prompts=10, seed=0), "`predictors`"),
+        (lambda: train_mt_attention(2, PAPER, steps=0, seed=0), "`steps`"),
+        (lambda: weighted_dgd_predict(sample_mt_prompts(2, PAPER, seed=0), np.zeros((3, 6))), "`A`"),
+    ],
+)
+def test_bad_input_raises_naming_parameter(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_gradient_zero_at_origin_is_a_saddle_for_h2():
+    g = mt_gradient(np.zeros((2, 6)), np.zeros((2, 2)), PAPER)
+    assert np.all(g.omega == 0) and np.all(g.mu == 0)
