@@ -169,25 +169,25 @@ def mt_loss_gradient(H: int, setting: Setting) -> sp.Matrix:
     return sp.Matrix([sp.diff(expr, s) for s in mt_symbols(H, setting).theta])
 
 
-def reduction_to_single_task(H: int, d: int) -> sp.Expr:
-    r"""Derived loss for one task on all ``d`` features with :math:`\omega^{(h)}_j = \omega_h`, minus :math:`\tilde L`.
+def reduction_to_single_task(H: int, n_features: int) -> sp.Expr:
+    r"""Derived loss for one task on all ``n_features`` features with :math:`\omega^{(h)}_j = \omega_h`, minus :math:`\tilde L`.
 
     Substitutes the single-task state symbols into :func:`derive_mt_loss` and subtracts
-    :func:`reduced_dynamics.derive.symbolic.closed_form_loss` at the same ``d``; returns the
+    :func:`reduced_dynamics.derive.symbolic.closed_form_loss` at ``d = n_features``; returns the
     simplified difference (0 when the reduction holds).
 
     Parameters
     ----------
     H : int, in [1, 8]
-    d : int, in [1, 12]
-        Number of features (the model's own dimension; the symbolic expression grows with it).
+    n_features : int, in [1, 12]
+        Number of features ``d`` (the symbolic expression grows with it).
 
     Returns
     -------
     sympy.Expr
     """
     H = check_positive_int("H", H, hi=H_MAX)
-    d = check_positive_int("d", d, hi=12)
+    d = check_positive_int("n_features", n_features, hi=12)
     setting = Setting(d=d, L=40, sigma2=0.1)  # L, sigma2 stay symbols in the derivation
     sy = mt_symbols(H, setting)
     st = state_symbols(H)
