@@ -136,6 +136,7 @@ def plot_multitask(data, *, fig=None):
     for i, kind in enumerate(KINDS):
         ax.bar(Hs, freq[:, i], bottom=bottom, color=OKABE_ITO[i], label=kind)
         bottom += freq[:, i]
+    ax.set_xticks(Hs)
     ax.set_xlabel("heads H")
     ax.set_ylabel("fraction of heads")
     ax.set_title(f"(c) head roles, reduced flow, {int(data['n_seeds'])} starts per H", fontsize=9)
