@@ -129,11 +129,19 @@ def test_joint_sign_flip_and_head_permutation_leave_the_risk_unchanged(w, m, L):
 
 
 @pytest.mark.parametrize(
-    ("L", "omega", "mu"),
-    [(40, [0.3, -0.3], [1.5, -1.5]), (2, [0.65, -0.65], [0.7, -0.7]), (2560, [0.5], [1.2]), (3, [1.0], [1.0])],
+    ("d", "L", "omega", "mu"),
+    [
+        (5, 40, [0.3, -0.3], [1.5, -1.5]),
+        (5, 2, [0.65, -0.65], [0.7, -0.7]),
+        (5, 2560, [0.5], [1.2]),
+        (5, 3, [1.0], [1.0]),
+        # same-sign heads: the 2-D Laplace integrand needs the finer step (1.5e-9 off without it)
+        (100, 17, [0.218, 0.306], [1.0, 1.0]),
+        (5, 200, [0.65, 0.65], [1.0, 1.0]),
+    ],
 )
-def test_self_convergence_below_1e_10_and_within_the_error_estimate(L, omega, mu):
-    s = Setting(d=5, L=L, sigma2=0.1)
+def test_self_convergence_below_1e_10_and_within_the_error_estimate(d, L, omega, mu):
+    s = Setting(d=d, L=L, sigma2=0.1)
     default = exact_risk(omega, mu, s)
     fine = exact_risk(omega, mu, s, tol=1e-15)  # every step 0.76x: about 1.3x more nodes per dimension
     err = abs(default.risk - fine.risk)
