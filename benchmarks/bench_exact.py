@@ -22,6 +22,10 @@ shared with other jobs and wall time is noisy.
 2. **Agreement** (full run only): exact vs Rao–Blackwellised Monte Carlo at 12 states (H = 1, 2, 3;
    |ω| up to 0.65; L = 2 ... 2560; d = 2, 5, 20), ``(MC − exact)/SE`` with ``SE`` from ``4e6``-``1e7``
    prompt-length units; ``--quick`` uses 50x fewer prompts.
+
+3. **Precision sweep**: 40 random states (10 with ``--quick``; seeded) over d = 1 ... 100,
+   L = 2 ... 1e5, H = 1 ... 3, |ω| up to 0.99 ``omega_max``: the actual error against the rule with
+   ``tol=1e-15``, how often it exceeds the error estimate, and the CPU time per evaluation.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ import numpy as np
 from reduced_dynamics.dynamics.corrected_loss import mc_risk_cv
 from reduced_dynamics.estimation.predictors import MultiHead
 from reduced_dynamics.estimation.risk import estimate_risk
-from reduced_dynamics.exact.evaluator import exact_risk
+from reduced_dynamics.exact.evaluator import exact_risk, omega_max
 from reduced_dynamics.setting import Setting
 
 SPEED_STATES = [
@@ -126,12 +130,40 @@ def agreement(quick: bool) -> None:
     print(f"max |z| = {max(abs(z) for z in zs):.2f} over {len(zs)} states; chi2/dof = {np.mean(np.square(zs)):.2f}")
 
 
+def precision_sweep(quick: bool) -> None:
+    """Random states (seeded): actual error against the 1.3x finer rule vs the error estimate, and the time."""
+    n = 10 if quick else 40
+    rng = np.random.default_rng(0)
+    print(f"\n3. precision over {n} random states (d = 1 ... 100, L = 2 ... 1e5, H = 1 ... 3, |omega| < omega_max)")
+    rows = []
+    for _ in range(n):
+        d = int(rng.choice([1, 2, 3, 5, 10, 30, 100]))
+        L = int(rng.choice([2, 3, 5, 17, 40, 200, 2560, 100000]))
+        H = int(rng.integers(1, 4))
+        s = Setting(d=d, L=L, sigma2=float(rng.choice([0.0, 0.1, 1.0])))
+        w = rng.uniform(-1, 1, H) * omega_max(s) * rng.choice([0.1, 0.5, 0.99])
+        m = rng.normal(0, 2, H)
+        r, c, _ = timed(exact_risk, w, m, s, grad=True)
+        err = abs(r.risk - exact_risk(w, m, s, tol=1e-15).risk)
+        rows.append((err, r.error_estimate, c, d, L, H))
+    worst = max(rows, key=lambda x: x[0])
+    print(
+        f"max actual error {worst[0]:.2e} (d={worst[3]} L={worst[4]} H={worst[5]}, estimate {worst[1]:.1e}); ", end=""
+    )
+    print(f"states with error > estimate: {sum(e > est for e, est, *_ in rows)}; ", end="")
+    print(
+        f"CPU per evaluation with gradient: median {statistics.median(x[2] for x in rows):.3f} s, "
+        f"max {max(x[2] for x in rows):.2f} s"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer repetitions and prompts (about a minute)")
     args = ap.parse_args()
     speed(args.quick)
     agreement(args.quick)
+    precision_sweep(args.quick)
 
 
 if __name__ == "__main__":
