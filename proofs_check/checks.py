@@ -17,6 +17,7 @@ from .approximation import check_approx_vs_exact, check_approximation, check_pre
 from .bayes import check_bayes_ratio
 from .dynamics import check_drift_law, check_manifold, check_optimality_loss
 from .exact import check_exact_dynamics
+from .multitask import check_multitask
 from .result import CheckResult, reports_errors
 
 __all__ = ["CHECKS", "check_optimality", "run_checks"]
@@ -82,6 +83,7 @@ CHECKS = {
     "approx_vs_exact": check_approx_vs_exact,
     "single_head": check_single_head,
     "exact_dynamics": check_exact_dynamics,
+    "multitask": check_multitask,
 }
 
 

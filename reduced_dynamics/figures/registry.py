@@ -153,6 +153,7 @@ FIGURES: dict[str, FigureSpec] = {
         FigureSpec("trained_risk_vs_L", quick_setting=QUICK_TRAINED_SETTING, group="trained"),
         FigureSpec("trained_circuits", quick_setting=QUICK_TRAINED_SETTING, group="trained"),
         FigureSpec("trained_dynamics", quick_setting=QUICK_TRAINED_SETTING, group="trained"),
+        FigureSpec("multitask", setting=Setting.paper_multitask(), quick_setting=Setting.paper_multitask()),
     )
 }
 
