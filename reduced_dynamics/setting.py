@@ -198,7 +198,7 @@ class Setting:
         support is non-empty, without repeated features, and no two tasks have the same
         support (disjoint, nested and overlapping supports are allowed). Stored as a
         tuple of sorted tuples. ``None`` (default): today's single task on all features.
-        Needs a scalar ``d``. Only :mod:`reduced_dynamics.multitask` reads it.
+        Needs a scalar ``d``. Only ``reduced_dynamics.multitask`` reads it.
 
     Raises
     ------
