@@ -768,9 +768,28 @@ def integrate_flow_batch(
     )
 
 
+def _one_lsoda(w0, m0, setting, t_end, rtol, atol, n_eval, t_first, stationarity_tol, exponent_cap, tol):
+    from reduced_dynamics.dynamics.flow import integrate_flow
+
+    return integrate_flow(
+        w0,
+        m0,
+        setting,
+        t_end=t_end,
+        method="LSODA",
+        rtol=rtol,
+        atol=atol,
+        n_eval=n_eval,
+        t_first=t_first,
+        stationarity_tol=stationarity_tol,
+        exponent_cap=exponent_cap,
+        tolerances=tol,
+    )
+
+
 def _lsoda_loop(omega0, mu0, setting, t_end, rtol, atol, n_eval, t_first, stationarity_tol, exponent_cap, tol):
     """``method="lsoda"``: one :func:`~reduced_dynamics.dynamics.flow.integrate_flow` per row, as a batch result."""
-    from reduced_dynamics.dynamics.flow import _log_times, integrate_flow
+    from reduced_dynamics.dynamics.flow import _log_times, status_message
 
     B, H = omega0.shape
     t_out = _log_times(t_end, n_eval, t_first)
@@ -783,21 +802,20 @@ def _lsoda_loop(omega0, mu0, setting, t_end, rtol, atol, n_eval, t_first, statio
     nfev, njev, nlu = (np.zeros(B, dtype=np.int64) for _ in range(3))
     start = time.perf_counter()
     for b in range(B):
-        r = integrate_flow(
-            omega0[b],
-            mu0[b],
-            setting,
-            t_end=t_end,
-            method="LSODA",
-            rtol=rtol,
-            atol=atol,
-            n_eval=n_eval,
-            t_first=t_first,
-            stationarity_tol=stationarity_tol,
-            exponent_cap=exponent_cap,
-            tolerances=tol,
-        )
+        try:
+            r = _one_lsoda(
+                omega0[b], mu0[b], setting, t_end, rtol, atol, n_eval, t_first, stationarity_tol, exponent_cap, tol
+            )
+        except LossOverflowError as exc:
+            # the solver broke down near the overflow cap: report it for this trajectory, run the others
+            W[b, 0], M[b, 0] = omega0[b], mu0[b]
+            status[b] = -1
+            msgs.append(f"{status_message(-1, H)} {exc}")
+            t_stop[b] = 0.0
+            w_stop[b], m_stop[b] = omega0[b], mu0[b]
+            continue
         k = min(len(r.t), T)
+
         while k > 0 and not (r.t[k - 1] == t_out[k - 1]):  # the outputs are a prefix of t_out, then the event
             k -= 1
         W[b, :k], M[b, :k] = r.omega[:k], r.mu[:k]

@@ -134,3 +134,16 @@ def test_bad_states():
         integrate_flow_batch([[0.01, -0.01], [20.0, 0.0]], [[0.0, 0.0], [0.0, 0.0]], S)
     with pytest.raises(ValueError, match="`setting` must be scalar"):
         integrate_flow_batch([[0.01, -0.01]], [[0.01, -0.01]], Setting(d=5, L=[10, 40], sigma2=0.1))
+
+
+@pytest.mark.parametrize("method", ["radau", "lsoda"])
+def test_a_solver_breakdown_in_one_trajectory_does_not_kill_the_others(method):
+    """d·ω0² = 562 (just under the cap) makes the stiff solvers break down (integrate_flow raises there); in a
+    batch that trajectory ends with status -1 and a message saying so, the other one reaches t_end."""
+    w0 = np.array([[10.6, -10.6], [0.01, -0.01]])
+    m0 = np.array([[1.0, -1.0], [0.01, -0.01]])
+    res = integrate_flow_batch(w0, m0, S, t_end=100.0, method=method)
+    assert res.status.tolist() == [-1, 0] and res.success.tolist() == [False, True]
+    assert "failed" in res.messages[0] and np.isfinite(res.omega_stop).all()
+    ref = integrate_flow(w0[1], m0[1], S, t_end=100.0)
+    assert np.max(np.abs(np.concatenate([res.omega_stop[1], res.mu_stop[1]]) - ref.y[:, -1])) < 1e-8
