@@ -211,11 +211,16 @@ def flag_names(parser, extra: dict | None = None) -> dict[str, str]:
     """Parameter name -> flag for one subcommand parser.
 
     Every option ``--x-y`` maps its dest ``x_y`` and the spelling ``x-y`` to
-    ``--x-y``; ``extra`` adds the library's names that differ from the flag
+    ``--x-y``; a positional argument maps its dest to its metavar (``SPEC``); ``extra`` adds the library's names that differ from the flag
     (e.g. ``{"n_heads": "--heads"}``).
     """
     out = {}
     for action in parser._actions:
+        if not action.option_strings and isinstance(action.dest, str) and action.nargs != 0:
+            # a positional argument (``sweep SPEC``): named by its metavar, as --help shows it
+            if not isinstance(action, argparse._SubParsersAction):
+                out[action.dest] = action.metavar if isinstance(action.metavar, str) else action.dest.upper()
+            continue
         longs = [s for s in action.option_strings if s.startswith("--")]
         if not longs:
             continue

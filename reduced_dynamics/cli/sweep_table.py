@@ -7,6 +7,8 @@ import sys
 
 from reduced_dynamics.cli._common import add_quiet, exit_codes_epilog, nonempty
 
+#: the library's name for the folder (``write_table(out)``) -> the positional argument
+PARAM_FLAGS = {"out": "DIR"}
 HELP = "Collect every finished point of a sweep folder into DIR/table.csv (and DIR/table.parquet with pyarrow)."
 EPILOG = exit_codes_epilog() + (
     "\n\nOne row per point, one column per parameter (the command's full configuration) and per scalar\n"

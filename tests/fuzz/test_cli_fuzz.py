@@ -44,6 +44,7 @@ import math
 import os
 import re
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -69,6 +70,19 @@ WALL_SECONDS = 20.0
 EXAMPLES = {"run": 60, "risk": 45, "check": 35, "train": 40, "portrait": 14, "figures": 14}
 DEFAULT_EXAMPLES = 20
 
+#: commands with a positional argument: (its metavar, a valid value, values that must be rejected); {tmp} is the
+#: example folder, which holds a tiny sweep spec and a finished tiny sweep (_example_dir)
+POSITIONAL = {
+    "sweep": (
+        "SPEC",
+        "{tmp}/tiny.toml",
+        ["{tmp}/missing.toml", "{tmp}/afile", "{tmp}/exists_dir", "", "{tmp}/bad.toml"],
+    ),
+    "sweep-table": ("DIR", "{tmp}/tiny_sweep", ["{tmp}/missing", "{tmp}/afile", "{tmp}/exists_dir", ""]),
+}
+#: the tiny spec: one point of `run`, a few milliseconds
+TINY_SPEC = 'command = "run"\nseeds = [0]\n[fixed]\nt-end = 1\nn-eval = 4\n'
+
 #: cheap options added to every invocation of a command unless the example fuzzes that flag
 BASE = {
     "run": [("--t-end", "10"), ("--n-eval", "16"), ("--no-plot", None)],
@@ -83,6 +97,7 @@ BASE = {
         ("--out", "{tmp}/portrait"),
     ],
     "figures": [("--quick", None), ("--only", "risk_vs_L"), ("--out", "{tmp}/figures")],
+    "sweep": [("--workers", "1"), ("--out", "{tmp}/sweep_out")],
 }
 
 #: integer options that set the cost of a run: valid fuzzed values stay in [lo, hi]; counts <= 0
@@ -97,6 +112,7 @@ COST_INT = {
     "--heads": (1, 5),
     "--d": (1, 12),
     "--L": (1, 80),
+    "--workers": (1, 2),
 }
 #: values beyond the data model's bounds (Setting: d <= 1e5, L <= 1e9, sigma2 <= 1e12): must be rejected
 TOO_LARGE = {"--d": ["100001", str(10**30)], "--L": [str(10**9 + 1), str(10**30)], "--sigma2": ["1e308", "1e200"]}
@@ -471,7 +487,10 @@ def draw_invocation(data, command: Command, tmp: str) -> Invocation:
     base_flags = {f for f, _ in BASE.get(command.name, []) if f in opts}
     # optional flags not in the base: fuzzed by their presence; base flags: by "--flag=value" or repetition
     switch_opts = sorted(f for f, o in opts.items() if not o.takes_value and f not in base_flags and f != "--json")
-    chosen = data.draw(st.lists(st.sampled_from(value_opts), min_size=1, max_size=3, unique=True), label="flags")
+    if value_opts:
+        chosen = data.draw(st.lists(st.sampled_from(value_opts), min_size=1, max_size=3, unique=True), label="flags")
+    else:  # only switches and a positional argument (sweep-table)
+        chosen = []
     args: list[tuple[str, str | None]] = []
     for flag in chosen:
         value, why = draw_value(data, command.name, opts[flag], tmp)
@@ -507,7 +526,9 @@ def draw_invocation(data, command: Command, tmp: str) -> Invocation:
         inv.fuzzed.add(flag)
     extra = data.draw(st.sampled_from(["none"] * 6 + ["unknown", "duplicate", "explicit"]), label="extra")
     if extra == "unknown":
-        token = data.draw(st.sampled_from(UNKNOWN_FLAGS), label="unknown")
+        # with a positional argument a bare word is that argument (and the real one the stray token): dashes only
+        pool = [t for t in UNKNOWN_FLAGS if t.startswith("-")] if command.name in POSITIONAL else UNKNOWN_FLAGS
+        token = data.draw(st.sampled_from(pool), label="unknown")
         args.append((token, data.draw(st.sampled_from([None, "1"]), label="unknown value")))
         inv.unknown.append(token)
         inv.reject.append(f"unknown {token}")
@@ -527,13 +548,22 @@ def draw_invocation(data, command: Command, tmp: str) -> Invocation:
     if "--json" in opts and data.draw(st.integers(0, 3), label="json") > 0:
         base.append(("--json", None))
         inv.json = True
+    if command.name in POSITIONAL:
+        metavar, valid, bad = POSITIONAL[command.name]
+        value = data.draw(st.sampled_from([valid] * 3 + bad), label=metavar)
+        if value != valid:
+            inv.fuzzed.add(metavar)
+            inv.reject.append(f"{metavar} {value!r} is not a usable input")
+        args.append((None, value.format(tmp=tmp)))
     order = data.draw(st.permutations(range(len(args))), label="order")
     inv.argv = [command.name]
     for flag, value in base:
         inv.argv += [flag] if value is None else [flag, value]
     for i in order:
         flag, value = args[i]
-        if value is None:
+        if flag is None:  # the positional argument; "--" keeps a value starting with "-" positional
+            inv.argv += ["--", value] if value.startswith("-") else [value]
+        elif value is None:
             inv.argv.append(flag)
         elif data.draw(st.booleans(), label="--flag=value"):
             inv.argv.append(f"{flag}={value}")
@@ -648,10 +678,27 @@ def _record(inv: Invocation, out: Outcome, problems: list[str], source: str) -> 
             f.write(json.dumps(row) + "\n")
 
 
+_TINY_SWEEP: list[Path] = []
+
+
+def _tiny_sweep(root: Path) -> Path:
+    """A finished one-point sweep folder, made once per session by the real command."""
+    if not _TINY_SWEEP:
+        base = Path(tempfile.mkdtemp(dir=root))
+        (base / "tiny.toml").write_text(TINY_SPEC)
+        cmd = [sys.executable, "-m", "reduced_dynamics", "sweep", "tiny.toml", "--out", "tiny_sweep", "--workers", "1"]
+        subprocess.run([*cmd, "--quiet"], cwd=base, env=_env(), check=True, capture_output=True, timeout=120)
+        _TINY_SWEEP.append(base / "tiny_sweep")
+    return _TINY_SWEEP[0]
+
+
 def _example_dir(root: Path) -> str:
     tmp = tempfile.mkdtemp(dir=root)
     Path(tmp, "afile").write_text("not a folder\n")
     Path(tmp, "exists_dir").mkdir()
+    Path(tmp, "tiny.toml").write_text(TINY_SPEC)
+    Path(tmp, "bad.toml").write_text('command = "run"\n[fixed]\nbogus-option = 1\n')
+    shutil.copytree(_tiny_sweep(root), Path(tmp, "tiny_sweep"))
     return tmp
 
 
