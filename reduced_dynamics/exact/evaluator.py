@@ -98,7 +98,7 @@ H_MAX = 16
 #: Largest context length L.
 L_EXACT_MAX = 10**8
 #: Largest allowed :math:`|\mu_h|` (the risk is quadratic in μ).
-MU_MAX = 1e100
+MU_MAX = 1e50
 
 # Base steps at tol = 1e-12 (calibrated so that the coarse rule is about tol), scaled by 27.6/log(1/tol).
 _HZ0 = 0.4  # log r, in units of 1/sqrt(2d)
@@ -588,8 +588,8 @@ def exact_risk(omega, mu, setting, *, grad=False, tol=1e-12) -> ExactRisk:
     err = _estimate(diff, size)
     if not (math.isfinite(risk) and math.isfinite(err)):
         raise OverflowError(
-            f"exact_risk: the risk is not finite in float64 at omega={omega.tolist()}, mu={mu.tolist()}; "
-            "reduce |mu| or |omega|"
+            f"`mu` too large: the risk is not finite in float64 at `omega`={omega.tolist()}, "
+            f"`mu`={mu.tolist()}; reduce |mu|"
         )
     grad_omega = grad_mu = db = dA = grad_err = None
     if grad:
@@ -599,7 +599,7 @@ def exact_risk(omega, mu, setting, *, grad=False, tol=1e-12) -> ExactRisk:
         both = np.concatenate([grad_omega, grad_mu])
         both_c = np.concatenate([_grad_omega(mu, coarse[2], coarse[3]), -2.0 * coarse[0] + 2.0 * coarse[1] @ mu])
         if not np.all(np.isfinite(both)):
-            raise OverflowError("exact_risk: the gradient is not finite in float64; reduce |mu| or |omega|")
+            raise OverflowError("`mu` too large: the gradient is not finite in float64; reduce |mu|")
         gsize = size + float(np.max(np.abs(both)))
         grad_err = _estimate(float(np.max(np.abs(both - both_c))), gsize)
     return ExactRisk(

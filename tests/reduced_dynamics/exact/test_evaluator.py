@@ -195,6 +195,7 @@ def test_result_fields():
         ([0.1], [float("inf")], PAPER, {}, "`mu`"),
         ([5.0], [1.0], PAPER, {}, "`omega`"),
         ([0.1], [1e200], PAPER, {}, "`mu`"),
+        ([0.1], [1e51], PAPER, {}, "`mu`"),
         ([0.1], [1.0], Setting(d=5, L=1, sigma2=0.1), {}, "`setting.L`"),
         ([0.1], [1.0], Setting(d=2, L=5, sigma2=0.1, Sigma=np.diag([1.0, 2.0])), {}, "`setting.Sigma`"),
         ([0.1], [1.0], PAPER, {"tol": 0.5}, "`tol`"),
