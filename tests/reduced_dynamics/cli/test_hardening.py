@@ -163,7 +163,8 @@ def test_progress_waits_for_the_delay(capsys):
 
 @pytest.mark.parametrize("command", list(COMMANDS))
 def test_every_command_has_quiet(command):
-    assert build_parser().parse_args([command, "--quiet"]).quiet is True
+    positional = {"sweep": ["spec.toml"], "sweep-table": ["sweep_dir"]}.get(command, [])
+    assert build_parser().parse_args([command, *positional, "--quiet"]).quiet is True
 
 
 # ----------------------------------------------------------------------------- 4. one line, exit 2, the flag named
@@ -256,7 +257,8 @@ def test_help_documents_every_exit_code(command):
     codes = {int(c) for c in re.findall(r"^\s+(\d+)\s", table, re.MULTILINE)}
     assert {0, 2, 130} <= codes
     assert (3 in codes) == (command == "train")
-    assert (1 in codes) == (command in ("run", "check"))
+    # exit 1: a result that failed (a flow that did not finish, a failing check, a failed sweep point)
+    assert (1 in codes) == (command in ("run", "check", "sweep"))
 
 
 def test_numerical_warnings_never_leak(capsys):
