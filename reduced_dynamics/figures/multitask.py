@@ -46,7 +46,8 @@ def multitask_data(setting, *, quick=False, seed) -> FigureData:
         With ``tasks`` (the registry uses :meth:`Setting.paper_multitask`); without tasks the
         paper's supports at its ``L`` and ``σ²``.
     quick : bool
-        4 starts per H, 300 training steps, 2000 risk prompts (full: 100, 20000, 20000).
+        2 starts per H (flows to t = 300), 100 training steps, 1000 risk prompts, end states at
+        t = 2000 (full: 100 starts to t = 2000, 20000 steps, 20000 prompts, end states at t = 2e4).
     seed : int
 
     Returns
@@ -59,13 +60,14 @@ def multitask_data(setting, *, quick=False, seed) -> FigureData:
         ``n_seeds``, ``steps``, ``lr``, ``n_prompts``.
     """
     s = setting if setting.tasks is not None else Setting.paper_multitask().replace(L=setting.L, sigma2=setting.sigma2)
-    n_seeds, steps, n_prompts = (4, 300, 2000) if quick else (100, TRAIN_STEPS, 20_000)
+    n_seeds, steps, n_prompts = (2, 100, 1000) if quick else (100, TRAIN_STEPS, 20_000)
+    t_roles, t_flow = (300.0, 2000.0) if quick else (2000.0, 2e4)
     d, N = s.d, s.n_tasks
     arrays: dict = {"n_seeds": n_seeds, "steps": steps, "lr": TRAIN_LR, "n_prompts": n_prompts}
     Hs_roles = np.arange(1, 7)
     freq = np.zeros((6, 4))
     for i, H in enumerate(Hs_roles):
-        rf = role_frequencies(int(H), s, n_seeds=n_seeds, seed=seed, t_end=2000.0)
+        rf = role_frequencies(int(H), s, n_seeds=n_seeds, seed=seed, t_end=t_roles)
         freq[i] = [rf.kinds[k] for k in KINDS]
     arrays["Hs_roles"], arrays["kind_freq"] = Hs_roles, freq
     Hs = np.arange(1, 5)
@@ -74,7 +76,7 @@ def multitask_data(setting, *, quick=False, seed) -> FigureData:
     A = support_dgd_weights(s)
     for j, H in enumerate(Hs):
         x0 = random_mt_state(int(H), s, seed=seed)
-        red = integrate_mt_flow(x0[:, :d], x0[:, d:], s, t_end=2e4)
+        red = integrate_mt_flow(x0[:, :d], x0[:, d:], s, t_end=t_flow)
         tr = train_mt_attention(int(H), s, steps=steps, seed=seed, lr=TRAIN_LR)
         if H >= 2:
             arrays[f"red_omega_{H}"], arrays[f"red_mu_{H}"] = red.omega, red.mu
