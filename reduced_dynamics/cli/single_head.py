@@ -40,11 +40,14 @@ def add_arguments(parser) -> None:
 
 
 def main(args) -> int:
-    from reduced_dynamics.exact.single_head import exact_single_head_optimum
+    from reduced_dynamics.exact.single_head import _check_interior_optimum, exact_single_head_optimum
 
     t0, c0 = time.perf_counter(), time.process_time()
     setting = setting_from_args(args)
     prepare_out(args.out)
+    if not 1e-10 <= args.omega_tol <= 1e-2:  # (validated again by the library) before the range check below
+        raise ValueError(f"`omega_tol` must be in [1e-10, 1e-2], got {args.omega_tol!r}")
+    _check_interior_optimum(setting)  # a too-short L is one error line before any progress output
     progress = Progress("single-head", quiet=args.quiet)
     progress.stage(f"exact single-head optimum at d={setting.d} L={setting.L} sigma2={setting.sigma2:g}")
     r = exact_single_head_optimum(setting, omega_tol=args.omega_tol)
@@ -77,7 +80,7 @@ def main(args) -> int:
         f"({out['seconds']:.2f} s, {r.evaluations} exact evaluations)"
     )
     print(f"  exact optimum   omega = {r.omega:.7f}  mu = {r.mu:.7f}  risk = {r.risk:.10f} (± {r.error_estimate:.1e})")
-    print(f"  L -> inf limit  omega = {r.omega_limit:.7f}  mu = {r.mu_limit:.7f}  (corrected loss, closed form)")
+    print(f"  large-L limit   omega = {r.omega_limit:.7f}  mu = {r.mu_limit:.7f}  (corrected loss, closed form)")
     print(f"  L~ optimum      omega = 1/sqrt(d) = {r.omega_approx:.7f}")
     if args.out is not None:
         print(f"  wrote {out['file']}")

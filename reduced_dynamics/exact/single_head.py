@@ -282,7 +282,47 @@ class ExactSingleHeadOptimum(FrozenResult):
     setting: Setting
 
 
-def exact_single_head_optimum(setting, *, tol=1e-12, omega_tol=1e-7, bracket=(0.05, 1.2)) -> ExactSingleHeadOptimum:
+def _default_bracket(setting) -> tuple[float, float]:
+    """The search range (0.05, min(1.2, omega_max)): the evaluator's range shrinks as d grows."""
+    from reduced_dynamics.exact.evaluator import omega_max
+
+    return 0.05, min(1.2, 0.999 * float(omega_max(setting)))
+
+
+def _check_interior_optimum(setting, *, bracket=None, tol=1e-12, _profile=None) -> None:
+    """Raise ``ValueError`` if the single-head risk still decreases at the upper end of ``bracket``.
+
+    Two exact evaluations (at ``hi`` and ``0.98 hi``). For short prompts the best single head is close
+    to a hard-max (nearest-neighbour) attention, beyond the evaluator's range of ω; this is a property
+    of the setting (``L`` too short), reported before any search. The CLI calls it before it starts.
+
+    Parameters
+    ----------
+    setting : Setting
+        Scalar, isotropic, finite ``L``.
+    bracket : tuple of float
+        The search range ``(lo, hi)`` of :func:`exact_single_head_optimum`.
+    tol : float
+        Quadrature tolerance of the two evaluations.
+
+    Raises
+    ------
+    ValueError
+        If ``L < 2``, or if the risk at ``hi`` is below the risk at ``0.98 hi``.
+    """
+    if setting.L < 2:
+        raise ValueError(f"`L` must be an integer >= 2 for the exact finite-L risk, got {setting.L}")
+    hi = float((bracket or _default_bracket(setting))[1])
+    prof = _profile or (lambda w: exact_single_head_profile(w, setting, tol=tol))
+    if prof(hi).risk_opt < prof(0.98 * hi).risk_opt:
+        raise ValueError(
+            f"`L` = {setting.L} is too short for an interior single-head optimum at d = {setting.d}, "
+            f"sigma2 = {float(setting.sigma2):g}: the exact risk still decreases at |omega| = {hi:g} "
+            f"(the end of the search range; the best head is close to a hard-max attention); use a larger `L`"
+        )
+
+
+def exact_single_head_optimum(setting, *, tol=1e-12, omega_tol=1e-7, bracket=None) -> ExactSingleHeadOptimum:
     r"""Minimise the exact single-head risk: golden-section search of the profile :math:`1+\sigma^2-A^2/B` in ω.
 
     Parameters
@@ -293,8 +333,10 @@ def exact_single_head_optimum(setting, *, tol=1e-12, omega_tol=1e-7, bracket=(0.
         Passed to the exact evaluator.
     omega_tol : float, in [1e-10, 1e-2]
         Width of the final ω bracket.
-    bracket : (float, float), 0 < lo < hi <= 3
-        Search interval of ω (the profile is unimodal there at the settings tested).
+    bracket : (float, float), 0 < lo < hi <= 3, optional
+        Search interval of ω (the profile is unimodal there at the settings tested). Default
+        ``(0.05, min(1.2, omega_max(setting)))``. For short prompts the risk still decreases at its
+        upper end (the best head is close to a hard-max attention): ``ValueError`` naming ``L``.
 
     Returns
     -------
@@ -310,6 +352,8 @@ def exact_single_head_optimum(setting, *, tol=1e-12, omega_tol=1e-7, bracket=(0.
     omega_tol = check_finite_float("omega_tol", omega_tol)
     if not 1e-10 <= omega_tol <= 1e-2:
         raise ValueError(f"`omega_tol` must be in [1e-10, 1e-2], got {omega_tol!r}")
+    if bracket is None:
+        bracket = _default_bracket(setting)
     try:
         lo, hi = (float(x) for x in bracket)
     except (TypeError, ValueError):
@@ -322,6 +366,8 @@ def exact_single_head_optimum(setting, *, tol=1e-12, omega_tol=1e-7, bracket=(0.
         if w not in cache:
             cache[w] = exact_single_head_profile(w, setting, tol=tol)
         return cache[w]
+
+    _check_interior_optimum(setting, bracket=(lo, hi), tol=tol, _profile=prof)
 
     def f(w):
         return prof(w).risk_opt
@@ -341,8 +387,10 @@ def exact_single_head_optimum(setting, *, tol=1e-12, omega_tol=1e-7, bracket=(0.
             d_ = a + gr * (b - a)
             fd = f(d_)
     w = c if fc < fd else d_
-    if min(abs(w - lo), abs(w - hi)) < 10 * omega_tol:
-        raise RuntimeError(f"exact_single_head_optimum: the minimum is at the edge of `bracket` = {bracket!r}")
+    if abs(w - lo) < 10 * omega_tol:
+        raise RuntimeError(f"exact_single_head_optimum: the minimum is at the lower edge of `bracket` = {bracket!r}")
+    if abs(w - hi) < 10 * omega_tol:
+        raise RuntimeError(f"exact_single_head_optimum: the minimum is at the upper edge of `bracket` = {bracket!r}")
     p = prof(w)
     mu = p.mu_opt
     final = _exact_risk(w, mu, setting, tol)

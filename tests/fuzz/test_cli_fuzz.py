@@ -113,6 +113,7 @@ COST_INT = {
     "--d": (1, 12),
     "--L": (1, 80),
     "--workers": (1, 2),
+    "--n-init": (1, 4),
 }
 #: values beyond the data model's bounds (Setting: d <= 1e5, L <= 1e9, sigma2 <= 1e12): must be rejected
 TOO_LARGE = {"--d": ["100001", str(10**30)], "--L": [str(10**9 + 1), str(10**30)], "--sigma2": ["1e308", "1e200"]}

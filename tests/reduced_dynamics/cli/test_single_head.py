@@ -46,3 +46,26 @@ def test_bad_input_is_one_line_exit_2(capsys, args, flag):
     rc, out, err = run(capsys, *args)
     assert rc == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and flag in err
+
+
+@pytest.mark.parametrize(
+    "extra, flag",
+    [
+        (["--L", "1"], "`--L`"),  # the exact risk needs L >= 2
+        (["--L", "2"], "`--L`"),  # too short: the risk still decreases at the end of the range (hard-max head)
+        (["--d", "9", "--omega-tol", "0"], "`--omega-tol`"),  # checked before the range check
+    ],
+)
+def test_one_error_line_names_the_flag(capsys, extra, flag):
+    """Found by the CLI fuzz: L = 1 named `setting.L`, L = 2 ended in a RuntimeError traceback."""
+    rc, out, err = run(capsys, *extra)
+    assert rc == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and flag in lines[0], err
+
+
+def test_large_d_search_stays_inside_the_evaluator_range(capsys):
+    """At d = 9 the evaluator allows |ω| <= 1.145 < 1.2: the default search range shrinks with it."""
+    rc, out, err = run(capsys, "--d", "9", "--L", "40", "--omega-tol", "1e-3", "--json")
+    assert rc == 0, err
+    assert 0.05 < json.loads(out)["omega"] < 1.145
