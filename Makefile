@@ -34,7 +34,7 @@ $(STAMP_RUN): pyproject.toml | $(STAMP_VENV)
 	touch $@
 
 $(STAMP_TEST): pyproject.toml | $(STAMP_VENV)
-	$(PY) -m pip install --quiet -e ".[test,docs]"
+	$(PY) -m pip install --quiet -e ".[test,docs,sweep,numba]"
 	touch $@ $(STAMP_RUN)
 
 run: $(STAMP_RUN)
@@ -44,7 +44,7 @@ test: $(STAMP_TEST)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(SPHINX)
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider -n auto --dist worksteal
 
 docs: $(STAMP_TEST)
 	$(SPHINX)

@@ -119,8 +119,10 @@ PROMPT_COUNT_ALIASES = {"n", "N", "n_samples", "num_samples", "num_prompts", "n_
 # ... except `n_eval` where it counts the time points of a trajectory, not prompts.
 TIME_POINT_COUNT = {
     "reduced_dynamics.integrate_flow": "n_eval",
+    "reduced_dynamics.integrate_flow_batch": "n_eval",
     "reduced_dynamics.dynamics.portrait.two_head_portrait_data": "n_eval",
     "reduced_dynamics.dynamics.portrait.general_portrait_data": "n_eval",
+    "reduced_dynamics.exact.flow.integrate_exact_flow": "n_eval",
 }
 
 

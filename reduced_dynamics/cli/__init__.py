@@ -38,6 +38,10 @@ COMMANDS = {
     "train": "reduced_dynamics.cli.train",
     "portrait": "reduced_dynamics.cli.portrait",
     "figures": "reduced_dynamics.cli.figures",
+    "sweep": "reduced_dynamics.cli.sweep",
+    "sweep-table": "reduced_dynamics.cli.sweep_table",
+    "single-head": "reduced_dynamics.cli.single_head",
+    "exact-risk": "reduced_dynamics.cli.exact_risk",
 }
 
 
