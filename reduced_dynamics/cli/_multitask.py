@@ -49,7 +49,9 @@ def _text(out) -> str:
             f"  head {h}: omega=[{', '.join(f'{x:+.4f}' for x in w)}]  mu=[{', '.join(f'{x:+.3f}' for x in m)}]  {r}"
         )
     if "loss_per_task" in out:
-        lines.append(f"  L~ per task {[round(float(x), 6) for x in out['loss_per_task']]}  limit {out['limit']['regime']}")
+        lines.append(
+            f"  L~ per task {[round(float(x), 6) for x in out['loss_per_task']]}  limit {out['limit']['regime']}"
+        )
     if "risk" in out:
         for name, est in out["risk"].items():
             lines.append(
