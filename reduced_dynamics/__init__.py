@@ -24,6 +24,7 @@ from reduced_dynamics.derive.symbolic import (
     generated_loss_functions,
     sympy2numpy,
 )
+from reduced_dynamics.dynamics.batch_flow import FlowBatchResult, integrate_flow_batch
 from reduced_dynamics.dynamics.corrected_loss import corrected_loss, corrected_loss_grad
 from reduced_dynamics.dynamics.diagnostics import (
     ManifoldGap,
@@ -100,6 +101,7 @@ from reduced_dynamics.model.training import (
     mc_risk,
     train,
 )
+from reduced_dynamics.multitask import integrate_mt_flow, limit_predictor, mt_loss, role_frequencies, train_mt_attention
 from reduced_dynamics.setting import PAPER_SETTING, Setting
 
 __version__ = "0.1.0"
@@ -108,6 +110,12 @@ __all__ = [
     # the data model
     "Setting",
     "PAPER_SETTING",
+    # multi-task regression (reduced_dynamics.multitask)
+    "mt_loss",
+    "integrate_mt_flow",
+    "role_frequencies",
+    "limit_predictor",
+    "train_mt_attention",
     # rounding-safe Theorem 1(c) ratio: r - 1 and U - r without cancellation
     "risk_ratio_excess",
     "bound_slack",
@@ -142,6 +150,8 @@ __all__ = [
     "FlowPath",
     "initial_state",
     "integrate_flow",
+    "integrate_flow_batch",
+    "FlowBatchResult",
     "gradient_descent",
     "flow_at_times",
     "StageTolerances",

@@ -18,7 +18,7 @@ from reduced_dynamics.cli._common import (
     parse_floats,
     prepare_out,
 )
-from reduced_dynamics.cli._setting import add_setting_arguments, setting_from_args
+from reduced_dynamics.cli._setting import add_setting_arguments, add_tasks_argument, setting_from_args
 from reduced_dynamics.dynamics.flow import (
     EXPLICIT_METHODS,
     IMPLICIT_METHODS,
@@ -48,6 +48,7 @@ ATOL_RANGE = (0.0, 1.0)  # (0, 1)
 def add_arguments(p):
     p.add_argument("--heads", type=int, default=2, help="number of heads H (default 2)")
     add_setting_arguments(p)
+    add_tasks_argument(p)
     p.add_argument("--t-end", type=float, default=1e5, help=f"final time, in (0, {T_END_MAX:g}] (default 1e5)")
     p.add_argument("--init", choices=["random", "symmetric"], default="random", help="initialisation (default random)")
     p.add_argument("--init-scale", type=float, default=0.01, help="scale of the initial entries (default 0.01)")
@@ -166,6 +167,10 @@ def _check_solver_flags(args):
 
 def main(args) -> int:
     setting = setting_from_args(args)
+    if setting.tasks is not None:  # multi-task regression (--tasks): its own reduced model and trainer
+        from reduced_dynamics.cli._multitask import run_multitask
+
+        return run_multitask(args, setting)
     _check_solver_flags(args)
     if args.n_init is not None:
         return _main_batch(args, setting)

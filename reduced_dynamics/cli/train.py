@@ -7,7 +7,7 @@ import sys
 
 from reduced_dynamics._validation import check_positive_int
 from reduced_dynamics.cli._common import Progress, add_quiet, check_range, exit_codes_epilog, nonempty, prepare_out
-from reduced_dynamics.cli._setting import add_setting_arguments, setting_from_args
+from reduced_dynamics.cli._setting import add_setting_arguments, add_tasks_argument, setting_from_args
 from reduced_dynamics.io import to_jsonable
 from reduced_dynamics.model.attention import MODEL_KINDS
 from reduced_dynamics.model.training import (
@@ -45,6 +45,7 @@ def add_arguments(parser) -> None:
     a = parser.add_argument
     a("--heads", type=int, default=2, help="number of heads H (default 2)")
     add_setting_arguments(parser, what="of the training prompts")
+    add_tasks_argument(parser)
     a("--steps", type=int, default=10_000, help="optimizer steps (default 10000)")
     a("--batch", type=int, default=256, help="prompts per step (default 256)")
     a("--lr", type=float, default=1e-3, help=f"learning rate, in (0, {LR_MAX:g}] (default 1e-3)")
@@ -94,6 +95,10 @@ def check_out(out, *, resume: bool, force: bool) -> None:
 
 def main(args) -> int:
     setting = setting_from_args(args)
+    if setting.tasks is not None:  # multi-task regression (--tasks): its own reduced model and trainer
+        from reduced_dynamics.cli._multitask import train_multitask
+
+        return train_multitask(args, setting)
     check_positive_int("heads", args.heads)
     if args.param not in MODEL_KINDS:
         raise ValueError(f"`param` must be one of {', '.join(MODEL_KINDS)}, got {args.param!r}")
