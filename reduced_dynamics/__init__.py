@@ -101,7 +101,6 @@ from reduced_dynamics.model.training import (
     mc_risk,
     train,
 )
-from reduced_dynamics.multitask import integrate_mt_flow, limit_predictor, mt_loss, role_frequencies, train_mt_attention
 from reduced_dynamics.setting import PAPER_SETTING, Setting
 
 __version__ = "0.1.0"
@@ -110,12 +109,6 @@ __all__ = [
     # the data model
     "Setting",
     "PAPER_SETTING",
-    # multi-task regression (reduced_dynamics.multitask)
-    "mt_loss",
-    "integrate_mt_flow",
-    "role_frequencies",
-    "limit_predictor",
-    "train_mt_attention",
     # rounding-safe Theorem 1(c) ratio: r - 1 and U - r without cancellation
     "risk_ratio_excess",
     "bound_slack",
