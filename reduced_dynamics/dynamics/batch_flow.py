@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from reduced_dynamics._results import FrozenResult
-from reduced_dynamics._validation import check_finite_array, check_nonnegative_float, check_positive_float
+from reduced_dynamics._validation import check_finite_array
 from reduced_dynamics.dynamics.diagnostics import StageTolerances
 from reduced_dynamics.dynamics.loss import MAX_EXPONENT, LossOverflowError, _hessian_arrays
 from reduced_dynamics.setting import Setting, as_setting
@@ -417,11 +417,9 @@ def integrate_flow_batch(
     >>> res.omega.shape, bool(res.success.all())
     ((8, 400, 2), True)
     """
-    from reduced_dynamics._validation import check_positive_int
     from reduced_dynamics.dynamics.flow import (
         DEFAULT_TOLERANCES,
-        N_EVAL_MAX,
-        _check_stage_tolerances,
+        _check_run_options,
         _check_t_end,
         _check_tolerances,
         _log_times,
@@ -438,15 +436,9 @@ def integrate_flow_batch(
         method = "radau" if omega0.shape[0] >= BATCH_MIN else "lsoda"
     defaults = (1e-7, 1e-10) if method == "radau" else DEFAULT_TOLERANCES["LSODA"]
     rtol, atol = _check_tolerances(defaults[0] if rtol is None else rtol, defaults[1] if atol is None else atol)
-    n_eval = check_positive_int("n_eval", n_eval, hi=N_EVAL_MAX)
-    if n_eval < 2:
-        raise ValueError(f"`n_eval` must be an integer in [2, {N_EVAL_MAX}], got {n_eval}")
-    t_first = check_positive_float("t_first", t_first)
-    tol = _check_stage_tolerances(tolerances)
-    stationarity_tol = check_nonnegative_float("stationarity_tol", stationarity_tol)
-    cap = 0.95 * MAX_EXPONENT if exponent_cap is None else check_positive_float("exponent_cap", exponent_cap)
-    if cap > MAX_EXPONENT:
-        raise ValueError(f"`exponent_cap` must be in (0, {MAX_EXPONENT:g}], got {exponent_cap}")
+    n_eval, t_first, tol, stationarity_tol, cap = _check_run_options(
+        n_eval, t_first, tolerances, stationarity_tol, exponent_cap
+    )
     B, H = omega0.shape
     with np.errstate(over="ignore"):
         expo0 = float(setting.d) * np.max(omega0**2, axis=1)

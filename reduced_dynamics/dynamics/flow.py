@@ -553,6 +553,24 @@ def _check_t_end(name: str, value) -> float:
     return out
 
 
+def _check_run_options(n_eval, t_first, tolerances, stationarity_tol, exponent_cap):
+    """The output and stopping options shared by :func:`integrate_flow` and ``integrate_flow_batch``.
+
+    Returns ``(n_eval, t_first, tolerances, stationarity_tol, cap)`` validated, in this order (the
+    first bad one raises), with ``cap`` the exponent cap (default 0.95·MAX_EXPONENT).
+    """
+    n_eval = check_positive_int("n_eval", n_eval, hi=N_EVAL_MAX)
+    if n_eval < 2:
+        raise ValueError(f"`n_eval` must be an integer in [2, {N_EVAL_MAX}], got {n_eval}")
+    t_first = check_positive_float("t_first", t_first)
+    tol = _check_stage_tolerances(tolerances)
+    stationarity_tol = check_nonnegative_float("stationarity_tol", stationarity_tol)
+    cap = 0.95 * MAX_EXPONENT if exponent_cap is None else check_positive_float("exponent_cap", exponent_cap)
+    if cap > MAX_EXPONENT:
+        raise ValueError(f"`exponent_cap` must be in (0, {MAX_EXPONENT:g}], got {exponent_cap}")
+    return n_eval, t_first, tol, stationarity_tol, cap
+
+
 def _log_times(t_end: float, n_eval: int, t_first: float) -> np.ndarray:
     if t_first >= t_end:
         return np.array([0.0, t_end])
@@ -670,15 +688,9 @@ def integrate_flow(
     if method not in IMPLICIT_METHODS + EXPLICIT_METHODS:
         raise ValueError(f"`method` must be one of {IMPLICIT_METHODS + EXPLICIT_METHODS}, got {method!r}")
     rtol, atol = _check_tolerances(*default_tolerances(method, rtol, atol))
-    n_eval = check_positive_int("n_eval", n_eval, hi=N_EVAL_MAX)
-    if n_eval < 2:
-        raise ValueError(f"`n_eval` must be an integer in [2, {N_EVAL_MAX}], got {n_eval}")
-    t_first = check_positive_float("t_first", t_first)
-    tol = _check_stage_tolerances(tolerances)
-    stationarity_tol = check_nonnegative_float("stationarity_tol", stationarity_tol)
-    cap = 0.95 * MAX_EXPONENT if exponent_cap is None else check_positive_float("exponent_cap", exponent_cap)
-    if cap > MAX_EXPONENT:
-        raise ValueError(f"`exponent_cap` must be in (0, {MAX_EXPONENT:g}], got {exponent_cap}")
+    n_eval, t_first, tol, stationarity_tol, cap = _check_run_options(
+        n_eval, t_first, tolerances, stationarity_tol, exponent_cap
+    )
     d = setting.d
     with np.errstate(over="ignore"):
         start_expo = d * float(np.max(omega0**2))
