@@ -62,6 +62,7 @@ from reduced_dynamics.exact.expansion import (
     expansion_symbols,
     manifold_minimiser_estimate,
 )
+from reduced_dynamics.exact.single_head import _golden_section_min
 from reduced_dynamics.setting import as_setting
 
 __all__ = [
@@ -598,20 +599,7 @@ def exact_manifold_minimum(setting, *, bracket=None, gamma_tol=1e-6, tol=1e-12, 
             cache[g] = _profile_over_mass(g, setting, tol)
         return cache[g][0]
 
-    gr = (math.sqrt(5) - 1) / 2
-    a, b = lo, hi
-    c, d_ = b - gr * (b - a), a + gr * (b - a)
-    fc, fd = f(c), f(d_)
-    while b - a > gamma_tol:
-        if fc < fd:
-            b, d_, fd = d_, c, fc
-            c = b - gr * (b - a)
-            fc = f(c)
-        else:
-            a, c, fc = c, d_, fd
-            d_ = a + gr * (b - a)
-            fd = f(d_)
-    g = c if fc < fd else d_
+    g, _ = _golden_section_min(f, lo, hi, gamma_tol)
     if min(g - lo, hi - g) < 10 * gamma_tol:
         raise RuntimeError(f"exact_manifold_minimum: the minimum is at the edge of the bracket ({lo:g}, {hi:g})")
     risk, M, err = cache[g]

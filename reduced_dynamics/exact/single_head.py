@@ -322,6 +322,29 @@ def _check_interior_optimum(setting, *, bracket=None, tol=1e-12, _profile=None) 
         )
 
 
+def _golden_section_min(f, lo: float, hi: float, xtol: float) -> tuple[float, float]:
+    """Golden-section search for the minimiser of a unimodal ``f`` on ``[lo, hi]``, to a bracket of width ``xtol``.
+
+    Deterministic and derivative-free; ``f`` is called once per new point (callers cache it). Returns the
+    better of the two interior points of the final bracket and that bracket's width (<= ``xtol``). Shared by :func:`exact_single_head_optimum`
+    and :func:`reduced_dynamics.exact.drift.exact_manifold_minimum`.
+    """
+    gr = (math.sqrt(5) - 1) / 2
+    a, b = lo, hi
+    c, d_ = b - gr * (b - a), a + gr * (b - a)
+    fc, fd = f(c), f(d_)
+    while b - a > xtol:
+        if fc < fd:
+            b, d_, fd = d_, c, fc
+            c = b - gr * (b - a)
+            fc = f(c)
+        else:
+            a, c, fc = c, d_, fd
+            d_ = a + gr * (b - a)
+            fd = f(d_)
+    return (c if fc < fd else d_), b - a
+
+
 def exact_single_head_optimum(setting, *, tol=1e-12, omega_tol=1e-7, bracket=None) -> ExactSingleHeadOptimum:
     r"""Minimise the exact single-head risk: golden-section search of the profile :math:`1+\sigma^2-A^2/B` in ω.
 
@@ -372,21 +395,7 @@ def exact_single_head_optimum(setting, *, tol=1e-12, omega_tol=1e-7, bracket=Non
     def f(w):
         return prof(w).risk_opt
 
-    # golden-section search (deterministic, no derivative needed)
-    gr = (math.sqrt(5) - 1) / 2
-    a, b = lo, hi
-    c, d_ = b - gr * (b - a), a + gr * (b - a)
-    fc, fd = f(c), f(d_)
-    while b - a > omega_tol:
-        if fc < fd:
-            b, d_, fd = d_, c, fc
-            c = b - gr * (b - a)
-            fc = f(c)
-        else:
-            a, c, fc = c, d_, fd
-            d_ = a + gr * (b - a)
-            fd = f(d_)
-    w = c if fc < fd else d_
+    w, width = _golden_section_min(f, lo, hi, omega_tol)
     if abs(w - lo) < 10 * omega_tol:
         raise RuntimeError(f"exact_single_head_optimum: the minimum is at the lower edge of `bracket` = {bracket!r}")
     if abs(w - hi) < 10 * omega_tol:
@@ -400,7 +409,7 @@ def exact_single_head_optimum(setting, *, tol=1e-12, omega_tol=1e-7, bracket=Non
         mu=float(mu),
         risk=float(final.risk),
         error_estimate=float(final.error_estimate),
-        omega_tol=float(b - a),
+        omega_tol=float(width),
         omega_limit=float(lim.omega),
         mu_limit=float(lim.mu),
         omega_approx=float(lim.omega_approx),
