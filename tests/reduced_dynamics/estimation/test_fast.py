@@ -17,15 +17,13 @@ import pytest
 from scipy import stats
 
 from proofs_check.closed_forms import gd_risk
-from reduced_dynamics.dynamics.manifold import eta_star, mu_gamma
+from reduced_dynamics.dynamics.manifold import eta_star
 from reduced_dynamics.estimation import _fast
 from reduced_dynamics.estimation.predictors import (
     BayesRidge,
     DebiasedGD,
-    LinearAttention,
     MultiHead,
     Predictor,
-    SingleHead,
     VanillaGD,
     Zero,
     conditional_loss,
@@ -34,6 +32,8 @@ from reduced_dynamics.estimation.predictors import (
 from reduced_dynamics.estimation.prompts import sample_prompts
 from reduced_dynamics.estimation.risk import STREAM_VERSION, estimate_risks
 from reduced_dynamics.setting import Setting
+
+from .conftest import stats_predictors
 
 D, L, SIGMA2 = 5, 40, 0.1
 SETTING = Setting(d=D, L=L, sigma2=SIGMA2)
@@ -50,17 +50,7 @@ class Generic(Predictor):
 
 
 def _five():
-    m = mu_gamma(0.1, SETTING)
-    eta = eta_star(SETTING)
-    return {
-        "multi_head": MultiHead((0.1, -0.1), (m, -m)),
-        "single_head": SingleHead.optimum(SETTING),
-        "gd": VanillaGD(eta),
-        "debiased_gd": DebiasedGD(eta),
-        "linear_attention": LinearAttention([0.3, 1.2], [0.5, 0.4]),
-        "zero": Zero(),
-        "hot_heads": MultiHead((40.0, -25.0, 3.0), (1.0, -0.5, 0.2)),  # rows needing the max shift
-    }
+    return stats_predictors(SETTING, hot_omega=(40.0, -25.0, 3.0))  # hot heads: rows needing the max shift
 
 
 # ------------------------------------------------------------------ fused vs generic

@@ -8,18 +8,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reduced_dynamics.dynamics.manifold import eta_star, mu_gamma
-from reduced_dynamics.estimation.predictors import (
-    BayesRidge,
-    DebiasedGD,
-    LinearAttention,
-    MultiHead,
-    SingleHead,
-    VanillaGD,
-    Zero,
-)
+from reduced_dynamics.estimation.predictors import BayesRidge, Zero
 from reduced_dynamics.estimation.risk import estimate_risks
 from reduced_dynamics.setting import Setting
+
+from .conftest import stats_predictors
 
 numba = pytest.importorskip("numba")
 
@@ -27,17 +20,7 @@ SETTING = Setting(d=5, L=40, sigma2=0.1)
 
 
 def _stats_preds():
-    m = mu_gamma(0.1, SETTING)
-    eta = eta_star(SETTING)
-    return {
-        "multi_head": MultiHead((0.1, -0.1), (m, -m)),
-        "single_head": SingleHead.optimum(SETTING),
-        "gd": VanillaGD(eta),
-        "debiased_gd": DebiasedGD(eta),
-        "linear_attention": LinearAttention([0.3, 1.2], [0.5, 0.4]),
-        "zero": Zero(),
-        "hot_heads": MultiHead((900.0, -700.0, 3.0), (1.0, -0.5, 0.2)),
-    }
+    return stats_predictors(SETTING, hot_omega=(900.0, -700.0, 3.0))
 
 
 @pytest.mark.parametrize("conditional", [False, True])
