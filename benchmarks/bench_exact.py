@@ -48,6 +48,8 @@ SPEED_STATES = [
     ("H=3 L=200", Setting(d=5, L=200, sigma2=0.1), [0.3, -0.2, 0.1], [1.5, -1.5, 0.3]),
 ]
 
+# the 12 states of MC_STATES in tests/reduced_dynamics/exact/test_evaluator.py (the test checks them within
+# 3 SE at fewer prompts; this script prints the z-scores): change both together
 AGREE_STATES = [
     (5, 40, 0.1, [0.5], [1.5]),
     (5, 2, 0.1, [-0.65], [-1.2]),

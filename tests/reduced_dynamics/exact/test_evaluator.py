@@ -44,6 +44,9 @@ def test_uniform_softmax_matches_closed_form(d, L, sigma2, mu):
 
 # ------------------------------------------------------------------ Monte Carlo (3 standard errors)
 
+# The same 12 states as AGREE_STATES in benchmarks/bench_exact.py, which reruns them with more prompts and
+# prints (MC - exact)/SE. Kept as a literal here, not imported: the test must read (and fail) on its own, and
+# a validation set is not library API. Change both together.
 MC_STATES = [
     # (d, L, sigma2, omega, mu)
     (5, 40, 0.1, [0.5], [1.5]),
