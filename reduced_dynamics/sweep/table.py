@@ -88,7 +88,8 @@ def table_rows(records) -> tuple[list[str], list[dict]]:
         Column -> value (None where a row has no such column).
     """
     rows, params, results = [], {}, {}
-    for rec in records:
+    # first-seen column order must not depend on the order the store lists its records in
+    for rec in sorted(records, key=lambda r: r["key"]):
         row = {
             "key": rec["key"],
             "command": rec["command"],
