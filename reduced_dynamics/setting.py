@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from reduced_dynamics.activations import Activation, get_activation
+
 __all__ = ["Setting", "PAPER_SETTING", "THEORY_STATEMENTS", "as_setting"]
 
 #: Allowed ranges (inclusive) of the scalar constants. Outside them the closed
@@ -199,6 +201,13 @@ class Setting:
         support (disjoint, nested and overlapping supports are allowed). Stored as a
         tuple of sorted tuples. ``None`` (default): today's single task on all features.
         Needs a scalar ``d``. Only ``reduced_dynamics.multitask`` reads it.
+    activation : {"exp", "affine", "square", "tanh"}, default "exp"
+        The attention activation ``f`` replacing ``exp`` in the softmax weights
+        (:mod:`reduced_dynamics.activations`, docs/theory.md#extensions). Functions
+        that assume the softmax call :meth:`require_softmax`.
+    activation_c : float, in (0, 1e6], default 1.0
+        The constant ``C`` of ``affine`` (``1 + Cx``) and ``square`` (``(1 + Cx)²``);
+        must be 1.0 for ``exp`` and ``tanh``.
 
     Raises
     ------
@@ -233,6 +242,8 @@ class Setting:
     sigma2: Any = 0.1
     Sigma: Any = None
     tasks: Any = None
+    activation: Any = "exp"
+    activation_c: Any = 1.0
 
     def __post_init__(self):
         d = _int_field("d", self.d, D_MAX)
@@ -247,6 +258,9 @@ class Setting:
             ) from None
         Sigma = _covariance_field(self.Sigma, d)
         tasks = _tasks_field(self.tasks, d)
+        act = get_activation(self.activation, self.activation_c)
+        object.__setattr__(self, "activation", act.name)
+        object.__setattr__(self, "activation_c", act.c)
         object.__setattr__(self, "tasks", tasks)
         object.__setattr__(self, "d", d)
         object.__setattr__(self, "L", L)
@@ -274,6 +288,10 @@ class Setting:
             parts.append(f"Sigma=<{self.Sigma.shape[0]}x{self.Sigma.shape[1]} matrix>")
         if self.tasks is not None:
             parts.append(f"tasks={self.tasks!r}")
+        if self.activation != "exp":
+            parts.append(f"activation={self.activation!r}")
+            if self.activation_c != 1.0:
+                parts.append(f"activation_c={self.activation_c!r}")
         return f"Setting({', '.join(parts)})"
 
     # ------------------------------------------------------------------ constructors
@@ -306,10 +324,15 @@ class Setting:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict:
-        """JSON-friendly fields (arrays become lists; ``tasks`` a list of lists, present only when set)."""
+        """JSON-friendly fields (arrays become lists; ``tasks`` a list of lists, present only when set;
+        ``activation`` and ``activation_c`` present only when not the softmax default)."""
         out = {}
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
+            if f.name in ("activation", "activation_c"):
+                if self.activation != "exp":
+                    out[f.name] = v
+                continue
             if f.name == "tasks":
                 if v is not None:
                     out["tasks"] = [list(t) for t in v]
@@ -350,6 +373,17 @@ class Setting:
         """Return ``self`` or raise ``ValueError`` if any field is an array."""
         if not self.is_scalar:
             raise ValueError(f"`setting` must be scalar (one d, L, sigma2) for {where}, got shape {self.shape}")
+        return self
+
+    @property
+    def activation_fn(self) -> Activation:
+        """The :class:`~reduced_dynamics.activations.Activation` named by ``activation``, ``activation_c``."""
+        return Activation(self.activation, self.activation_c)
+
+    def require_softmax(self, where: str) -> Setting:
+        """Return ``self`` or raise ``ValueError`` if ``activation`` is not the softmax's ``exp``."""
+        if self.activation != "exp":
+            raise ValueError(f"`setting.activation` {self.activation!r} is not supported by {where} yet (exp only)")
         return self
 
     def require_isotropic(self, where: str) -> Setting:
