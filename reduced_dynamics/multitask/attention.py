@@ -23,22 +23,29 @@ docs/theory.md#extensions
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
 import time
+import zipfile
+from pathlib import Path
 
 import numpy as np
 
 from reduced_dynamics._results import FrozenResult
-from reduced_dynamics._validation import check_positive_float, check_positive_int
+from reduced_dynamics._validation import check_nonnegative_int, check_positive_float, check_positive_int
 from reduced_dynamics.estimation.prompts import as_generator
-from reduced_dynamics.model.training import adam_update
+from reduced_dynamics.io import atomic_savez
+from reduced_dynamics.model.training import _rng_from_json, _rng_state_json, adam_update
 from reduced_dynamics.multitask.flow import classify_heads
-from reduced_dynamics.multitask.predictors import MultitaskPrompts, sample_mt_prompts
+from reduced_dynamics.multitask.predictors import MultitaskPrompts, support_mask
 from reduced_dynamics.setting import Setting, as_setting
 
 __all__ = [
     "MultitaskAttention",
     "MultitaskTrainResult",
     "init_mt_attention",
+    "init_mt_params",
+    "MT_PARAMETERISATIONS",
     "mt_attention_predict",
     "mt_attention_loss_grad",
     "extract_reduced",
@@ -99,15 +106,20 @@ def _check_model(model, setting):
         )
 
 
-def _forward(KQ, OV, Z, xq):
-    Qx = np.einsum("hij,bj->bhi", KQ, xq)  # (B, H, d+N)
-    ZT = np.swapaxes(Z, 1, 2)
+def _forward(KQ, OV, Z, xq, ZT=None):
+    """Forward pass on arrays; matmul forms (faster than the einsum forms for these small axes)."""
+    B, L, D = Z.shape
+    H, _, d = KQ.shape
+    N = OV.shape[1]
+    if ZT is None:
+        ZT = np.ascontiguousarray(np.swapaxes(Z, 1, 2))
+    Qx = (xq @ KQ.transpose(2, 0, 1).reshape(d, H * D)).reshape(B, H, D)
     S = np.matmul(Qx, ZT)  # (B, H, L)
     S -= S.max(axis=-1, keepdims=True)
-    P = np.exp(S)
+    P = np.exp(S, out=S)
     P /= P.sum(axis=-1, keepdims=True)
-    C = np.matmul(P, Z)  # context per head, (B, H, d+N)
-    out = np.einsum("bhi,hni->bn", C, OV)
+    C = np.matmul(P, Z)  # context per head, (B, H, D)
+    out = C.reshape(B, H * D) @ OV.transpose(0, 2, 1).reshape(H * D, N)
     return out, P, C
 
 
@@ -150,17 +162,23 @@ class LossGrad(FrozenResult):
     OV: np.ndarray
 
 
-def _loss_grad(KQ, OV, Z, xq, yq):
-    B = Z.shape[0]
-    out, P, C = _forward(KQ, OV, Z, xq)
+def _loss_grad(KQ, OV, Z, xq, yq, ZT=None):
+    B, L, D = Z.shape
+    H, _, d = KQ.shape
+    N = OV.shape[1]
+    if ZT is None:
+        ZT = np.ascontiguousarray(np.swapaxes(Z, 1, 2))
+    out, P, C = _forward(KQ, OV, Z, xq, ZT)
     r = out - yq
-    loss = float((r**2).sum() / B)
-    g = 2.0 * r / B  # (B, N)
-    gOV = np.einsum("bn,bhi->hni", g, C)
-    gC = np.einsum("bn,hni->bhi", g, OV)  # (B, H, d+N)
-    gP = np.matmul(gC, np.swapaxes(Z, 1, 2))  # (B, H, L)
-    gS = P * (gP - (P * gP).sum(axis=-1, keepdims=True))
-    gKQ = np.einsum("bhi,bj->hij", np.matmul(gS, Z), xq)
+    loss = float((r * r).sum() / B)
+    g = r * (2.0 / B)  # (B, N)
+    Cf = C.reshape(B, H * D)
+    gOV = (g.T @ Cf).reshape(N, H, D).transpose(1, 0, 2)
+    gC = (g @ OV.transpose(1, 0, 2).reshape(N, H * D)).reshape(B, H, D)
+    gP = np.matmul(gC, ZT)  # (B, H, L)
+    gP -= (P * gP).sum(axis=-1, keepdims=True)
+    gP *= P  # = gS
+    gKQ = (np.matmul(gP, Z).reshape(B, H * D).T @ xq).reshape(H, D, d)
     return loss, gKQ, gOV
 
 
@@ -231,8 +249,11 @@ class MultitaskTrainResult(FrozenResult):
         Batch loss per step.
     circuits : ExtractedCircuits
     seconds : float
-        Wall time.
+        Wall time (this call; a resumed run counts only the steps it took).
     cpu_seconds : float
+    params : dict of ndarray
+        The trained parameters (``Q, K, V, O`` or ``KQ, OV``).
+    parameterisation : str
     """
 
     success: bool
@@ -244,6 +265,143 @@ class MultitaskTrainResult(FrozenResult):
     circuits: ExtractedCircuits
     seconds: float
     cpu_seconds: float
+    params: dict = dataclasses.field(default_factory=dict)
+    parameterisation: str = "circuit"
+
+
+def _separate_circuits(Q, K, V, O, d):
+    """Circuits of the separate form: ``KQ_h = (K_hᵀQ_h)[:, :d]/√D`` (H, D, d) and ``OV_h = O_h V_h`` (H, N, D)."""
+    D = Q.shape[-1]
+    KQ = np.matmul(K.transpose(0, 2, 1), Q[:, :, :d]) / math.sqrt(D)
+    OV = np.matmul(O, V)
+    return KQ, OV
+
+
+class _Params:
+    """Flat parameter vector <-> named arrays for one parameterisation (views, no copies)."""
+
+    def __init__(self, parameterisation: str, H: int, d: int, N: int):
+        D = d + N
+        if parameterisation == "circuit":
+            self.shapes = {"KQ": (H, D, d), "OV": (H, N, D)}
+        else:
+            self.shapes = {"Q": (H, D, D), "K": (H, D, D), "V": (H, D, D), "O": (H, N, D)}
+        self.parameterisation, self.d = parameterisation, d
+        self.size = sum(int(np.prod(v)) for v in self.shapes.values())
+
+    def views(self, flat: np.ndarray) -> dict:
+        out, i = {}, 0
+        for k, shp in self.shapes.items():
+            n = int(np.prod(shp))
+            out[k] = flat[i : i + n].reshape(shp)
+            i += n
+        return out
+
+    def circuits(self, p: dict) -> tuple[np.ndarray, np.ndarray]:
+        if self.parameterisation == "circuit":
+            return p["KQ"], p["OV"]
+        return _separate_circuits(p["Q"], p["K"], p["V"], p["O"], self.d)
+
+    def grad(self, p: dict, gKQ: np.ndarray, gOV: np.ndarray) -> np.ndarray:
+        """Flat gradient from the circuit gradients (chain rule through ``KᵀQ/√D`` and ``O V``)."""
+        if self.parameterisation == "circuit":
+            return np.concatenate([gKQ.ravel(), gOV.ravel()])
+        Q, K, V, O = p["Q"], p["K"], p["V"], p["O"]
+        H, D, _ = Q.shape
+        dA = np.zeros((H, D, D))
+        dA[:, :, : self.d] = gKQ / math.sqrt(D)
+        dQ = np.matmul(K, dA)
+        dK = np.matmul(Q, dA.transpose(0, 2, 1))
+        dV = np.matmul(O.transpose(0, 2, 1), gOV)
+        dO = np.matmul(gOV, V.transpose(0, 2, 1))
+        return np.concatenate([dQ.ravel(), dK.ravel(), dV.ravel(), dO.ravel()])
+
+
+#: Parameterisations of :func:`train_mt_attention`.
+MT_PARAMETERISATIONS = ("separate", "circuit")
+
+
+def init_mt_params(
+    n_heads: int, setting: Setting, *, parameterisation: str = "separate", init_scale=None, seed
+) -> dict:
+    """Initial parameters of the N-output model, as a dict of arrays.
+
+    ``"separate"``: ``Q_h, K_h, V_h`` (D × D) and the output rows ``O_h`` (N × D), each entry
+    ``U(−b, b)`` with the PyTorch-default ``b = 1/√D`` (fan_in ``D = d + N``; ``init_scale`` overrides ``b``).
+    ``"circuit"``: ``KQ_h`` (D × d) and ``OV_h`` (N × D), entries ``N(0, init_scale²)``
+    (default 0.01), as :func:`init_mt_attention`.
+
+    Parameters
+    ----------
+    n_heads : int, in [1, 64]
+    setting : Setting
+    parameterisation : {"separate", "circuit"}
+    init_scale : float > 0, optional
+    seed : int >= 0 or numpy.random.Generator
+
+    Returns
+    -------
+    dict of ndarray
+    """
+    if parameterisation not in MT_PARAMETERISATIONS:
+        raise ValueError(
+            f"`parameterisation` must be one of {', '.join(MT_PARAMETERISATIONS)}, got {parameterisation!r}"
+        )
+    if parameterisation == "circuit":
+        m = init_mt_attention(n_heads, setting, init_scale=0.01 if init_scale is None else init_scale, seed=seed)
+        return {"KQ": m.KQ, "OV": m.OV}
+    H = check_positive_int("n_heads", n_heads, hi=64)
+    setting = as_setting(setting, "init_mt_params")
+    d, N = setting.d, setting.n_tasks
+    D = d + N
+    b = 1.0 / math.sqrt(D) if init_scale is None else check_positive_float("init_scale", init_scale)
+    rng = as_generator(seed)
+    return {k: rng.uniform(-b, b, shp) for k, shp in _Params("separate", H, d, N).shapes.items()}
+
+
+def _draw_tokens(rng, n, setting, scale):
+    """One training batch: the same draws, in the same order, as :func:`sample_mt_prompts`."""
+    d, L, N = setting.d, setting.L, setting.n_tasks
+    beta = rng.standard_normal((n, N, d)) * scale
+    X = rng.standard_normal((n, L, d))
+    xq = rng.standard_normal((n, d))
+    sd = math.sqrt(setting.sigma2)
+    Y = np.matmul(X, beta.transpose(0, 2, 1))
+    Y += sd * rng.standard_normal((n, L, N))
+    yq = np.matmul(beta, xq[:, :, None])[..., 0]
+    yq += sd * rng.standard_normal((n, N))
+    Z = np.concatenate([X, Y], axis=-1)
+    return Z, np.ascontiguousarray(np.swapaxes(Z, 1, 2)), xq, yq
+
+
+def _config(n_heads, setting, batch, lr, seed, parameterisation, init_scale):
+    return {
+        "n_heads": int(n_heads),
+        "setting": setting.to_dict(),
+        "batch": int(batch),
+        "lr": float(lr),
+        "seed": int(seed),
+        "parameterisation": parameterisation,
+        "init_scale": None if init_scale is None else float(init_scale),
+    }
+
+
+def _load_mt_checkpoint(path: Path, config: dict):
+    try:
+        with np.load(path) as z:
+            data = {k: z[k] for k in z.files}
+        saved = json.loads(str(data["config"]))
+    except (OSError, EOFError, KeyError, ValueError, zipfile.BadZipFile) as exc:
+        raise ValueError(
+            f"`checkpoint`: {str(path)!r} is not a readable multi-task checkpoint ({type(exc).__name__}: {exc})"
+        ) from None
+    if saved != config:
+        diff = sorted(k for k in config if saved.get(k) != config[k])
+        raise ValueError(
+            f"`checkpoint`: {str(path)!r} belongs to another run (differs in {', '.join(diff)}); "
+            "use another path or delete it"
+        )
+    return data
 
 
 def train_mt_attention(
@@ -254,7 +412,10 @@ def train_mt_attention(
     seed: int,
     batch: int = 256,
     lr: float = 1e-3,
-    init_scale: float = 0.01,
+    parameterisation: str = "circuit",
+    init_scale: float | None = None,
+    checkpoint=None,
+    checkpoint_every: int = 10_000,
     callback=None,
 ) -> MultitaskTrainResult:
     """Train the N-output attention model with Adam on fresh prompts each step.
@@ -264,11 +425,22 @@ def train_mt_attention(
     n_heads : int, in [1, 64]
     setting : Setting
     steps : int, in [1, 10**7]
+        Total Adam steps (a resumed run continues up to ``steps``).
     seed : int >= 0
-        Seeds the initialisation (``seed``) and the prompt stream (``seed + 1`` … via one Generator).
+        Seeds the initialisation and then the prompt stream (one Generator).
     batch : int, in [1, 10**5]
     lr : float > 0
-    init_scale : float > 0
+    parameterisation : {"circuit", "separate"}
+        ``"separate"``: ``Q, K, V`` and output rows ``O`` per head, PyTorch-default init (the paper's model);
+        ``"circuit"``: the circuits ``KQ, OV`` as parameters, ``N(0, 0.01²)`` init (:func:`init_mt_params`).
+    init_scale : float > 0, optional
+        Overrides the parameterisation's default init scale.
+    checkpoint : str or Path, optional
+        Resumable state (atomic ``.npz``: parameters, Adam moments, step, generator state, losses), written
+        every ``checkpoint_every`` steps and at the end. If the file exists and belongs to the same run
+        (same arguments except ``steps``), training resumes from it; same seed -> the same numbers as an
+        uninterrupted run.
+    checkpoint_every : int, in [1, 10**7]
     callback : callable, optional
         ``callback(step, loss)`` every 1000 steps (progress).
 
@@ -276,31 +448,71 @@ def train_mt_attention(
     -------
     MultitaskTrainResult
     """
-    setting = as_setting(setting, "train_mt_attention")
+    setting = as_setting(setting, "train_mt_attention").require_isotropic("train_mt_attention")
+    setting.require_scalar("train_mt_attention")
+    H = check_positive_int("n_heads", n_heads, hi=64)
     steps = check_positive_int("steps", steps, hi=10**7)
     batch = check_positive_int("batch", batch, hi=10**5)
     lr = check_positive_float("lr", lr)
+    every = check_positive_int("checkpoint_every", checkpoint_every, hi=10**7)
+    seed = check_nonnegative_int("seed", seed)
+    if init_scale is not None:
+        init_scale = check_positive_float("init_scale", init_scale)
+    config = _config(H, setting, batch, lr, seed, parameterisation, init_scale)
+    d, N = setting.d, setting.n_tasks
     rng = as_generator(seed)
-    model = init_mt_attention(n_heads, setting, init_scale=init_scale, seed=rng)
-    KQ, OV = model.KQ.copy(), model.OV.copy()
-    theta = np.concatenate([KQ.ravel(), OV.ravel()])
-    nk = KQ.size
+    params0 = init_mt_params(H, setting, parameterisation=parameterisation, init_scale=init_scale, seed=rng)
+    spec = _Params(parameterisation, H, d, N)
+    theta = np.concatenate([params0[k].ravel() for k in spec.shapes])
     m = np.zeros_like(theta)
     v = np.zeros_like(theta)
     losses = np.empty(steps)
+    start = 0
+    path = None if checkpoint is None else Path(checkpoint)
+    if path is not None and path.exists():
+        data = _load_mt_checkpoint(path, config)
+        start = int(data["step"])
+        if start > steps:
+            raise ValueError(f"`steps` = {steps} is below the {start} steps already in the checkpoint {str(path)!r}")
+        theta, m, v = data["theta"].copy(), data["m"].copy(), data["v"].copy()
+        losses[:start] = data["losses"]
+        rng = _rng_from_json(str(data["rng_state"]))
+    p = spec.views(theta)
+    mask = support_mask(setting)
+    scale = mask / np.sqrt(mask.sum(axis=1))[:, None]
+
+    def save(t):
+        if path is not None:
+            atomic_savez(
+                path,
+                config=np.array(json.dumps(config)),
+                theta=theta,
+                m=m,
+                v=v,
+                step=np.array(t),
+                rng_state=np.array(_rng_state_json(rng)),
+                losses=losses[:t],
+            )
+
     t0, c0 = time.perf_counter(), time.process_time()
     status, message, done = 0, "completed", steps
-    for t in range(1, steps + 1):
-        pr = sample_mt_prompts(batch, setting, seed=rng)
-        loss, gKQ, gOV = _loss_grad(theta[:nk].reshape(KQ.shape), theta[nk:].reshape(OV.shape), pr.tokens, pr.xq, pr.yq)
+    for t in range(start + 1, steps + 1):
+        Z, ZT, xq, yq = _draw_tokens(rng, batch, setting, scale)
+        KQ, OV = spec.circuits(p)
+        loss, gKQ, gOV = _loss_grad(KQ, OV, Z, xq, yq, ZT)
         if not np.isfinite(loss):
             status, message, done = 1, f"the loss became non-finite at step {t}; lower `lr`", t - 1
             break
         losses[t - 1] = loss
-        adam_update(theta, np.concatenate([gKQ.ravel(), gOV.ravel()]), m, v, t, lr=lr)
+        adam_update(theta, spec.grad(p, gKQ, gOV), m, v, t, lr=lr)
         if callback is not None and t % 1000 == 0:
             callback(t, loss)
-    final = MultitaskAttention(KQ=theta[:nk].reshape(KQ.shape).copy(), OV=theta[nk:].reshape(OV.shape).copy())
+        if t % every == 0 and t < steps:
+            save(t)
+    if status == 0:
+        save(steps)
+    KQ, OV = spec.circuits(p)
+    final = MultitaskAttention(KQ=np.array(KQ), OV=np.array(OV))
     return MultitaskTrainResult(
         success=status == 0,
         status=status,
@@ -311,6 +523,8 @@ def train_mt_attention(
         circuits=extract_reduced(final, setting),
         seconds=time.perf_counter() - t0,
         cpu_seconds=time.process_time() - c0,
+        params={k: np.array(a) for k, a in p.items()},
+        parameterisation=parameterisation,
     )
 
 
