@@ -1,7 +1,7 @@
 r"""The trainer's prompt sampler and its random stream (internal; docs/theory.md#full-model).
 
 :class:`TokenSampler` draws the fresh training batches of :func:`reduced_dynamics.model.training.train`:
-``n`` isotropic prompts ``x_l ~ N(0, I_d)``, ``β ~ N(0, I_d/d)``,
+``n`` prompts ``x_l ~ N(0, Σ)`` (``Σ = setting.Sigma``, ``I_d`` when it is ``None``), ``β ~ N(0, I_d/d)``,
 ``y_l = βᵀx_l + σ ε_l`` (``l = 1..L``) and the query ``(x_q, y_q)`` drawn the
 same way, returned in embedded form (``tokens`` of shape ``(n, L, d+1)`` and its
 transpose ``tokens_t``, both C-contiguous float64, as the attention models'
@@ -24,7 +24,13 @@ It is the ``STREAM_VERSION = 2`` random stream of the trainer:
   resolution (they are stored as float64);
 * the ``M`` normals fill, in this order, the context block (``(n, L, d+1)``:
   columns ``0..d-1`` are ``x_l``, column ``d`` the noise ``ε_l``), the query block
-  ``(n, d+1)`` (``x_q``, then ``ε_q``) and ``β√d`` ``(n, d)``.
+  ``(n, d+1)`` (``x_q``, then ``ε_q``) and ``β√d`` ``(n, d)``;
+* with a covariance ``Σ`` (``setting.Sigma``), the standard normal covariates
+  ``z`` so drawn are mapped to ``x = C z`` with ``C = cholesky(Σ)`` (lower
+  triangular, ``C Cᵀ = Σ``; one float64 ``(d, d)`` product per row) before the
+  responses are formed. The stream consumes the same words, so its position
+  after ``k`` batches does not depend on ``Σ``, and without ``Σ`` no product is
+  taken: the isotropic stream is unchanged bit for bit (same stream version).
 
 Version 1 (package versions before this sampler) drew the same distribution
 with ``numpy.random.default_rng`` (PCG64) and numpy's ziggurat normals
@@ -71,11 +77,13 @@ def sampler_bytes(n_prompts: int, setting: Setting) -> int:
     """Bytes held by a :class:`TokenSampler` of ``n_prompts`` prompts while it draws (buffers and raw words).
 
     Per 64-bit word: two float64 normals, two 32-bit words, two float32 work values and the
-    word itself (40 bytes); plus the transposed tokens, ``x_q`` and ``y_q`` (float64).
+    word itself (40 bytes); plus the transposed tokens, ``x_q`` and ``y_q`` (float64), and with
+    ``setting.Sigma`` the ``(n, L, d)`` correlated covariates.
     """
     n = int(n_prompts)
     _, words, n_ctx = _sizes(n, setting)
-    return 40 * words + 8 * (n_ctx + n * setting.d + n)
+    extra = 0 if setting.Sigma is None else n * setting.L * setting.d  # the correlated covariates (Σ only)
+    return 40 * words + 8 * (n_ctx + n * setting.d + n + extra)
 
 
 def stream_generator(seed_seq) -> np.random.Generator:
@@ -128,7 +136,8 @@ class TokenSampler:
     ----------
     n_prompts : int, >= 1
     setting : Setting
-        Scalar, isotropic.
+        Scalar; ``setting.Sigma`` (if set) is the covariance of the covariates
+        (``x = C z``, ``C = cholesky(Σ)``; module docstring).
 
     Notes
     -----
@@ -138,7 +147,7 @@ class TokenSampler:
     """
 
     def __init__(self, n_prompts: int, setting: Setting):
-        setting = as_setting(setting, "TokenSampler").require_isotropic("TokenSampler")
+        setting = as_setting(setting, "TokenSampler")
         n, d, L = check_positive_int("n_prompts", n_prompts), setting.d, setting.L
         D = d + 1
         self.n, self.setting = n, setting
@@ -156,6 +165,11 @@ class TokenSampler:
         self._xq = np.empty((n, d))
         self._yq = np.empty(n)
         self._sigma = math.sqrt(setting.sigma2)
+        if setting.Sigma is None:
+            self._CT = self._X = None
+        else:  # x = C z, row-wise x = z Cᵀ; _X holds the correlated covariates of the context
+            self._CT = np.ascontiguousarray(np.linalg.cholesky(setting.Sigma).T)
+            self._X = np.empty((n, L, d))
 
     def normals(self, rng: np.random.Generator) -> np.ndarray:
         """The next ``2 * words_per_batch`` standard normals of the stream (a reused float64 buffer)."""
@@ -187,13 +201,18 @@ class TokenSampler:
         q = g[self._n_ctx : self._n_ctx + self._n_q].reshape(n, D)
         beta = g[self._n_ctx + self._n_q : self.n_normals].reshape(n, d)
         beta *= 1.0 / math.sqrt(d)
+        xq = self._xq
+        if self._CT is not None:  # x = C z (row-wise z Cᵀ), before the responses are formed
+            np.matmul(Z[..., :d], self._CT, out=self._X)
+            Z[..., :d] = self._X
+            np.matmul(q[:, :d], self._CT, out=xq)
+        else:
+            np.copyto(xq, q[:, :d])
         y = Z[..., d]
         y *= s
         y += np.matmul(Z[..., :d], beta[:, :, None])[..., 0]
         Zt = self._Zt
         np.copyto(Zt, Z.transpose(0, 2, 1))
-        xq = self._xq
-        np.copyto(xq, q[:, :d])
         yq = self._yq
         np.einsum("nj,nj->n", xq, beta, out=yq)
         yq += s * q[:, d]
