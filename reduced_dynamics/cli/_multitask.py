@@ -10,13 +10,14 @@ superposed, one sign shared, or ``dummy``; docs/theory.md#extensions).
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
 from reduced_dynamics._validation import check_positive_float, check_positive_int
-from reduced_dynamics.cli._common import prepare_out
+from reduced_dynamics.cli._common import Progress, prepare_out
 from reduced_dynamics.io import atomic_write_json, to_jsonable
 from reduced_dynamics.multitask.attention import mt_attention_predict, train_mt_attention
 from reduced_dynamics.multitask.flow import antipodal_pairs, integrate_mt_flow, random_mt_state
@@ -109,31 +110,74 @@ def run_multitask(args, setting) -> int:
 
 
 def train_multitask(args, setting) -> int:
-    """``train --tasks``: train the N-output attention model (circuit form) with Adam.
+    """``train --tasks``: train the N-output attention model with Adam.
 
-    Uses ``--heads --steps --batch --lr --seed --n-eval``; ``--optimizer`` must be adam, and
-    ``--resume`` is not supported. Reports per-task risks with standard errors on ``--n-eval``
-    fresh prompts, for the trained model, the reduced model at its extracted (ω, μ), debiased GD
-    on each support and Bayes ridge on each support (common prompts).
+    Uses ``--heads --steps --batch --lr --seed --n-eval --param --out --resume --force``.
+    ``--param separate`` (default) trains separate ``Q, K, V, O`` per head (PyTorch-default init),
+    ``--param merged`` the circuits ``KQ, OV`` directly; ``--optimizer`` must be adam. With ``--out`` a
+    resumable checkpoint ``OUT/checkpoint_multitask.npz`` is written every ``--checkpoint-every`` steps;
+    ``--resume`` continues it. Reports per-task risks with standard errors on ``--n-eval`` fresh prompts,
+    for the trained model, the reduced model at its extracted (ω, μ), debiased GD on each support and
+    Bayes ridge on each support (common prompts).
     """
     t0 = time.perf_counter()
     if getattr(args, "optimizer", "adam") != "adam":
         raise ValueError("`--optimizer` must be adam with `--tasks`")
-    if getattr(args, "resume", False):
-        raise ValueError("`--resume` is not supported with `--tasks`")
+    kind = getattr(args, "param", "separate")
+    if kind not in ("separate", "merged"):
+        raise ValueError(f"`--param` must be separate or merged with `--tasks`, got {kind!r}")
+    parameterisation = "separate" if kind == "separate" else "circuit"
     H = check_positive_int("heads", args.heads, hi=64)
     steps = check_positive_int("steps", args.steps, hi=10**7)
     n_eval = check_positive_int("n-eval", getattr(args, "n_eval", 20_000), hi=10**7)
     if n_eval < 2:
         raise ValueError(f"`--n-eval` must be >= 2 (for a standard error), got {n_eval}")
-    if getattr(args, "out", None) is not None:
-        target = Path(args.out) / "final_multitask.json"
-        if target.exists() and not getattr(args, "force", False):
-            raise ValueError(f"`--out` already holds a multi-task run ({target}); pass --force to replace it")
-        prepare_out(args.out)
-    res = train_mt_attention(H, setting, steps=steps, seed=args.seed, batch=args.batch, lr=args.lr)
+    every = getattr(args, "checkpoint_every", None)
+    every = max(1000, steps // 20) if every is None else check_positive_int("checkpoint-every", every, hi=10**7)
+    resume, force = bool(getattr(args, "resume", False)), bool(getattr(args, "force", False))
+    ckpt = None
+    if resume and force:
+        raise ValueError("`--resume` continues the run in `--out` and `--force` replaces it: give one of them")
+    if getattr(args, "out", None) is None:
+        if resume:
+            raise ValueError("`--resume` needs `--out` (the folder holding checkpoint_multitask.npz)")
+    else:
+        folder = prepare_out(args.out)
+        ckpt = folder / "checkpoint_multitask.npz"
+        present = [f for f in (folder / "final_multitask.json", ckpt) if f.exists()]
+        if resume and not ckpt.exists():
+            raise ValueError(f"`--resume` needs {str(ckpt)!r}, which does not exist")
+        if present and not resume:
+            if not force:
+                raise ValueError(
+                    f"`--out` already holds a multi-task run ({', '.join(f.name for f in present)}); "
+                    "pass --resume to continue it or --force to replace it"
+                )
+            for f in present:
+                f.unlink()
+    progress = Progress("train", quiet=getattr(args, "quiet", False))
+    progress.stage(f"training H={H} ({kind}) for {steps} steps on {setting.n_tasks} tasks")
+
+    def tick(t, loss):
+        progress.tick(f"step {t}/{steps}, batch loss {loss:.4f}")
+
+    try:
+        res = train_mt_attention(
+            H,
+            setting,
+            steps=steps,
+            seed=args.seed,
+            batch=args.batch,
+            lr=args.lr,
+            parameterisation=parameterisation,
+            checkpoint=ckpt,
+            checkpoint_every=every,
+            callback=tick,
+        )
+    finally:
+        progress.close()
     if not res.success:
-        print(res.message, file=__import__("sys").stderr)
+        print(res.message, file=sys.stderr)
         return 3
     circ = res.circuits
     lim = limit_predictor(max(H, 1), setting)
@@ -166,9 +210,20 @@ def train_multitask(args, setting) -> int:
         "steps": res.steps,
         "train_seconds": res.seconds,
         "train_cpu_seconds": res.cpu_seconds,
-        "model": "N-output attention in circuit form (KQ_h, OV_h), trained with Adam",
+        "model": (
+            "N-output attention with separate Q_h, K_h, V_h, O_h, trained with Adam"
+            if kind == "separate"
+            else "N-output attention in circuit form (KQ_h, OV_h), trained with Adam"
+        ),
         "setting": setting.to_dict(),
-        "config": {"heads": H, "steps": steps, "batch": args.batch, "lr": args.lr, "seed": args.seed},
+        "config": {
+            "heads": H,
+            "steps": steps,
+            "batch": args.batch,
+            "lr": args.lr,
+            "seed": args.seed,
+            "param": kind,
+        },
         "seconds": time.perf_counter() - t0,
     }
     _emit(args, out, "final_multitask.json")

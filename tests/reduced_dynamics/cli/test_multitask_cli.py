@@ -117,3 +117,28 @@ def test_train_multitask_json_and_out(capsys, tmp_path):
         train_multitask(a, s)
     with pytest.raises(ValueError, match="--optimizer"):
         train_multitask(argparse.Namespace(**{**vars(a), "optimizer": "sgd", "force": True}), s)
+
+
+def test_train_multitask_resume_matches_uninterrupted(tmp_path):
+    """`train --tasks --out D` then `--resume` with more steps equals one run of the larger length."""
+    base = ["train", "--tasks", "1-4,3-6", "--d", "6", "--heads", "2", "--batch", "16", "--n-eval", "50", "--json"]
+    full, part = tmp_path / "full", tmp_path / "part"
+    assert main([*base, "--steps", "60", "--out", str(full), "--quiet"]) == 0
+    assert main([*base, "--steps", "40", "--out", str(part), "--checkpoint-every", "20", "--quiet"]) == 0
+    assert main([*base, "--steps", "60", "--out", str(part), "--resume", "--quiet"]) == 0
+    a = json.loads((full / "final_multitask.json").read_text())
+    b = json.loads((part / "final_multitask.json").read_text())
+    assert a["omega"] == b["omega"] and a["mu"] == b["mu"] and a["config"]["param"] == "separate"
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--param", "linear"], "`--param` must be separate or merged with `--tasks`"),
+        (["--resume"], "`--resume` needs `--out`"),
+    ],
+)
+def test_train_multitask_bad_flags_exit_2(capsys, extra, message):
+    assert main(["train", "--tasks", "1-4,3-6", "--d", "6", "--steps", "3", *extra]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
