@@ -24,6 +24,15 @@ Four models share one interface (docs/theory.md#full-model, #reduced-model, #pre
     The reduced (ω, μ) model of docs/theory.md#reduced-model,
     ``ŷ = Σ_h μ_h Σ_l y_l softmax_l(ω_h x_lᵀ x_q)``.
 
+**Activation.** The softmax models (``separate``, ``merged``, ``reduced``) take an attention
+activation ``f`` (:mod:`reduced_dynamics.activations`; ``exp`` by default): the weights become
+``f(s_l) / Σ_j f(s_j)`` instead of ``softmax_l(s_l)`` (docs/theory.md#other-activations). The
+trainer passes the one of its setting (``Setting.activation``). For ``f = 1 + Cx`` (``affine``)
+single weights may be negative (documented, allowed) and the normaliser ``Σ_j f(s_j)`` can vanish or
+turn negative: every forward pass checks it and raises :class:`NormaliserError` (a ``ValueError``
+naming the normaliser) instead of dividing by ~0, so no NaN or inf is ever returned silently (the
+trainer turns it into status 2 with that message).
+
 Every model is a frozen dataclass with ``init(seed=...)``, ``predict(params,
 batch)``, ``loss(params, batch)`` and ``loss_and_grad(params, batch)``;
 ``params`` is a ``dict`` of float64 arrays (see ``param_shapes()``) and
@@ -50,11 +59,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from reduced_dynamics._validation import check_nonnegative_float, check_positive_int
+from reduced_dynamics.activations import Activation, check_normaliser, get_activation
 from reduced_dynamics.estimation.prompts import Prompts, as_generator
 from reduced_dynamics.estimation.prompts import sample_tokens as sample_tokens  # internal training sampler, re-exported
 
 __all__ = [
     "MODEL_KINDS",
+    "NormaliserError",
     "AttentionModel",
     "ReducedModel",
     "make_model",
@@ -136,6 +147,39 @@ def _softmax_(S: np.ndarray) -> np.ndarray:
     return S
 
 
+class NormaliserError(ValueError):
+    """An attention normaliser ``Σ_j f(s_j)`` was not safely positive (``affine`` f) or not finite."""
+
+
+def _as_activation(activation) -> Activation:
+    """An :class:`Activation` from an Activation, a registry name, or ``None`` (``exp``)."""
+    if activation is None:
+        return Activation("exp")
+    if isinstance(activation, Activation):
+        return get_activation(activation.name, activation.c)
+    if isinstance(activation, str):
+        return get_activation(activation)
+    raise ValueError(
+        f"`activation` must be an Activation or one of 'exp', 'affine', 'square', 'tanh', got {activation!r}"
+    )
+
+
+def _weights(S: np.ndarray, act: Activation, where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Unnormalised weights ``E = f(S)``, their derivative ``f'(S)`` and the normalisers ``s = Σ_l E`` (non-exp f).
+
+    Raises :class:`NormaliserError` when a normaliser is not finite or ``<= 1e-12`` (``f(0) = 1``).
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        E = act.f(S)
+        dE = act.df(S)
+        s = E.sum(axis=-1)
+    try:
+        check_normaliser(s, where)
+    except ValueError as exc:
+        raise NormaliserError(str(exc)) from None
+    return E, dE, s
+
+
 @dataclass(frozen=True)
 class AttentionModel:
     r"""One-layer multi-head attention on embedded prompts (docs/theory.md#full-model).
@@ -155,6 +199,10 @@ class AttentionModel:
         Linear attention only: hard-code the normalisation to ``1/norm_L`` (the
         training length, as in the paper) instead of ``1/L`` of each prompt. This
         is what makes linear attention fail to generalise in length (docs/theory.md#predictors).
+    activation : Activation or str, default "exp"
+        Softmax attention only: the activation ``f`` of the weights ``f(s_l) / Σ_j f(s_j)``
+        (:mod:`reduced_dynamics.activations`; a name means ``C = 1``). Stored as an
+        :class:`~reduced_dynamics.activations.Activation`.
 
     Notes
     -----
@@ -189,8 +237,12 @@ class AttentionModel:
     parameterisation: str = "separate"
     attention: str = "softmax"
     norm_L: int | None = None
+    activation: Activation | str = "exp"
 
     def __post_init__(self):
+        object.__setattr__(self, "activation", _as_activation(self.activation))
+        if self.attention == "linear" and self.activation.name != "exp":
+            raise ValueError("`activation` must be 'exp' (unused) for linear attention, got " + repr(self.activation))
         if self.norm_L is not None:
             object.__setattr__(self, "norm_L", check_positive_int("norm_L", self.norm_L))
         object.__setattr__(self, "n_heads", check_positive_int("n_heads", self.n_heads))
@@ -257,7 +309,8 @@ class AttentionModel:
 
         Returns ``yhat`` and the cache ``(E, s, R)``: the unnormalised softmax weights
         ``E`` (``P = E / s``; linear attention: ``E = P``, ``s = None``), their row sums ``s``
-        ``(n, H)`` and ``R = Σ_l P z_l`` ``(n, H, D)``.
+        ``(n, H)`` and ``R = Σ_l P z_l`` ``(n, H, D)``. For an activation other than ``exp``,
+        ``E`` is replaced by the pair ``(f(S), f'(S))`` (the backward pass needs ``f'``).
         """
         n, L, D = Z.shape
         d, H = self.d, self.n_heads
@@ -265,7 +318,12 @@ class AttentionModel:
         W = A[:, :, :d].transpose(2, 0, 1).reshape(d, H * D)
         U = (xq @ W).reshape(n, H, D)
         E = np.matmul(U, Zt)  # (n, H, L) scores; C-contiguous operands keep the batched products fast
-        if self.attention == "softmax":
+        if self.attention == "softmax" and self.activation.name != "exp":
+            F, dF, s = _weights(E, self.activation, "AttentionModel")
+            R = np.matmul(F, Z)
+            R /= s[..., None]
+            E = (F, dF)
+        elif self.attention == "softmax":
             # exp without the row maximum when every score is moderate (same softmax, one pass less);
             # otherwise the usual stable form. NaN scores fail the test and propagate.
             if not (E.max() < _EXP_SAFE and E.min() > -_EXP_SAFE):
@@ -293,8 +351,9 @@ class AttentionModel:
         dv = (g @ R.reshape(n, H * D)).reshape(H, D)
         T = np.matmul(v, Zt)  # (n, H, L): z_l · v_h
         if self.attention == "softmax":
+            # general f: dS = g_n (f'(S)/s) ⊙ (z_l·v_h − v_h·R); for exp f' = f = E
             T -= np.einsum("nhi,hi->nh", R, v)[..., None]
-            T *= E
+            T *= E[1] if isinstance(E, tuple) else E
             T *= (g[:, None] / s)[..., None]
         else:
             T *= (g * (1.0 / (self.norm_L or L)))[:, None, None]
@@ -368,6 +427,8 @@ class ReducedModel:
     n_heads, d : int, >= 1
     init_scale : float, >= 0
         ``init`` draws ``ω, μ ~ U(−init_scale, init_scale)`` (small random init).
+    activation : Activation or str, default "exp"
+        The weights are ``f(ω_h s_l) / Σ_j f(ω_h s_j)`` (docs/theory.md#other-activations).
 
     Examples
     --------
@@ -382,8 +443,10 @@ class ReducedModel:
     n_heads: int
     d: int
     init_scale: float = 0.1
+    activation: Activation | str = "exp"
 
     def __post_init__(self):
+        object.__setattr__(self, "activation", _as_activation(self.activation))
         object.__setattr__(self, "n_heads", check_positive_int("n_heads", self.n_heads))
         object.__setattr__(self, "d", check_positive_int("d", self.d))
         object.__setattr__(self, "init_scale", check_nonnegative_float("init_scale", self.init_scale))
@@ -415,10 +478,16 @@ class ReducedModel:
             raise ValueError(f"`batch` must have d = {self.d}, got Z shape {Z.shape}, xq shape {xq.shape}")
         s = np.matmul(Z[..., : self.d], xq[:, :, None])  # (n, L, 1): x_lᵀ x_q
         S = s.transpose(0, 2, 1) * omega[None, :, None]  # (n, H, L)
-        P = _softmax_(S)
+        if self.activation.name == "exp":
+            P = _softmax_(S)
+            Q = P  # dP/dS weights: f'(S)/Σf = P for exp
+        else:
+            F, dF, norm = _weights(S, self.activation, "ReducedModel")
+            P = F / norm[..., None]
+            Q = dF / norm[..., None]
         y = Z[..., self.d]
         R = np.matmul(P, y[:, :, None])[..., 0]  # (n, H)
-        return R @ mu, (s, P, R, y)
+        return R @ mu, (s, P, R, y, Q)
 
     def predict(self, params, batch) -> np.ndarray:
         """Predictions ``ŷ`` on a :class:`~reduced_dynamics.Prompts` batch, shape ``(n,)``."""
@@ -436,15 +505,15 @@ class ReducedModel:
         _check_params(params, self.param_shapes())
         tok = as_tokens(batch)
         omega, mu = np.asarray(params["omega"], dtype=np.float64), np.asarray(params["mu"], dtype=np.float64)
-        yhat, (s, P, R, y) = self._forward(omega, mu, tok)
+        yhat, (s, P, R, y, Q) = self._forward(omega, mu, tok)
         r = yhat - tok.y_q
         n = r.size
         g = r * (2.0 / n)
         dmu = g @ R
-        # dP[n,h,l] = g_n μ_h y_l ; dS = P ⊙ (dP − Σ_l P dP)
+        # dP[n,h,l] = g_n μ_h y_l ; dS = (f'(S)/Σf) ⊙ (dP − Σ_l P dP)  (= P ⊙ (...) for exp)
         dP = (g[:, None] * mu[None, :])[:, :, None] * y[:, None, :]
         dP -= np.einsum("nhl,nhl->nh", P, dP)[..., None]
-        dP *= P
+        dP *= Q
         domega = np.einsum("nhl,nl->h", dP, s[..., 0])
         return float(r @ r / n), {"omega": domega, "mu": dmu}
 
@@ -453,7 +522,7 @@ class ReducedModel:
         return self.loss_and_grad(params, batch.prompts())
 
 
-def make_model(kind: str, *, n_heads, d, init_scale: float = 0.1, norm_L: int | None = None):
+def make_model(kind: str, *, n_heads, d, init_scale: float = 0.1, norm_L: int | None = None, activation=None):
     """Build a model by name: one of :data:`MODEL_KINDS`.
 
     Parameters
@@ -471,6 +540,9 @@ def make_model(kind: str, *, n_heads, d, init_scale: float = 0.1, norm_L: int | 
     norm_L : int, optional
         Linear attention only: hard-codes the ``1/L`` normalisation at this
         length (``None``: use each prompt's own length).
+    activation : Activation or str, optional
+        The attention activation of the softmax models (``None``: ``exp``; docs/theory.md#other-activations).
+        Linear attention has none (only ``None`` / ``exp`` is accepted).
 
     Returns
     -------
@@ -483,12 +555,17 @@ def make_model(kind: str, *, n_heads, d, init_scale: float = 0.1, norm_L: int | 
     """
     if not isinstance(kind, str) or kind not in MODEL_KINDS:
         raise ValueError(f"`kind` must be one of {', '.join(MODEL_KINDS)}, got {kind!r}")
+    act = _as_activation(activation)
     if kind == "separate":
-        return AttentionModel(n_heads, d, "separate", "softmax")
+        return AttentionModel(n_heads, d, "separate", "softmax", activation=act)
     if kind == "merged":
-        return AttentionModel(n_heads, d, "merged", "softmax")
+        return AttentionModel(n_heads, d, "merged", "softmax", activation=act)
     if kind == "linear":
+        if act.name != "exp":
+            raise ValueError(
+                f"`activation` must be None or 'exp' for kind 'linear' (no weights to apply it to), got {act!r}"
+            )
         return AttentionModel(n_heads, d, "separate", "linear", norm_L)
     if kind == "reduced":
-        return ReducedModel(n_heads, d, init_scale)
+        return ReducedModel(n_heads, d, init_scale, act)
     raise ValueError(f"`kind` must be one of {', '.join(MODEL_KINDS)}, got {kind!r}")

@@ -58,7 +58,14 @@ from reduced_dynamics.estimation.prompts import (
 from reduced_dynamics.estimation.risk import RiskDifference, RiskEstimate, _Moments
 from reduced_dynamics.io import atomic_savez, atomic_write_json
 from reduced_dynamics.model._batches import STREAM_VERSION, TokenSampler, sampler_bytes, stream_generator
-from reduced_dynamics.model.attention import MODEL_KINDS, _check_params, flatten_params, make_model, unflatten_params
+from reduced_dynamics.model.attention import (
+    MODEL_KINDS,
+    NormaliserError,
+    _check_params,
+    flatten_params,
+    make_model,
+    unflatten_params,
+)
 from reduced_dynamics.model.circuits import CircuitManifoldGap, PatternMetrics, extract_circuits, pattern_metrics
 from reduced_dynamics.setting import Setting, as_setting
 
@@ -93,6 +100,12 @@ MESSAGES = {
     2: "Loss became non-finite; try a smaller `lr`.",
 }
 
+#: message of status 2 when the attention normaliser broke (``affine`` activation), followed by the model's reason
+NORMALISER_MESSAGE = (
+    "The attention normaliser Σ_j f(s_j) stopped being safely positive (status 2, like a divergence; "
+    "the checkpoint holds the last good step); try a smaller `lr` or `activation_c`. "
+)
+
 
 #: Largest number of training steps of one run (the loss history alone is 8 bytes a step).
 STEPS_MAX = 10**8
@@ -105,7 +118,9 @@ class TrainConfig:
     Parameters
     ----------
     setting : Setting
-        Scalar, isotropic data model of the training prompts.
+        Scalar data model of the training prompts (``Sigma``: the trainer's sampler draws correlated
+        covariates); its ``activation`` is the attention activation of the model
+        (docs/theory.md#other-activations; ``linear`` accepts only ``exp``).
     seed : int, >= 0
         Seeds the initialisation and (through an independent child stream) the prompts.
     n_heads : int, >= 1
@@ -148,7 +163,7 @@ class TrainConfig:
 
     def __post_init__(self):
         s = object.__setattr__
-        as_setting(self.setting, "training").require_isotropic("training")
+        as_setting(self.setting, "training")
         s(self, "seed", check_nonnegative_int("seed", self.seed))
         s(self, "n_heads", check_positive_int("n_heads", self.n_heads))
         s(self, "steps", check_nonnegative_int("steps", self.steps))
@@ -164,6 +179,11 @@ class TrainConfig:
         if self.parameterisation not in MODEL_KINDS:
             raise ValueError(
                 f"`parameterisation` must be one of {', '.join(MODEL_KINDS)}, got {self.parameterisation!r}"
+            )
+        if self.parameterisation == "linear" and self.setting.activation != "exp":
+            raise ValueError(
+                f"`setting.activation` must be 'exp' for parameterisation 'linear' (linear attention has no "
+                f"weights to apply it to), got {self.setting.activation!r}"
             )
         if self.steps > STEPS_MAX:
             raise ValueError(f"`steps` must be an integer in [0, {STEPS_MAX:.0e}], got {self.steps}")
@@ -181,14 +201,16 @@ class TrainConfig:
             )
 
     def model(self):
-        """The model this configuration trains (linear attention: ``1/L`` hard-coded to the training ``L``)."""
-        norm_L = self.setting.L if self.parameterisation == "linear" else None
+        """The model this configuration trains (linear attention: ``1/L`` hard-coded to the training ``L``;
+        softmax models: the activation of ``setting``)."""
+        linear = self.parameterisation == "linear"
         return make_model(
             self.parameterisation,
             n_heads=self.n_heads,
             d=self.setting.d,
             init_scale=self.init_scale,
-            norm_L=norm_L,
+            norm_L=self.setting.L if linear else None,
+            activation=None if linear else self.setting.activation_fn,
         )
 
     def to_dict(self) -> dict:
@@ -229,7 +251,8 @@ class TrainResult(FrozenResult):
     ----------
     success : bool
     status : int
-        Key of ``MESSAGES``: 0 done, 1 stopped at ``stop_after``, 2 diverged.
+        Key of ``MESSAGES``: 0 done, 1 stopped at ``stop_after``, 2 diverged (the loss became
+        non-finite, or the attention normaliser of an ``affine`` activation reached ~0: see ``message``).
     message : str
     config : TrainConfig
     params : dict of ndarray
@@ -573,6 +596,7 @@ def train(
         sigint["installed"] = True
     phase = 0  # 0: at a step boundary; 1: drawing/differentiating (rewindable); 2: committing the update
     rng_state = None
+    message = None
     # overflow on divergence is reported through the finite-loss check (status 2), not as warnings
     errstate = np.errstate(over="ignore", invalid="ignore")
     errstate.__enter__()
@@ -585,7 +609,10 @@ def train(
             rng_state = rng.bit_generator.state
             phase = 1
             batch = _draw(sampler, rng)
-            loss, grads = model._train_loss_and_grad(P, batch)
+            try:
+                loss, grads = model._train_loss_and_grad(P, batch)
+            except NormaliserError as exc:  # affine f: weights summing to ~0 would give inf/NaN
+                loss, message = math.nan, NORMALISER_MESSAGE + str(exc)
             if not math.isfinite(loss):
                 rng.bit_generator.state = rng_state  # the checkpoint resumes at this step
                 phase = 0
@@ -636,7 +663,7 @@ def train(
     return TrainResult(
         success=status == 0,
         status=status,
-        message=MESSAGES[status],
+        message=message if (status == 2 and message) else MESSAGES[status],
         config=config,
         params={k: np.array(a) for k, a in P.items()},
         step=step,
@@ -680,6 +707,12 @@ def _check_eval(model, params, setting, n_prompts, chunk, where) -> tuple[Settin
     setting = as_setting(setting, where).require_isotropic(where)
     if setting.d != model.d:
         raise ValueError(f"`setting.d` must equal the model's d = {model.d}, got {setting.d}")
+    act = getattr(model, "activation", None)
+    if model.kind != "linear" and act is not None and (act.name, act.c) != (setting.activation, setting.activation_c):
+        raise ValueError(
+            f"`setting.activation` must be the model's activation {act.name!r} (C = {act.c}), got "
+            f"{setting.activation!r} (C = {setting.activation_c})"
+        )
     n_prompts = check_n_prompts(n_prompts)
     return setting, n_prompts, check_positive_int("chunk", chunk)
 
@@ -737,7 +770,8 @@ class CrossCheck(FrozenResult):
     omega, mu : ndarray, shape (H,)
         The extracted (ω, μ).
     eta : float
-        The effective step ``μᵀω`` (debiased GD's step).
+        The effective step ``C_f μᵀω`` (debiased GD's step; ``C_f = f'(0)/f(0)`` of the setting's
+        activation, 1 for the softmax; docs/theory.md#other-activations).
     setting : Setting
         The data model of the evaluation prompts.
     n : int
@@ -763,7 +797,11 @@ class CrossCheck(FrozenResult):
 def cross_check(
     model, params, setting: Setting, *, n_prompts: int = 100_000, seed, chunk: int = 8192, dummy_tol: float = 0.05
 ) -> CrossCheck:
-    """Risk of the trained model vs the reduced model at its extracted (ω, μ) vs debiased GD at ``η = μᵀω``.
+    """Risk of the trained model vs the reduced model at its extracted (ω, μ) vs debiased GD at ``η = C_f μᵀω``.
+
+    With an activation ``f`` (``setting.activation``) the reduced model uses the same ``f`` and
+    the debiased-GD step is the claimed ``η_eff = C_f μᵀω`` (``= 2 C_f γ μ₊`` on the solution
+    manifold; docs/theory.md#other-activations).
 
     All three predictors are evaluated on the same ``n_prompts`` fresh prompts (common
     random numbers), so the standard errors of the differences are small. The
@@ -795,9 +833,9 @@ def cross_check(
 
     setting, n_prompts, chunk = _check_eval(model, params, setting, n_prompts, chunk, "cross_check")
     c = extract_circuits(model, params, dummy_tol=dummy_tol)
-    red = ReducedModel(c.n_heads, c.d)
+    red = ReducedModel(c.n_heads, c.d, activation=setting.activation_fn)
     rp = {"omega": c.omega, "mu": c.mu}
-    eta = c.eta_eff
+    eta = setting.activation_fn.c_f * c.eta_eff
     rng = as_generator(seed)
     # columns: model, reduced, debiased_gd, model − reduced, model − debiased_gd
     mom = _Moments(5)
@@ -919,7 +957,7 @@ class RunSummary(FrozenResult):
         Extracted (ω, μ).
     dummy : ndarray of bool, shape (H,)
     eta_eff : float
-        ``μᵀω``.
+        ``C_f μᵀω`` (``μᵀω`` for the softmax, ``C_f = 1``; docs/theory.md#other-activations).
     patterns : PatternMetrics
     manifold : CircuitManifoldGap or None
         ``None`` when every head is dummy.
@@ -1009,7 +1047,7 @@ def summarize_run(result: TrainResult, *, n_prompts: int = 20_000, seed, dummy_t
         omega=c.omega,
         mu=c.mu,
         dummy=c.dummy,
-        eta_eff=c.eta_eff,
+        eta_eff=cc.eta,
         patterns=pattern_metrics(c),
         manifold=gap,
         risk=cc.model.risk,

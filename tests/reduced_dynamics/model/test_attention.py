@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from reduced_dynamics.activations import Activation
 from reduced_dynamics.estimation.prompts import Prompts, sample_prompts, sample_tokens
 from reduced_dynamics.model.attention import (
     MODEL_KINDS,
@@ -267,3 +268,84 @@ def test_linear_hard_coded_normalisation():
     fd = _fd_grad(model, p, tok)
     for k in p:
         assert (np.abs(grad[k] - fd[k]) / (FD_ATOL + FD_RTOL * np.abs(fd[k]))).max() < 1.0
+
+
+# ---------------------------------------------------------------- activations (docs/theory.md#other-activations)
+ACTS = [Activation("affine", 0.3), Activation("square", 0.7), Activation("tanh"), Activation("exp")]
+
+
+def _naive_predict_f(KQ, ov, tok, f):
+    """Per-sample, per-head loops with weights f(s_l)/Σ_j f(s_j) (independent of the vectorised code)."""
+    n, L, D = tok.tokens.shape
+    out = np.zeros(n)
+    for i in range(n):
+        zq = np.append(tok.x_q[i], 0.0)
+        for h in range(KQ.shape[0]):
+            s = np.array([tok.tokens[i, l] @ KQ[h] @ zq for l in range(L)])
+            w = np.array([f(v) for v in s])
+            out[i] += ov[h] @ sum(w[l] / w.sum() * tok.tokens[i, l] for l in range(L))
+    return out
+
+
+_SCALAR_F = {
+    "affine": lambda c: lambda x: 1.0 + c * x,
+    "square": lambda c: lambda x: (1.0 + c * x) ** 2,
+    "tanh": lambda c: lambda x: 1.0 + math.tanh(x),
+    "exp": lambda c: lambda x: math.exp(x),
+}
+
+
+@pytest.mark.parametrize("act", ACTS, ids=lambda a: a.name)
+@pytest.mark.parametrize("kind", ["separate", "merged", "reduced"])
+def test_activation_gradient_matches_finite_differences(act, kind):
+    """Backprop with f(s)/Σf weights (dS = f'(S)/Σf ⊙ (…)) equals central differences, every model and f."""
+    model = make_model(kind, n_heads=2, d=3, init_scale=0.4, activation=act)
+    params = model.init(seed=4)
+    batch = sample_tokens(6, setting(3, 5, 0.1), seed=5)
+    _, grad = model.loss_and_grad(params, batch)
+    fd = _fd_grad(model, params, batch)
+    for k in params:
+        err = np.abs(grad[k] - fd[k]) / (FD_ATOL + FD_RTOL * np.abs(fd[k]))
+        assert err.max() < 1.0, (k, err.max())
+
+
+@pytest.mark.parametrize("act", ACTS, ids=lambda a: a.name)
+def test_activation_forward_matches_naive_loops(act):
+    model = make_model("separate", n_heads=2, d=3, activation=act)
+    params = model.init(seed=3)
+    tok = sample_tokens(4, setting(3, 6, 0.2), seed=4)
+    KQ, ov = model.circuits(params)
+    ref = _naive_predict_f(KQ, ov, tok, _SCALAR_F[act.name](act.c))
+    np.testing.assert_allclose(model.predict(params, tok), ref, rtol=1e-11, atol=1e-12)
+    # the reduced model with f equals the merged model with f on its circuits
+    red = ReducedModel(2, 3, activation=act)
+    p = {"omega": np.array([0.3, -0.2]), "mu": np.array([1.1, -0.9])}
+    KQr, ovr = red.circuits(p)
+    mer = AttentionModel(2, 3, "merged", activation=act)
+    np.testing.assert_allclose(red.predict(p, tok), mer.predict({"KQ": KQr, "ov": ovr}, tok), rtol=1e-11, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["separate", "merged", "reduced"])
+def test_affine_normaliser_that_vanishes_raises_not_nan(kind):
+    """f = 1 + Cx with C ω s < -1 on average: Σ_j f(s_j) <= 0; a NormaliserError naming it, never NaN/inf."""
+    from reduced_dynamics.model.attention import NormaliserError
+
+    model = make_model(kind, n_heads=1, d=3, activation=Activation("affine", 5.0))
+    tok = sample_tokens(64, setting(3, 4, 0.1), seed=1)
+    if kind == "reduced":
+        p = {"omega": np.array([-3.0]), "mu": np.array([1.0])}
+    else:
+        p = model.init(seed=0)
+        big = {k: v * 30.0 for k, v in p.items()}
+        p = big
+    with pytest.raises(NormaliserError, match="normaliser"):
+        model.loss_and_grad(p, tok)
+    assert issubclass(NormaliserError, ValueError)
+
+
+def test_activation_argument_is_validated():
+    with pytest.raises(ValueError, match="`activation`"):
+        make_model("merged", n_heads=1, d=2, activation="relu")
+    with pytest.raises(ValueError, match="`activation`"):
+        make_model("linear", n_heads=1, d=2, activation="tanh")
+    assert make_model("merged", n_heads=1, d=2, activation="tanh").activation == Activation("tanh")
