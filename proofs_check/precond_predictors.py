@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from proofs_check.closed_forms import bayes_risk_limit
+from reduced_dynamics.estimation.prompts import as_generator
 from reduced_dynamics.estimation.risk import estimate_risks
 from reduced_dynamics.precond.bayes import bayes_ratio_sigma, bayes_risk_sigma_finite, bayes_risk_sigma_limit
 from reduced_dynamics.precond.exact import dpgd_risk, optimal_dpgd, pgd_risk, precond_optimal_eta
@@ -46,23 +47,30 @@ N_SE = 3.0
 D_MAX = 200
 
 
-def default_sigma(d: int, *, lo: float = 0.5, hi: float = 4.0, seed: int = 0) -> np.ndarray:
-    """Σ with eigenvalues evenly spread over [lo, hi] in a random orthogonal basis (QR of a seeded Gaussian).
+def default_sigma(setting, *, seed, lo: float = 0.5, hi: float = 4.0) -> np.ndarray:
+    """Σ of dimension ``setting.d`` with eigenvalues evenly spread over [lo, hi] in a random orthogonal basis.
+
+    The basis is the Q of the QR factorisation of a seeded Gaussian matrix (signs fixed by ``R``).
 
     Parameters
     ----------
-    d : int
-        Dimension (``d = 1`` gives ``[[lo]]``... the single eigenvalue ``lo``).
+    setting : Setting
+        Its scalar ``d`` is the dimension (``d = 1`` gives the single eigenvalue ``lo``).
     lo, hi : float
         Smallest and largest eigenvalue, ``0 < lo <= hi``.
-    seed : int
-        Seed of the basis.
+    seed : int >= 0
+        Seed of the basis (required; the check uses 0).
 
     Returns
     -------
     ndarray, shape (d, d)
     """
-    rng = np.random.default_rng(seed)
+    d = as_setting(setting).d
+    if not isinstance(d, int):
+        raise ValueError("`setting` must have a scalar `d` for default_sigma")
+    if not (0 < lo <= hi < np.inf):
+        raise ValueError(f"`lo` and `hi` must satisfy 0 < lo <= hi < inf, got {lo!r}, {hi!r}")
+    rng = as_generator(seed)
     Q, R = np.linalg.qr(rng.standard_normal((d, d)))
     Q = Q * np.sign(np.diag(R))
     S = (Q * np.linspace(lo, hi, d)) @ Q.T
@@ -70,11 +78,11 @@ def default_sigma(d: int, *, lo: float = 0.5, hi: float = 4.0, seed: int = 0) ->
 
 
 def precond_setting(setting) -> Setting:
-    """The check's setting: ``setting`` itself if it has ``Sigma``, else ``setting`` with :func:`default_sigma`."""
+    """The check's setting: ``setting`` itself if it has ``Sigma``, else ``setting`` with ``default_sigma(setting, seed=0)``."""
     setting = as_setting(setting, NAME)
     if setting.Sigma is not None:
         return setting
-    return setting.replace(Sigma=default_sigma(setting.d))
+    return setting.replace(Sigma=default_sigma(setting, seed=0))
 
 
 def _mc_part(s, n_prompts, seed):

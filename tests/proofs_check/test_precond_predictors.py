@@ -60,6 +60,6 @@ def test_skips_outside_its_range(setting, why):
 
 
 def test_default_sigma_has_the_requested_spectrum():
-    S = pp.default_sigma(6, lo=0.5, hi=4.0, seed=3)
+    S = pp.default_sigma(Setting(d=6), lo=0.5, hi=4.0, seed=3)
     np.testing.assert_allclose(np.linalg.eigvalsh(S), np.linspace(0.5, 4.0, 6), rtol=1e-12)
     assert not np.allclose(S, np.diag(np.diag(S)))  # a random basis, not diagonal
