@@ -4,9 +4,60 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 from reduced_dynamics.setting import Setting
 
-__all__ = ["add_setting_arguments", "add_tasks_argument", "parse_tasks", "setting_from_args"]
+__all__ = [
+    "add_extension_arguments",
+    "add_setting_arguments",
+    "add_tasks_argument",
+    "covariance_from_eigs",
+    "parse_tasks",
+    "setting_from_args",
+]
+
+
+def covariance_from_eigs(eigs, *, seed: int) -> np.ndarray:
+    """The covariance ``Σ = Q diag(eigs) Qᵀ`` with a random orthogonal basis ``Q`` drawn from ``seed``.
+
+    ``Q`` is the Q factor of the QR decomposition of a ``(d, d)`` standard normal matrix drawn by
+    ``numpy.random.default_rng(seed)``, its columns' signs fixed so that ``R`` has a positive
+    diagonal (a Haar-distributed orthogonal matrix); ``d = len(eigs)``.
+
+    Parameters
+    ----------
+    eigs : sequence of float, each > 0, length d >= 1
+        The eigenvalues of ``Σ``.
+    seed : int, >= 0
+        Seed of the basis.
+
+    Returns
+    -------
+    ndarray, shape (d, d)
+        Symmetric positive definite, exactly symmetric.
+
+    Raises
+    ------
+    ValueError
+        Naming ``eigs`` (empty, non-finite or non-positive) or ``seed``.
+
+    Examples
+    --------
+    >>> S = covariance_from_eigs([0.5, 1.0, 4.0], seed=0)
+    >>> np.allclose(np.linalg.eigvalsh(S), [0.5, 1.0, 4.0])
+    True
+    """
+    e = np.asarray(eigs, dtype=np.float64) if not isinstance(eigs, (str, bytes)) else np.array([])
+    if e.ndim != 1 or e.size == 0 or not np.all(np.isfinite(e)) or np.any(e <= 0):
+        raise ValueError(f"`eigs` must be a non-empty list of finite positive eigenvalues, got {eigs!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"`seed` must be an integer >= 0, got {seed!r}")
+    d = e.size
+    q, r = np.linalg.qr(np.random.default_rng(int(seed)).standard_normal((d, d)))
+    q = q * np.where(np.diag(r) < 0, -1.0, 1.0)
+    S = (q * e) @ q.T
+    return 0.5 * (S + S.T)
 
 
 def add_setting_arguments(p, *, what: str = "") -> None:
@@ -62,13 +113,131 @@ def parse_tasks(text: str, d: int) -> tuple[tuple[int, ...], ...]:
     return tuple(out)
 
 
+def add_extension_arguments(p) -> None:
+    """Add ``--sigma``, ``--sigma-eigs``, ``--sigma-seed``, ``--activation``, ``--activation-c`` to the parser ``p``.
+
+    The covariance of the covariates (docs/theory.md#non-isotropic-covariates) and the attention
+    activation (docs/theory.md#other-activations); :func:`setting_from_args` puts them in the setting.
+    """
+    from reduced_dynamics.activations import ACTIVATIONS
+
+    p.add_argument(
+        "--sigma",
+        type=str,
+        default=None,
+        metavar="FILE.npy",
+        help="covariance Σ of the covariates x ~ N(0, Σ): a d×d symmetric positive definite matrix saved by "
+        "numpy.save (default: the identity)",
+    )
+    p.add_argument(
+        "--sigma-eigs",
+        type=str,
+        default=None,
+        metavar="E1,...,Ed",
+        help="covariance Σ given by its d eigenvalues (comma-separated, > 0) in a random orthogonal basis drawn "
+        "from --sigma-seed, e.g. 0.5,1.375,2.25,3.125,4 (instead of --sigma)",
+    )
+    p.add_argument(
+        "--sigma-seed",
+        type=int,
+        default=None,
+        help="seed of the random basis of --sigma-eigs (default 0)",
+    )
+    p.add_argument(
+        "--activation",
+        type=str,
+        default="exp",
+        help=f"attention activation f of the weights f(s_l)/Σ_j f(s_j): one of {', '.join(ACTIVATIONS)} "
+        "(default exp, the softmax)",
+    )
+    p.add_argument(
+        "--activation-c",
+        type=float,
+        default=1.0,
+        help="the constant C of affine (1 + Cx) and square ((1 + Cx)²); 1 for exp and tanh (default 1)",
+    )
+
+
+def parse_eigs(text: str, d: int) -> np.ndarray:
+    """Parse ``--sigma-eigs`` (``"0.5,1,2,3,4"``): exactly ``d`` finite positive numbers.
+
+    Raises
+    ------
+    ValueError
+        One line naming ``--sigma-eigs``.
+    """
+    want = f"`--sigma-eigs` must list d = {d} positive eigenvalues, comma-separated (e.g. {','.join(['1'] * d)})"
+    try:
+        e = np.array([float(x) for x in str(text).split(",")])
+    except ValueError:
+        raise ValueError(f"{want}, got {text!r}") from None
+    if e.size != d or not np.all(np.isfinite(e)) or np.any(e <= 0):
+        raise ValueError(f"{want}, got {text!r}")
+    return e
+
+
+def load_sigma(path: str, d: int) -> np.ndarray:
+    """Read ``--sigma FILE.npy``: a real ``(d, d)`` array (symmetry and definiteness are the setting's checks).
+
+    Raises
+    ------
+    ValueError
+        One line naming ``--sigma``: unreadable file, not a real numeric array, wrong shape.
+    """
+    try:
+        S = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        why = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"`--sigma`: cannot read {path!r} as a .npy array ({why})") from None
+    if not isinstance(S, np.ndarray) or S.dtype.kind not in "iuf":
+        kind = "an .npz archive" if not isinstance(S, np.ndarray) else f"dtype {S.dtype}"
+        raise ValueError(f"`--sigma` must be a real ({d}, {d}) matrix saved by numpy.save, got {kind} in {path!r}")
+    if S.shape != (d, d):
+        raise ValueError(f"`--sigma` must be a ({d}, {d}) matrix (--d {d}), got shape {S.shape} in {path!r}")
+    return S.astype(np.float64)
+
+
+def _sigma_from_args(args, d: int):
+    """``Σ`` from ``--sigma`` or ``--sigma-eigs``/``--sigma-seed`` (``None`` when neither is given)."""
+    path, eigs, seed = (
+        getattr(args, "sigma", None),
+        getattr(args, "sigma_eigs", None),
+        getattr(args, "sigma_seed", None),
+    )
+    if path is not None and eigs is not None:
+        raise ValueError("`--sigma` and `--sigma-eigs` both give Σ: use one of them")
+    if seed is not None and eigs is None:
+        raise ValueError("`--sigma-seed` is the seed of the basis of `--sigma-eigs`: give `--sigma-eigs` too")
+    if path is not None:
+        return load_sigma(path, d), "--sigma"
+    if eigs is not None:
+        if seed is not None and seed < 0:
+            raise ValueError(f"`--sigma-seed` must be an integer >= 0, got {seed}")
+        return covariance_from_eigs(parse_eigs(eigs, d), seed=0 if seed is None else seed), "--sigma-eigs"
+    return None, None
+
+
 def setting_from_args(args) -> Setting:
     """Build the command's one :class:`Setting` (a bad value raises the ``ValueError`` naming the flag).
 
     Reads ``--tasks`` when the command has it (``args.tasks``); without it the setting is single-task.
+    Reads ``--sigma`` / ``--sigma-eigs`` / ``--sigma-seed`` and ``--activation`` / ``--activation-c``
+    when the command has them (:func:`add_extension_arguments`).
     """
-    tasks_text = getattr(args, "tasks", None)
-    if tasks_text is None:
-        return Setting(d=args.d, L=args.L, sigma2=args.sigma2)
     base = Setting(d=args.d, L=args.L, sigma2=args.sigma2)  # validates d first
-    return base.replace(tasks=parse_tasks(tasks_text, base.d))
+    changes = {}
+    tasks_text = getattr(args, "tasks", None)
+    if tasks_text is not None:
+        changes["tasks"] = parse_tasks(tasks_text, base.d)
+    if hasattr(args, "activation"):
+        changes["activation"] = args.activation
+        changes["activation_c"] = getattr(args, "activation_c", 1.0)
+    if any(hasattr(args, k) for k in ("sigma", "sigma_eigs")):
+        Sigma, flag = _sigma_from_args(args, base.d)
+        if Sigma is not None:
+            try:
+                Setting(d=base.d, Sigma=Sigma)
+            except ValueError as exc:  # non-symmetric, not positive definite, non-finite: name the flag
+                raise ValueError(str(exc).replace("`Sigma`", f"`{flag}` (Σ)")) from None
+            changes["Sigma"] = Sigma
+    return base.replace(**changes) if changes else base

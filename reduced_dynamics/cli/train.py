@@ -7,9 +7,15 @@ import sys
 
 from reduced_dynamics._validation import check_positive_int
 from reduced_dynamics.cli._common import Progress, add_quiet, check_range, exit_codes_epilog, nonempty, prepare_out
-from reduced_dynamics.cli._setting import add_setting_arguments, add_tasks_argument, setting_from_args
-from reduced_dynamics.io import to_jsonable
+from reduced_dynamics.cli._setting import (
+    add_extension_arguments,
+    add_setting_arguments,
+    add_tasks_argument,
+    setting_from_args,
+)
+from reduced_dynamics.io import atomic_savez, atomic_write_json, to_jsonable
 from reduced_dynamics.model.attention import MODEL_KINDS
+from reduced_dynamics.model.circuits import circuits_from_arrays, pattern_metrics, precond_cross_check
 from reduced_dynamics.model.training import (
     CHECKPOINT_NAME,
     OPTIMIZERS,
@@ -30,7 +36,11 @@ EPILOG = exit_codes_epilog(numerical=True) + (
     "\n\n--out DIR holds one run (checkpoint.npz, final.npz, final.json; the configuration is in final.json\n"
     "and the checkpoint). A DIR that already holds a run is refused (exit 2) unless --resume continues it\n"
     "or --force replaces it. Printed sum_mu_ratio = |Σμ|/Σ|μ| of the OV values (0: zero-sum holds, 1: worst);\n"
-    "in --json it is patterns.zero_sum_ratio."
+    "in --json it is patterns.zero_sum_ratio.\n\n"
+    "--json also reports each head's circuits: kq (H x d x d, the covariate block of KQ), ov (H x (d+1)),\n"
+    "kq_cosine_sigma_inv and kq_cosine_identity (per head, |cosine| of the block with Σ⁻¹ and with I).\n"
+    "With --sigma/--sigma-eigs the risks compare the model with debiased preconditioned GD (its own W and\n"
+    "μᵀω, Σ⁻¹, the optimal P*, and P = I) on common prompts (docs/theory.md#non-isotropic-covariates)."
 )
 #: library parameter names -> the flags of this command (for the one error line)
 PARAM_FLAGS = {
@@ -46,6 +56,7 @@ def add_arguments(parser) -> None:
     a("--heads", type=int, default=2, help="number of heads H (default 2)")
     add_setting_arguments(parser, what="of the training prompts")
     add_tasks_argument(parser)
+    add_extension_arguments(parser)
     a("--steps", type=int, default=10_000, help="optimizer steps (default 10000)")
     a("--batch", type=int, default=256, help="prompts per step (default 256)")
     a("--lr", type=float, default=1e-3, help=f"learning rate, in (0, {LR_MAX:g}] (default 1e-3)")
@@ -132,11 +143,14 @@ def main(args) -> int:
         sys.stderr.write(f"reduced-dynamics train: failed numerically: {msg} (stopped at step {result.step})\n")
         return EXIT_DIVERGED
     progress.stage(f"risk on {n_eval} fresh prompts")
+    if setting.Sigma is not None:
+        return _report_sigma(args, result, n_eval, progress)
     summary = summarize_run(result, n_prompts=n_eval, seed=12345)
+    heads = _head_circuits(result)
     if args.out is not None:
-        write_outputs(args.out, result, summary)
+        write_outputs(args.out, result, summary, extra=heads)
     if args.json:
-        sys.stdout.write(json.dumps(to_jsonable(summary.to_dict()), indent=2) + "\n")
+        sys.stdout.write(json.dumps(to_jsonable({**summary.to_dict(), **heads}), indent=2) + "\n")
     else:
         fmt = lambda a: "[" + ", ".join(f"{x:+.4f}" for x in a) + "]"  # noqa: E731
         p = summary.patterns
@@ -149,3 +163,87 @@ def main(args) -> int:
             f"debiased_gd={summary.risk_debiased_gd:.4f}\n"
         )
     return 0  # status 0 (all steps) or 1 (stopped early, resumable); 2 (diverged) returned above
+
+
+def _head_circuits(result) -> dict:
+    """Each head's circuits for ``--json``: ``kq`` (H, d, d), ``ov`` (H, d+1) and the |cosines| with Σ⁻¹ and I."""
+    from reduced_dynamics.model.circuits import extract_precond_circuits
+
+    cfg = result.config
+    c = extract_precond_circuits(cfg.model(), result.params, cfg.setting)
+    return {
+        "kq": c.kq,
+        "ov": c.ov,
+        "kq_cosine_sigma_inv": c.cosine_sigma_inv,
+        "kq_cosine_identity": c.cosine_identity,
+    }
+
+
+def _report_sigma(args, result, n_eval: int, progress) -> int:
+    """Summary of a run under ``x ~ N(0, Σ)``: circuits vs Σ⁻¹, extracted (ω, μ, W), paired risks."""
+    cfg = result.config
+    model = cfg.model()
+    cc = precond_cross_check(model, result.params, cfg.setting, n_prompts=n_eval, seed=12345)
+    c = cc.circuits
+    KQ, ov = model.circuits(result.params)
+    patterns = pattern_metrics(circuits_from_arrays(KQ, ov))
+    tail = result.losses[-min(1000, result.losses.size) :]
+    summary = {
+        "success": result.success,
+        "status": result.status,
+        "message": result.message,
+        "config": cfg.to_dict(),
+        "steps": result.step,
+        "seconds": result.seconds,
+        "steps_per_second": result.steps_per_second,
+        "train_loss_last1000": float(tail.mean()) if tail.size else float("nan"),
+        "stream_version": result.stream_version,
+        "kq": c.kq,
+        "ov": c.ov,
+        "kq_cosine_sigma_inv": c.cosine_sigma_inv,
+        "kq_cosine_identity": c.cosine_identity,
+        "kq_distance_sigma_inv": c.distance_sigma_inv,
+        "W": c.W,
+        "omega": c.omega,
+        "mu": c.mu,
+        "dummy": c.dummy,
+        "eta_eff": c.eta_eff,
+        "W_distance_sigma_inv": c.W_distance_sigma_inv,
+        "W_distance_identity": c.W_distance_identity,
+        "rank1_residual": c.rank1_residual,
+        "patterns": patterns.to_dict(),
+        "n_eval": cc.n,
+        "risks": {k: {"risk": v.risk, "stderr": v.stderr} for k, v in cc.risks.items()},
+        "diffs": {f"model-{k}": {"risk": v.risk, "stderr": v.stderr} for k, v in cc.diffs.items()},
+        "exact_risks": cc.exact,
+    }
+    if args.out is not None:
+        from pathlib import Path
+
+        out = Path(args.out)
+        atomic_savez(
+            out / "final.npz",
+            **{f"param_{k}": v for k, v in result.params.items()},
+            losses=result.losses,
+            snapshot_steps=result.snapshot_steps,
+            snapshot_KQ=result.snapshot_KQ,
+            snapshot_ov=result.snapshot_ov,
+            stream_version=result.stream_version,
+        )
+        atomic_write_json(out / "final.json", to_jsonable(summary))
+    progress.close()
+    if args.json:
+        sys.stdout.write(json.dumps(to_jsonable(summary), indent=2) + "\n")
+    else:
+        fmt = lambda a: "[" + ", ".join(f"{x:+.4f}" for x in a) + "]"  # noqa: E731
+        r, df = cc.risks, cc.diffs
+        sys.stdout.write(
+            f"{result.message} steps={result.step} ({result.steps_per_second:.0f} steps/s)\n"
+            f"kq_cosine_sigma_inv={fmt(c.cosine_sigma_inv)} kq_cosine_identity={fmt(c.cosine_identity)} "
+            f"W_distance_sigma_inv={c.W_distance_sigma_inv:.4f}\n"
+            f"omega={fmt(c.omega)} mu={fmt(c.mu)} eta_eff={c.eta_eff:.4f} rank1_residual={c.rank1_residual:.3f}\n"
+            f"risk={r['model'].risk:.4f}±{r['model'].stderr:.4f} "
+            f"model-dpgd_own={df['dpgd_own'].risk:+.4f}±{df['dpgd_own'].stderr:.4f} "
+            f"model-dpgd_optimal={df['dpgd_optimal'].risk:+.4f}±{df['dpgd_optimal'].stderr:.4f}\n"
+        )
+    return 0

@@ -36,6 +36,17 @@ Per-head values are arrays of shape ``(H,)``; the ``*_max`` summaries take the
 maximum over non-dummy heads. :meth:`Circuits.manifold_gap` compares the
 extracted (ω, μ) with the solution manifold :math:`S_\gamma`.
 
+**Covariates x ~ N(0, Σ)** (docs/theory.md#non-isotropic-covariates). There the claim is that the
+covariate block ``B_h = KQ_h[:d, :d]`` of each non-dummy head is ``±γΩ`` with ``Ω`` close to
+``Σ⁻¹``. :func:`extract_precond_circuits` reads ``B_h``, its ``|cosine|`` with ``Σ⁻¹`` and, as a
+control, with ``I`` (:func:`reduced_dynamics.precond.metrics.abs_cosine`), and reduces the blocks to
+the preconditioned reduced model ``B_h ≈ ω_h W`` (one shared ``W``, signed scales ``ω_h``): ``W`` is
+the best rank-one fit of the non-dummy blocks (top right-singular vector of the ``(H_live, d²)``
+matrix of their entries, i.e. least squares over ``ω`` and ``W``), normalised to ``tr W = d`` (so
+``W = I`` and ``ω_h = mean(diag B_h)`` for the isotropic pattern), and ``ω_h = ⟨B_h, W⟩_F / ‖W‖²_F``
+for every head. The model's limit predictor is then debiased preconditioned GD with ``P = W`` and
+step ``η = μᵀω`` (:func:`precond_cross_check` measures how close it is).
+
 References
 ----------
 docs/theory.md#full-model (circuits), docs/theory.md#emergent-patterns (patterns),
@@ -58,9 +69,14 @@ __all__ = [
     "Circuits",
     "CircuitManifoldGap",
     "PatternMetrics",
+    "PrecondCircuits",
+    "PrecondCrossCheck",
     "extract_circuits",
+    "extract_precond_circuits",
     "circuits_from_arrays",
     "pattern_metrics",
+    "precond_circuits_from_arrays",
+    "precond_cross_check",
 ]
 
 _TINY = 1e-300
@@ -361,4 +377,299 @@ def pattern_metrics(circuits: Circuits) -> PatternMetrics:
         n_dummy=int(c.dummy.sum()),
         n_positive=int(np.sum(mu > 0)),
         n_negative=int(np.sum(mu < 0)),
+    )
+
+
+# ------------------------------------------------------------------ covariates x ~ N(0, Σ)
+@dataclass(frozen=True)
+class PrecondCircuits(FrozenResult):
+    r"""Circuits of a model trained under :math:`x \sim N(0, \Sigma)` (:func:`extract_precond_circuits`).
+
+    Attributes
+    ----------
+    kq : ndarray, shape (H, d, d)
+        The covariate blocks ``B_h = KQ_h[:d, :d]``.
+    ov : ndarray, shape (H, d+1)
+        ``ov_h = V_hᵀo_h``.
+    W : ndarray, shape (d, d)
+        Shared direction: best rank-one fit of the non-dummy blocks, ``tr W = d`` (module docstring).
+    omega : ndarray, shape (H,)
+        Signed scales ``ω_h = ⟨B_h, W⟩_F / ‖W‖²_F``.
+    mu : ndarray, shape (H,)
+        ``ov_h[d]``.
+    dummy : ndarray of bool, shape (H,)
+        ``|ω_h μ_h| < dummy_tol · max_k |ω_k μ_k|``.
+    cosine_sigma_inv, cosine_identity : ndarray, shape (H,)
+        ``|cos(B_h, Σ⁻¹)|`` and ``|cos(B_h, I)|`` (Frobenius; 1 = proportional).
+    distance_sigma_inv, distance_identity : ndarray, shape (H,)
+        Scale-free distances ``min_c ‖c B_h − Σ⁻¹‖_F / ‖Σ⁻¹‖_F`` (and to ``I``) ``= sqrt(1 − cos²)``.
+    W_distance_sigma_inv, W_distance_identity : float
+        The same for ``W``.
+    rank1_residual : float
+        ``‖B − ω ⊗ W‖_F / ‖B‖_F`` over the non-dummy heads (0: one shared ``W`` explains them).
+    sigma_inv : ndarray, shape (d, d)
+        ``Σ⁻¹`` of the setting (``I`` when isotropic).
+    eta_eff : float
+        Property: ``μᵀω``.
+    P_eff : ndarray, shape (d, d)
+        Property: ``(μᵀω) W``, the preconditioner-times-step of the limit predictor.
+    """
+
+    kq: np.ndarray
+    ov: np.ndarray
+    W: np.ndarray
+    omega: np.ndarray
+    mu: np.ndarray
+    dummy: np.ndarray
+    cosine_sigma_inv: np.ndarray
+    cosine_identity: np.ndarray
+    distance_sigma_inv: np.ndarray
+    distance_identity: np.ndarray
+    W_distance_sigma_inv: float
+    W_distance_identity: float
+    rank1_residual: float
+    sigma_inv: np.ndarray
+
+    @property
+    def eta_eff(self) -> float:
+        """Effective step ``μᵀω``."""
+        return float(self.mu @ self.omega)
+
+    @property
+    def P_eff(self) -> np.ndarray:
+        """``(μᵀω) W``."""
+        return self.eta_eff * self.W
+
+
+def _rank1(B: np.ndarray) -> np.ndarray:
+    """The shared direction of blocks ``B (k, d, d)``: top right-singular vector, scaled to ``tr W = d``.
+
+    When ``|tr W|`` is negligible (``< 1e-9 ‖W‖_F √d``) the scale is ``‖W‖_F = √d`` instead, with the sign
+    that makes the largest-magnitude entry positive.
+    """
+    d = B.shape[-1]
+    M = B.reshape(B.shape[0], d * d)
+    _, sv, vt = np.linalg.svd(M, full_matrices=False)
+    if sv[0] <= _TINY:
+        return np.eye(d)
+    W = vt[0].reshape(d, d)  # unit Frobenius norm
+    tr = float(np.trace(W))
+    if abs(tr) > 1e-9 * math.sqrt(d):
+        return W * (d / tr)
+    flat = W.ravel()
+    return W * (math.sqrt(d) * np.sign(flat[np.argmax(np.abs(flat))]))
+
+
+def precond_circuits_from_arrays(KQ, ov, setting: Setting, *, dummy_tol: float = 0.05) -> PrecondCircuits:
+    """Reduce circuit arrays ``KQ (H, D, D)``, ``ov (H, D)`` to :class:`PrecondCircuits` under ``setting.Sigma``.
+
+    Parameters
+    ----------
+    KQ : array_like, shape (H, D, D)
+    ov : array_like, shape (H, D)
+    setting : Setting
+        Scalar, ``setting.d = D − 1``; ``setting.Sigma`` (``None``: ``I``) gives the ``Σ⁻¹`` compared with.
+    dummy_tol : float in (0, 1)
+        Relative threshold on ``|ω_h μ_h|`` below which a head is dummy.
+
+    Returns
+    -------
+    PrecondCircuits
+
+    Raises
+    ------
+    ValueError
+        Shapes, non-finite arrays, ``setting.d`` not ``D − 1``, or a zero ``KQ`` covariate block everywhere.
+
+    Examples
+    --------
+    >>> S = np.diag([0.5, 1.0, 2.0]); Si = np.linalg.inv(S)
+    >>> KQ = np.zeros((2, 4, 4)); KQ[0, :3, :3] = 0.2 * Si; KQ[1, :3, :3] = -0.2 * Si
+    >>> ov = np.array([[0, 0, 0, 1.0], [0, 0, 0, -1.0]])
+    >>> c = precond_circuits_from_arrays(KQ, ov, Setting(d=3, L=40, Sigma=S))
+    >>> c.cosine_sigma_inv.round(6).tolist(), round(c.W_distance_sigma_inv, 6)
+    ([1.0, 1.0], 0.0)
+    """
+    from reduced_dynamics.precond.metrics import abs_cosine, scale_free_distance
+
+    c = circuits_from_arrays(KQ, ov, dummy_tol=dummy_tol)  # validates the arrays and dummy_tol
+    setting = as_setting(setting, "extract_precond_circuits")
+    d = c.d
+    if setting.d != d:
+        raise ValueError(f"`setting.d` must equal the circuits' d = {d}, got {setting.d}")
+    Si = np.eye(d) if setting.Sigma is None else np.linalg.inv(setting.Sigma)
+    Si = 0.5 * (Si + Si.T)
+    B = np.array(c.KQ[:, :d, :d])
+    if not np.any(B):
+        raise ValueError("`KQ` must have a non-zero covariate block KQ[:, :d, :d] in some head, got zeros")
+    mu = np.array(c.mu)
+    W = _rank1(B)
+    omega = np.einsum("hij,ij->h", B, W) / np.sum(W * W)
+    contrib = np.abs(omega * mu)
+    dummy = contrib < dummy_tol * max(contrib.max(), _TINY)
+    live = ~dummy
+    W = _rank1(B[live])  # refit on the heads that matter (a dummy head may have a large block)
+    omega = np.einsum("hij,ij->h", B, W) / np.sum(W * W)
+    Bl = B[live]
+    res = Bl - omega[live, None, None] * W
+    rank1 = float(np.sqrt(np.sum(res * res) / max(np.sum(Bl * Bl), _TINY)))
+    I = np.eye(d)
+    safe = np.where(np.any(B != 0, axis=(1, 2))[:, None, None], B, I)  # zero blocks: cosine 0, distance 1
+    nz = np.any(B != 0, axis=(1, 2))
+    cos_si = np.where(nz, abs_cosine(safe, Si), 0.0)
+    cos_i = np.where(nz, abs_cosine(safe, I), 0.0)
+    return PrecondCircuits(
+        kq=B,
+        ov=np.array(c.ov),
+        W=W,
+        omega=omega,
+        mu=mu,
+        dummy=dummy,
+        cosine_sigma_inv=np.asarray(cos_si, dtype=np.float64),
+        cosine_identity=np.asarray(cos_i, dtype=np.float64),
+        distance_sigma_inv=np.where(nz, np.sqrt(np.clip(1.0 - cos_si**2, 0.0, 1.0)), 1.0),
+        distance_identity=np.where(nz, np.sqrt(np.clip(1.0 - cos_i**2, 0.0, 1.0)), 1.0),
+        W_distance_sigma_inv=float(scale_free_distance(W, Si)),
+        W_distance_identity=float(scale_free_distance(W, I)),
+        rank1_residual=rank1,
+        sigma_inv=Si,
+    )
+
+
+def extract_precond_circuits(model, params, setting: Setting, *, dummy_tol: float = 0.05) -> PrecondCircuits:
+    """:func:`precond_circuits_from_arrays` of ``model.circuits(params)`` (any model of ``model.attention``).
+
+    Parameters
+    ----------
+    model : AttentionModel or ReducedModel
+    params : dict
+    setting : Setting
+        Scalar; ``setting.d`` the model's ``d``; ``setting.Sigma`` the covariance compared with.
+    dummy_tol : float in (0, 1)
+
+    Returns
+    -------
+    PrecondCircuits
+    """
+    from reduced_dynamics.model.attention import check_model
+
+    check_model(model, params)
+    KQ, ov = model.circuits(params)
+    return precond_circuits_from_arrays(KQ, ov, setting, dummy_tol=dummy_tol)
+
+
+@dataclass(frozen=True)
+class PrecondCrossCheck(FrozenResult):
+    r"""Trained model vs debiased preconditioned GD under :math:`x \sim N(0, \Sigma)` (:func:`precond_cross_check`).
+
+    Attributes
+    ----------
+    circuits : PrecondCircuits
+        The extraction the comparison uses.
+    setting : Setting
+        The data model of the evaluation prompts.
+    n : int
+        Prompts.
+    names : tuple of str
+        ``("model", "dpgd_own", "dpgd_sigma_inv", "dpgd_optimal", "debiased_gd")``: the trained model; debiased
+        preconditioned GD at the model's own ``P = W``, ``η = μᵀω``; at ``P = Σ⁻¹`` with its optimal step; at the
+        optimal ``(P*, η*)`` of :func:`reduced_dynamics.precond.exact.optimal_dpgd`; plain debiased GD
+        (``P = I``) at its optimal step under Σ.
+    risks : dict of str -> RiskEstimate
+        Monte Carlo risk of each, on common prompts.
+    diffs : dict of str -> RiskDifference
+        Paired differences ``model − other`` for every other name.
+    exact : dict of str -> float
+        Exact risks of the four predictors (:func:`reduced_dynamics.precond.exact.dpgd_risk`), a check of the
+        Monte Carlo numbers.
+    """
+
+    circuits: PrecondCircuits
+    setting: Setting
+    n: int
+    names: tuple
+    risks: dict
+    diffs: dict
+    exact: dict
+
+
+def precond_cross_check(
+    model, params, setting: Setting, *, n_prompts: int = 100_000, seed, chunk: int = 8192, dummy_tol: float = 0.05
+) -> PrecondCrossCheck:
+    """Risk of a trained model vs debiased preconditioned GD (own ``W``, ``Σ⁻¹``, optimal ``P*``) on common prompts.
+
+    Prompts come from :func:`reduced_dynamics.sample_prompts` (``x ~ N(0, Σ)``), drawn chunk by chunk
+    from one generator seeded by ``seed``; every predictor sees the same prompts, so the paired
+    differences have small standard errors.
+
+    Parameters
+    ----------
+    model, params : a model of :mod:`reduced_dynamics.model.attention` and its parameters
+    setting : Setting
+        Scalar data model of the evaluation prompts (``setting.d`` the model's ``d``; ``L >= 2``).
+    n_prompts : int, in [2, 1e9]
+    seed : int or Generator
+        Required.
+    chunk : int, >= 1
+        Prompts per batch, at most.
+    dummy_tol : float in (0, 1)
+
+    Returns
+    -------
+    PrecondCrossCheck
+
+    References
+    ----------
+    docs/theory.md#non-isotropic-covariates
+    """
+    from reduced_dynamics._validation import check_positive_int
+    from reduced_dynamics.estimation._threads import single_blas_thread
+    from reduced_dynamics.estimation.prompts import as_generator, check_n_prompts, chunk_sizes, sample_prompts
+    from reduced_dynamics.estimation.risk import RiskDifference, RiskEstimate, _Moments
+    from reduced_dynamics.precond.exact import dpgd_risk, optimal_dpgd, precond_optimal_eta
+    from reduced_dynamics.precond.predictors import debiased_precond_gd
+
+    setting = as_setting(setting, "precond_cross_check")
+    if setting.L < 2:
+        raise ValueError(f"`setting.L` must be >= 2 for debiased preconditioned GD, got {setting.L}")
+    n_prompts = check_n_prompts(n_prompts)
+    chunk = check_positive_int("chunk", chunk)
+    c = extract_precond_circuits(model, params, setting, dummy_tol=dummy_tol)
+    if setting.d != model.d:
+        raise ValueError(f"`setting.d` must equal the model's d = {model.d}, got {setting.d}")
+    d = setting.d
+    Si = c.sigma_inv
+    opt = optimal_dpgd(setting)
+    preds = {
+        "dpgd_own": (c.W, c.eta_eff),
+        "dpgd_sigma_inv": (Si, float(precond_optimal_eta(Si, setting))),
+        "dpgd_optimal": (opt.P, float(opt.eta)),
+        "debiased_gd": (np.eye(d), float(precond_optimal_eta(np.eye(d), setting))),
+    }
+    fns = {k: debiased_precond_gd(P, eta) for k, (P, eta) in preds.items()}
+    names = ("model", *fns)
+    H = int(getattr(model, "n_heads", 1))
+    L, D = setting.L, d + 1
+    per = 8 * (L * (2 * D + d) + L * (3 * H + 8) + 4 * D + 8)  # the batch, its tokens, scores and weights
+    rng = as_generator(seed)
+    k_other = len(fns)
+    mom = _Moments(1 + 2 * k_other)  # model, each other, model − each other
+    with single_blas_thread():
+        for k in chunk_sizes(n_prompts, per, setting=setting, cap=chunk):
+            p = sample_prompts(k, setting, seed=rng)
+            a = (model.predict(params, p) - p.y_q) ** 2
+            cols = [a]
+            others = [(f(p) - p.y_q) ** 2 for f in fns.values()]
+            cols += others + [a - o for o in others]
+            mom.add(np.stack(cols, axis=1))
+    risks = {nm: RiskEstimate(float(mom.mean[i]), mom.stderr(i), n=n_prompts, name=nm) for i, nm in enumerate(names)}
+    diffs = {
+        nm: RiskDifference(
+            float(mom.mean[1 + k_other + i]), mom.stderr(1 + k_other + i), n=n_prompts, first="model", second=nm
+        )
+        for i, nm in enumerate(fns)
+    }
+    exact = {k: float(dpgd_risk(P, eta, setting)) for k, (P, eta) in preds.items()}
+    return PrecondCrossCheck(
+        circuits=c, setting=setting, n=n_prompts, names=names, risks=risks, diffs=diffs, exact=exact
     )

@@ -94,3 +94,52 @@ def test_subprocess_bad_heads():
     )
     assert p.returncode == 2
     assert p.stderr.count("\n") == 1 and "`--heads`" in p.stderr and "Traceback" not in p.stderr
+
+
+def _cos(A, B):
+    return abs(float(np.sum(A * B))) / float(np.linalg.norm(A) * np.linalg.norm(B))
+
+
+def test_json_reports_each_heads_circuits(tmp_path, capsys):
+    """--json: kq (H, d, d) and ov (H, d+1) are the model's circuits at the saved parameters; isotropic: the
+    |cosine| with Σ⁻¹ = I equals the control's, each the written-out formula."""
+    from reduced_dynamics.model.attention import make_model
+
+    assert main(["train", "--steps", "30", *TINY, "--heads", "3", "--out", str(tmp_path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    kq, ov = np.array(out["kq"]), np.array(out["ov"])
+    assert kq.shape == (3, 3, 3) and ov.shape == (3, 4)
+    with np.load(tmp_path / "final.npz") as z:
+        params = {k[6:]: z[k] for k in z.files if k.startswith("param_")}
+    KQ, OV = make_model("separate", n_heads=3, d=3).circuits(params)
+    np.testing.assert_allclose(kq, KQ[:, :3, :3], rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(ov, OV, rtol=1e-12, atol=1e-15)
+    for h in range(3):
+        assert out["kq_cosine_sigma_inv"][h] == pytest.approx(_cos(kq[h], np.eye(3)), abs=1e-12)
+    assert out["kq_cosine_identity"] == out["kq_cosine_sigma_inv"]
+    assert json.loads((tmp_path / "final.json").read_text())["kq"] == out["kq"]
+
+
+def test_json_under_sigma(tmp_path, capsys):
+    """--sigma-eigs: the cosines are taken with Σ⁻¹ (written out), the risks are paired with debiased preconditioned
+    GD, and each paired difference is the difference of the two risks."""
+    from reduced_dynamics.cli._setting import covariance_from_eigs
+
+    argv = ["train", "--steps", "30", *TINY, "--sigma-eigs", "0.5,1,4", "--sigma-seed", "2", "--json"]
+    assert main([*argv, "--out", str(tmp_path)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    Si = np.linalg.inv(covariance_from_eigs([0.5, 1.0, 4.0], seed=2))
+    np.testing.assert_allclose(np.array(out["config"]["setting"]["Sigma"]), np.linalg.inv(Si), rtol=1e-12)
+    kq = np.array(out["kq"])
+    for h in range(2):
+        assert out["kq_cosine_sigma_inv"][h] == pytest.approx(_cos(kq[h], Si), abs=1e-12)
+        assert out["kq_cosine_identity"][h] == pytest.approx(_cos(kq[h], np.eye(3)), abs=1e-12)
+    r = out["risks"]
+    assert set(r) == {"model", "dpgd_own", "dpgd_sigma_inv", "dpgd_optimal", "debiased_gd"}
+    for k in ("dpgd_own", "dpgd_sigma_inv", "dpgd_optimal", "debiased_gd"):
+        assert out["diffs"][f"model-{k}"]["risk"] == pytest.approx(r["model"]["risk"] - r[k]["risk"], abs=1e-12)
+    assert out["steps"] == 30 and (tmp_path / "final.npz").exists()
+    assert json.loads((tmp_path / "final.json").read_text())["risks"] == out["risks"]
+    assert main(argv[:-1] + ["--quiet"]) == 0  # the text summary
+    text = capsys.readouterr().out
+    assert "kq_cosine_sigma_inv=" in text and "model-dpgd_optimal=" in text
