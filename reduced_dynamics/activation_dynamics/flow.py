@@ -1,0 +1,498 @@
+r"""Gradient flow of :math:`\tilde L_f`, its end-state patterns, the limit predictor and the effective step.
+
+The flow ``θ̇ = −∇L̃_f(θ)`` (docs/theory.md#gradient-flow time convention) of the approximate loss
+with an attention activation ``f`` (:mod:`reduced_dynamics.activation_dynamics.loss`).
+
+**Limit predictor.** To leading order in ω, :math:`\tilde L_f` is the softmax's loss with
+``ω → C_f ω`` (``C_f = f'(0)/f(0)``), so on the solution manifold (``Σμ = 0``, sign matching,
+``|ω_h| = γ``) the model tends to debiased GD with the effective step
+
+.. math:: \eta_{\rm eff} = C_f\,\mu^\top\omega = 2 C_f \gamma \mu_+ \to \eta^* = \frac{1}{1 + cd}
+
+(the paper's claim; ``μ₊`` the positive OV mass). What sets the drift of γ is the next order. With
+``f(x)/f(0) = 1 + f_1 x + f_2 x² + f_3 x³ + …`` (``f_1 = C_f``) the tilt is
+``m_f(t) = C_f t + m_3 t³ + …`` with ``m_3 = 3 f_3 − f_1 f_2``, the kernel's ``t_1³ t_2``
+coefficient is ``C_f m_3``, and minimising over μ on the two-head manifold ``ω = (γ, −γ)`` gives
+
+.. math:: \min_\mu \tilde L_f = 1 + \sigma^2 - \eta^* + B\gamma^2 + O(\gamma^4), \qquad
+          B = 4\,c\,d\,\eta^{*2}\,(-m_3/C_f).
+
+``exp`` (``m_3 = 0``) and ``affine`` (``f_2 = f_3 = 0``) have ``B = 0``: for exp the excess is
+``O(γ⁴)`` (the drift law ``γ ∝ t^{-1/6}``), for affine :math:`\tilde L_f` depends on the state only
+through ``C μᵀω`` and ``Σμ`` (flat along the manifold: no drift at all). ``square``
+(``m_3 = −2C³``, ``B = 8 c d η*² C²``) and ``tanh`` (``m_3 = −1``, ``B = 4 c d η*²``) have
+``B > 0``: γ → 0 faster. The slow motion along the manifold (metric ``|dθ/dγ|² ≈ 2M²/γ²``,
+``M = η/(2C_fγ)``) gives ``γ̇ = −2C_f²γ⁴/η² · dL/dγ``, hence for ``B > 0``
+
+.. math:: \gamma(t) \approx \big(64\,c\,d\,C_f(-m_3)\,t\big)^{-1/4} \qquad (H = 2).
+
+**Effective step, measured.** :func:`eta_tilt` is the state's exact large-L slope ``μᵀT_1``
+(``T_1 = E_ρ[ρτ]``); :func:`eta_eff_regression` regresses a model's predictions on the debiased-GD
+direction ``(1/L) Σ_l y_l (x_l − x̄)ᵀx_q`` over fresh prompts (an independent, model-agnostic
+measurement with a sandwich standard error).
+
+References
+----------
+docs/theory.md#other-activations, docs/theory.md#solution-manifold, docs/theory.md#drift-law
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+from scipy.integrate import solve_ivp
+
+from reduced_dynamics._results import FrozenResult
+from reduced_dynamics._validation import check_finite_array, check_positive_float, check_positive_int
+from reduced_dynamics.activation_dynamics.loss import act_loss, act_loss_grad, act_terms
+from reduced_dynamics.activations import Activation
+from reduced_dynamics.dynamics.diagnostics import trajectory_diagnostics
+from reduced_dynamics.dynamics.loss import LossOverflowError
+from reduced_dynamics.setting import Setting, as_setting
+
+__all__ = [
+    "ActFlowResult",
+    "ActLimit",
+    "EtaRegression",
+    "integrate_act_flow",
+    "act_flow_end_state",
+    "eta_claim",
+    "eta_tilt",
+    "tilt_cubic",
+    "act_limit",
+    "manifold_profile",
+    "drift_gamma",
+    "eta_eff_regression",
+    "trained_activation_report",
+]
+
+T_END = 1e5
+
+
+def tilt_cubic(activation: Activation) -> float:
+    """``m_3 = 3 f_3 − f_1 f_2``: the cubic coefficient of the tilt ``m_f(t) = C_f t + m_3 t³ + …`` (``f(0) = 1``)."""
+    a = activation.taylor(3)
+    return 3.0 * a[3] - a[1] * a[2]
+
+
+@dataclasses.dataclass(frozen=True)
+class ActLimit(FrozenResult):
+    """The limit predictor of the flow of :math:`\\tilde L_f` (:func:`act_limit`).
+
+    Attributes
+    ----------
+    c_f : float
+        ``f'(0)/f(0)``.
+    eta_star : float
+        Optimal effective step ``1/(1 + cd)`` (the same for every f).
+    inf_loss : float
+        ``1 + σ² − η*``, the loss of the limit (debiased GD at η*, to leading order).
+    m3 : float
+        Cubic tilt coefficient (:func:`tilt_cubic`).
+    B : float
+        Coefficient of the manifold excess ``Bγ² + O(γ⁴)`` (two heads).
+    drift : str
+        ``"gamma^-1/4"`` (``B > 0``), ``"gamma^-1/6"`` (exp: ``B = 0``, ``O(γ⁴)`` excess), ``"none"`` (affine:
+        flat) or ``"finite-gamma"`` (``B < 0``: the loss falls below the limit at finite γ).
+    """
+
+    c_f: float
+    eta_star: float
+    inf_loss: float
+    m3: float
+    B: float
+    drift: str
+
+
+def _scalar_setting(setting, where) -> Setting:
+    return as_setting(setting, where).require_isotropic(where)
+
+
+def act_limit(setting: Setting) -> ActLimit:
+    """The limit predictor and the manifold excess coefficient for the activation of ``setting``."""
+    s = _scalar_setting(setting, "act_limit")
+    act = s.activation_fn
+    m3 = tilt_cubic(act)
+    eta = float(s.eta_star)
+    B = 4.0 * s.c * s.d * eta * eta * (-m3 / act.c_f)
+    if act.name == "affine":
+        drift = "none"
+    elif B > 0:
+        drift = "gamma^-1/4"
+    elif B == 0:
+        drift = "gamma^-1/6"
+    else:
+        drift = "finite-gamma"
+    return ActLimit(c_f=act.c_f, eta_star=eta, inf_loss=float(s.inf_loss), m3=m3, B=float(B), drift=drift)
+
+
+def drift_gamma(t, setting: Setting):
+    """Predicted two-head γ(t) on the manifold: ``(64 c d C_f (−m_3) t)^{-1/4}`` (B > 0), ``(8 c d³ t)^{-1/6}`` (exp).
+
+    Returns NaN for ``affine`` (no drift). ``t`` array_like > 0.
+    """
+    s = _scalar_setting(setting, "drift_gamma")
+    t = np.asarray(t, dtype=np.float64)
+    lim = act_limit(s)
+    if lim.drift == "gamma^-1/4":
+        out = (64.0 * s.c * s.d * lim.c_f * (-lim.m3) * t) ** -0.25
+    elif s.activation == "exp":
+        out = (8.0 * s.c * s.d**3 * t) ** (-1.0 / 6.0)
+    else:
+        out = np.full_like(t, np.nan)
+    return float(out) if out.ndim == 0 else out
+
+
+@dataclasses.dataclass(frozen=True)
+class ManifoldProfile(FrozenResult):
+    """``min_μ L̃_f`` on the two-head manifold ``ω = (γ, −γ)``, ``μ = (M, −M)`` (:func:`manifold_profile`).
+
+    Attributes
+    ----------
+    gamma, M, loss, excess, eta_tilt, eta_claim : ndarray, shape (G,)
+        γ, the optimal M, the loss, ``loss − (1 + σ² − η*)``, ``μᵀT_1`` and ``2 C_f γ M``.
+    """
+
+    gamma: np.ndarray
+    M: np.ndarray
+    loss: np.ndarray
+    excess: np.ndarray
+    eta_tilt: np.ndarray
+    eta_claim: np.ndarray
+
+
+def manifold_profile(gamma, setting: Setting) -> ManifoldProfile:
+    """Minimise :math:`\\tilde L_f` over ``M`` at each ``γ`` on the two-head manifold (closed form: a quadratic in M)."""
+    s = _scalar_setting(setting, "manifold_profile")
+    g = check_finite_array("gamma", gamma, min_ndim=0).reshape(-1)
+    if np.any(g <= 0):
+        raise ValueError("`gamma` must be > 0")
+    om = np.stack([g, -g], axis=-1)
+    T = act_terms(om, s)
+    A = T.T2 + s.c * T.K
+    b = T.T1[:, 0] - T.T1[:, 1]
+    q = A[:, 0, 0] - 2 * A[:, 0, 1] + A[:, 1, 1]
+    M = b / q
+    loss = 1.0 + s.sigma2 - b * b / q
+    return ManifoldProfile(
+        gamma=g,
+        M=M,
+        loss=loss,
+        excess=loss - float(s.inf_loss),
+        eta_tilt=M * b,
+        eta_claim=2.0 * s.activation_fn.c_f * g * M,
+    )
+
+
+def eta_claim(omega, mu, setting: Setting) -> float:
+    """The paper's effective step ``2 C_f γ μ₊``: γ = mean ``|ω_h|`` over non-dummy heads, μ₊ = Σ of the positive μ_h."""
+    s = as_setting(setting)
+    omega = check_finite_array("omega", omega, min_ndim=1)
+    mu = check_finite_array("mu", mu, min_ndim=1)
+    diag = trajectory_diagnostics(omega, mu)
+    mu_plus = float(np.sum(np.where(mu > 0, mu, 0.0)))
+    return 2.0 * s.activation_fn.c_f * float(diag.gamma) * mu_plus
+
+
+def eta_tilt(omega, mu, setting: Setting) -> float:
+    """The state's exact large-L slope ``μᵀT_1`` (``T_1 = E_ρ[ρ τ(ρ)]``; ``μᵀω`` for exp)."""
+    s = _scalar_setting(setting, "eta_tilt")
+    T = act_terms(omega, s)
+    return float(np.sum(np.asarray(mu, dtype=np.float64) * T.T1))
+
+
+@dataclasses.dataclass(frozen=True)
+class ActFlowResult(FrozenResult):
+    """Outcome of :func:`integrate_act_flow` (arrays read-only).
+
+    Attributes
+    ----------
+    success : bool
+    status : int
+        ``solve_ivp`` status (0 reached ``t_end``); −2 the loss left the float64 range or the quadrature range.
+    message : str
+    t : ndarray, shape (T,)
+        Recorded times (log-spaced).
+    omega, mu : ndarray, shape (T, H)
+        The trajectory.
+    loss : ndarray, shape (T,)
+    setting : Setting
+    gamma : float
+        End state's mean ``|ω_h|`` over non-dummy heads.
+    mu_plus : float
+        Positive OV mass at the end.
+    eta_claim : float
+        ``2 C_f γ μ₊`` at the end.
+    eta_tilt : float
+        ``μᵀT_1`` at the end (the large-L slope of the predictor).
+    eta_star : float
+    excess : float
+        ``loss − (1 + σ² − η*)`` at the end.
+    sign_matched, zero_sum, homogeneous : bool
+        End-state patterns (``reduced_dynamics.dynamics.diagnostics`` tolerances).
+    zero_sum_ratio, homogeneity : float
+    grad_norm : float
+    nfev : int
+    """
+
+    success: bool
+    status: int
+    message: str
+    t: np.ndarray = dataclasses.field(repr=False)
+    omega: np.ndarray = dataclasses.field(repr=False)
+    mu: np.ndarray = dataclasses.field(repr=False)
+    loss: np.ndarray = dataclasses.field(repr=False)
+    setting: Setting = dataclasses.field(repr=False)
+    gamma: float = 0.0
+    mu_plus: float = 0.0
+    eta_claim: float = 0.0
+    eta_tilt: float = 0.0
+    eta_star: float = 0.0
+    excess: float = 0.0
+    sign_matched: bool = False
+    zero_sum: bool = False
+    homogeneous: bool = False
+    zero_sum_ratio: float = 0.0
+    homogeneity: float = 0.0
+    grad_norm: float = 0.0
+    nfev: int = 0
+
+
+def integrate_act_flow(
+    omega0,
+    mu0,
+    setting: Setting,
+    *,
+    t_end: float = T_END,
+    method: str = "LSODA",
+    rtol: float = 1e-9,
+    atol: float = 1e-12,
+    n_times: int = 60,
+) -> ActFlowResult:
+    """Integrate ``θ̇ = −∇L̃_f(θ)`` from ``(omega0, mu0)`` to ``t_end``.
+
+    Parameters
+    ----------
+    omega0, mu0 : array_like, shape (H,)
+    setting : Setting
+        Scalar, isotropic; its activation is ``f``.
+    t_end : float, in (0, 1e9]
+    method : str
+        A ``scipy.integrate.solve_ivp`` method (LSODA: the flow turns stiff on the manifold).
+    rtol, atol : float > 0
+    n_times : int, in [2, 10000]
+        Recorded times, log-spaced in ``[1e-3 t_end, t_end]`` (plus 0).
+
+    Returns
+    -------
+    ActFlowResult
+        The loss leaving the float64 range (exp) or the quadrature's range (tanh) during the run ends
+        it with status −2 and the reason in ``message``; the trajectory then holds the start and the
+        last state at which the gradient was evaluated. A start outside that range raises ``ValueError``.
+    """
+    s = _scalar_setting(setting, "integrate_act_flow")
+    omega0 = check_finite_array("omega0", omega0, min_ndim=1)
+    mu0 = check_finite_array("mu0", mu0, min_ndim=1)
+    if omega0.ndim != 1 or omega0.shape != mu0.shape:
+        raise ValueError(f"`omega0` and `mu0` must both have shape (H,), got {omega0.shape} and {mu0.shape}")
+    t_end = check_positive_float("t_end", t_end)
+    if t_end > 1e9:
+        raise ValueError(f"`t_end` must be in (0, 1e9], got {t_end}")
+    rtol, atol = check_positive_float("rtol", rtol), check_positive_float("atol", atol)
+    n_times = check_positive_int("n_times", n_times, hi=10_000)
+    H = omega0.size
+    act_loss_grad(omega0, mu0, s)  # a start outside the loss's range is bad input (ValueError / LossOverflowError)
+    failure = {}
+    last = {"t": 0.0, "y": np.concatenate([omega0, mu0])}
+
+    def rhs(t, y):
+        try:
+            g = act_loss_grad(y[:H], y[H:], s)
+        except (LossOverflowError, ValueError) as exc:
+            failure.setdefault("why", str(exc))
+            raise _Stop from None
+        if t >= last["t"]:
+            last["t"], last["y"] = t, y.copy()
+        return -np.concatenate([g.omega, g.mu])
+
+    t_eval = np.concatenate([[0.0], np.logspace(math.log10(t_end) - 3, math.log10(t_end), max(n_times - 1, 1))])
+    y0 = np.concatenate([omega0, mu0])
+    try:
+        sol = solve_ivp(rhs, (0.0, t_end), y0, method=method, rtol=rtol, atol=atol, t_eval=t_eval)
+        status, message, success = int(sol.status), str(sol.message), bool(sol.success)
+        t, Y, nfev = sol.t, sol.y.T, int(sol.nfev)
+    except _Stop:
+        status, success = -2, False
+        message = f"the flow left the range of the loss at t ≈ {last['t']:.4g}: {failure.get('why', '')}"
+        t, Y, nfev = np.array([0.0, last["t"]]), np.stack([y0, last["y"]]), 0
+    om, mu = Y[:, :H], Y[:, H:]
+    loss = np.array([act_loss(a, b, s) for a, b in zip(om, mu)])
+    oe, me = om[-1], mu[-1]
+    diag = trajectory_diagnostics(oe, me)
+    g = act_loss_grad(oe, me, s)
+    return ActFlowResult(
+        success=success,
+        status=status,
+        message=message,
+        t=t,
+        omega=om,
+        mu=mu,
+        loss=loss,
+        setting=s,
+        gamma=float(diag.gamma),
+        mu_plus=float(np.sum(np.where(me > 0, me, 0.0))),
+        eta_claim=eta_claim(oe, me, s),
+        eta_tilt=eta_tilt(oe, me, s),
+        eta_star=float(s.eta_star),
+        excess=float(loss[-1] - s.inf_loss),
+        sign_matched=bool(diag.sign_matched),
+        zero_sum=bool(diag.zero_sum),
+        homogeneous=bool(diag.homogeneous),
+        zero_sum_ratio=float(diag.zero_sum_ratio),
+        homogeneity=float(diag.homogeneity),
+        grad_norm=float(g.norm),
+        nfev=nfev,
+    )
+
+
+class _Stop(Exception):
+    pass
+
+
+def act_flow_end_state(
+    setting: Setting, *, n_heads: int = 2, seed, scale: float = 0.01, t_end: float = T_END
+) -> ActFlowResult:
+    """Flow from a small random start ``ω, μ ~ N(0, scale²)`` (seeded), to ``t_end``."""
+    from reduced_dynamics.estimation.prompts import as_generator
+
+    n_heads = check_positive_int("n_heads", n_heads, hi=64)
+    scale = check_positive_float("scale", scale)
+    rng = as_generator(seed)
+    z = scale * rng.standard_normal((2, n_heads))
+    return integrate_act_flow(z[0], z[1], setting, t_end=t_end)
+
+
+@dataclasses.dataclass(frozen=True)
+class EtaRegression(FrozenResult):
+    """Effective step of a predictor measured on fresh prompts (:func:`eta_eff_regression`).
+
+    Attributes
+    ----------
+    eta : float
+        ``Σ ŷ g / Σ g²`` with ``g`` the debiased-GD prediction at step 1.
+    stderr : float
+        Sandwich standard error ``sqrt(Σ g² e²)/Σ g²`` (``e = ŷ − η g``).
+    r2 : float
+        Fraction of ``Σ ŷ²`` explained by ``η g``.
+    n : int
+        Prompts.
+    """
+
+    eta: float
+    stderr: float
+    r2: float
+    n: int
+
+
+def eta_eff_regression(model, params, setting: Setting, *, n_prompts: int = 50_000, seed) -> EtaRegression:
+    """Measure a model's effective step by regressing its predictions on debiased GD's direction.
+
+    Parameters
+    ----------
+    model, params : a model of :mod:`reduced_dynamics.model.attention` and its parameters
+    setting : Setting
+        Scalar, isotropic; its activation must be the model's.
+    n_prompts : int, in [2, 1e7]
+    seed : int or Generator
+        Required.
+
+    Returns
+    -------
+    EtaRegression
+    """
+    from reduced_dynamics.estimation.predictors import debiased_gd
+    from reduced_dynamics.estimation.prompts import as_generator, check_n_prompts
+    from reduced_dynamics.model.training import _check_eval, _eval_chunks, _sample
+
+    s, n_prompts, _ = _check_eval(model, params, setting, n_prompts, 8192, "eta_eff_regression")
+    rng = as_generator(seed)
+    n_prompts = check_n_prompts(n_prompts)
+    ys, gs = [], []
+    for k in _eval_chunks(model, s, n_prompts, 8192):
+        tok = _sample(k, s, rng)
+        ys.append(model.predict(params, tok))
+        gs.append(debiased_gd(tok, 1.0))
+    y, g = np.concatenate(ys), np.concatenate(gs)
+    gg = float(g @ g)
+    eta = float(y @ g) / gg
+    e = y - eta * g
+    se = math.sqrt(float((g * g) @ (e * e))) / gg
+    r2 = 1.0 - float(e @ e) / float(y @ y) if float(y @ y) > 0 else 0.0
+    return EtaRegression(eta=eta, stderr=se, r2=r2, n=n_prompts)
+
+
+def trained_activation_report(checkpoint, *, n_prompts: int = 100_000, seed) -> dict:
+    """Evaluate a trained checkpoint of an activation run (scripts/activation_experiment.py).
+
+    Returns a JSON-ready dict: configuration and step, last-1000-step training loss, extracted
+    ``(ω, μ)``, pattern metrics, ``η`` claimed (``2 C_f γ μ₊``) and measured (regression, with SE),
+    ``η*``, and the risks of the model, of the reduced model with f at ``(ω, μ)`` and of debiased GD
+    at the claimed step and at ``η*``, with paired differences and standard errors (common prompts).
+    """
+    from reduced_dynamics.estimation.predictors import debiased_gd
+    from reduced_dynamics.estimation.risk import _Moments
+    from reduced_dynamics.model.attention import ReducedModel, unflatten_params
+    from reduced_dynamics.model.circuits import extract_circuits, pattern_metrics
+    from reduced_dynamics.model.training import _eval_chunks, _sample, load_checkpoint
+
+    ck = load_checkpoint(checkpoint)
+    cfg = ck.config
+    s = cfg.setting
+    model = cfg.model()
+    params = {k: np.array(v) for k, v in unflatten_params(ck.theta, model.param_shapes()).items()}
+    c = extract_circuits(model, params)
+    pm = pattern_metrics(c)
+    claim = eta_claim(c.omega, c.mu, s)
+    reg = eta_eff_regression(model, params, s, n_prompts=n_prompts, seed=seed)
+    red = ReducedModel(c.n_heads, c.d, activation=s.activation_fn)
+    rp = {"omega": c.omega, "mu": c.mu}
+    eta_c = s.activation_fn.c_f * float(c.mu @ c.omega)
+    rng = np.random.default_rng(seed + 1)
+    mom = _Moments(7)
+    for k in _eval_chunks(model, s, n_prompts, 8192):
+        tok = _sample(k, s, rng)
+        a = (model.predict(params, tok) - tok.y_q) ** 2
+        b = (red.predict(rp, tok) - tok.y_q) ** 2
+        g1 = (debiased_gd(tok, eta_c) - tok.y_q) ** 2
+        g2 = (debiased_gd(tok, float(s.eta_star)) - tok.y_q) ** 2
+        mom.add(np.stack([a, b, g1, g2, a - b, a - g1, a - g2], axis=1))
+    names = ["model", "reduced", "debiased_gd_claim", "debiased_gd_star", "model-reduced", "model-dgd_claim"]
+    names.append("model-dgd_star")
+    risks = {k: [float(mom.mean[i]), mom.stderr(i)] for i, k in enumerate(names)}
+    tail = ck.losses[-min(1000, ck.losses.size) :]
+    return {
+        "activation": s.activation,
+        "activation_c": s.activation_c,
+        "c_f": s.activation_fn.c_f,
+        "step": int(ck.step),
+        "steps": int(cfg.steps),
+        "train_loss_last1000": float(np.mean(tail)) if tail.size else None,
+        "omega": c.omega.tolist(),
+        "mu": c.mu.tolist(),
+        "dummy": c.dummy.tolist(),
+        "kq_offdiag_fraction": np.asarray(pm.kq_offdiag_fraction).tolist(),
+        "ov_offresponse_fraction": np.asarray(pm.ov_offresponse_fraction).tolist(),
+        "omega_cv": float(pm.omega_cv),
+        "zero_sum_ratio": float(pm.zero_sum_ratio),
+        "sign_match_fraction": float(pm.sign_match_fraction),
+        "eta_claim": claim,
+        "eta_c_f_mu_omega": eta_c,
+        "eta_measured": reg.eta,
+        "eta_measured_stderr": reg.stderr,
+        "eta_measured_r2": reg.r2,
+        "eta_star": float(s.eta_star),
+        "risks": risks,
+        "n_prompts": int(n_prompts),
+    }

@@ -1,0 +1,132 @@
+"""Flow of L̃_f: end-state patterns, drift law, manifold excess Bγ², limit predictor, effective step
+(docs/theory.md#other-activations)."""
+
+import numpy as np
+import pytest
+
+from reduced_dynamics.activation_dynamics.flow import (
+    act_flow_end_state,
+    act_limit,
+    drift_gamma,
+    eta_claim,
+    eta_eff_regression,
+    eta_tilt,
+    integrate_act_flow,
+    manifold_profile,
+    tilt_cubic,
+)
+from reduced_dynamics.activations import Activation
+from reduced_dynamics.model.attention import ReducedModel
+from reduced_dynamics.setting import Setting
+
+
+def S(name="exp", c=1.0, **kw):
+    return Setting(**({"d": 5, "L": 40, "sigma2": 0.1} | kw), activation=name, activation_c=c)
+
+
+@pytest.mark.parametrize(
+    "name, c, m3",
+    [("exp", 1.0, 0.0), ("affine", 0.3, 0.0), ("square", 0.5, -0.25), ("square", 1.0, -2.0), ("tanh", 1.0, -1.0)],
+)
+def test_tilt_cubic_matches_the_series_of_the_tilt(name, c, m3):
+    """m_3 = 3f_3 − f_1 f_2 against a numerical fit of m_f(t) − C_f t ≈ m_3 t³ at small t (quadrature route)."""
+    from reduced_dynamics.activation_dynamics.loss import tilt_ratio
+
+    act = Activation(name, c)
+    assert tilt_cubic(act) == pytest.approx(m3, abs=1e-15)
+    t = 1e-2
+    m, _ = tilt_ratio(t, act, method="quadrature")
+    assert (float(m) - act.c_f * t) / t**3 == pytest.approx(m3, rel=1e-3, abs=1e-3)
+
+
+@pytest.mark.parametrize("name, c", [("square", 0.5), ("square", 1.0), ("tanh", 1.0)])
+def test_manifold_excess_is_B_gamma_squared(name, c):
+    """min_μ L̃_f on ω = (γ, −γ) exceeds 1 + σ² − η* by Bγ² (B = 4cdη*²(−m_3/C_f)): ratio → 1 like γ²."""
+    s = S(name, c)
+    B = act_limit(s).B
+    prof = manifold_profile([0.02, 0.01, 0.005], s)
+    ratio = prof.excess / (B * prof.gamma**2)
+    assert abs(ratio[-1] - 1) < 1e-3
+    assert abs(ratio[-1] - 1) < 0.3 * abs(ratio[0] - 1)
+
+
+def test_exp_and_affine_have_no_gamma_squared_excess():
+    pe = manifold_profile([0.02, 0.01], S())
+    assert pe.excess[1] / pe.excess[0] == pytest.approx(1 / 16, rel=0.01)  # exp: O(γ⁴)
+    pa = manifold_profile([0.01, 0.3, 3.0], S("affine", 0.2))
+    np.testing.assert_allclose(pa.excess, 0.0, atol=1e-12)  # affine: flat along the manifold
+
+
+@pytest.mark.parametrize("name, c", [("exp", 1.0), ("square", 1.0)])
+def test_flow_end_state_patterns_and_drift_law(name, c):
+    """From a small random start: sign matching, zero-sum, homogeneous; γ(t_end) = drift law within 2 %;
+    the excess over 1 + σ² − η* is Bγ² (square) within 5 %."""
+    s = S(name, c)
+    r = act_flow_end_state(s, seed=0, t_end=1e5)
+    assert r.success and r.sign_matched and r.zero_sum and r.homogeneous
+    assert r.gamma == pytest.approx(drift_gamma(1e5, s), rel=0.02)
+    if name != "exp":
+        assert r.excess == pytest.approx(act_limit(s).B * r.gamma**2, rel=0.05)
+    # effective step: the claim 2 C_f γ μ₊ and the exact slope μᵀT₁ both near η*; their ratio is 1 − m_3(d+2)γ²/C_f
+    lim = act_limit(s)
+    assert r.eta_tilt == pytest.approx(lim.eta_star, abs=2e-3)
+    assert r.eta_claim / r.eta_tilt - 1 == pytest.approx(-lim.m3 * (s.d + 2) * r.gamma**2 / lim.c_f, rel=0.05, abs=1e-6)
+
+
+def test_affine_flow_stops_on_the_flat_manifold():
+    """affine: zero-sum and sign matching, C μᵀω = η*, loss exactly 1 + σ² − η*, but |ω_h| not equalised (flat)."""
+    s = S("affine", 0.3)
+    r = act_flow_end_state(s, seed=1, t_end=1e4)
+    assert r.success and r.sign_matched and r.zero_sum
+    assert r.excess == pytest.approx(0.0, abs=1e-9)
+    assert 0.3 * float(r.mu[-1] @ r.omega[-1]) == pytest.approx(s.eta_star, abs=1e-6)
+    assert drift_gamma(1e4, s) != drift_gamma(1e4, s)  # NaN: no drift law
+
+
+def test_eta_claim_and_tilt_definitions():
+    s = S("square", 0.5)
+    om, mu = np.array([0.1, -0.1]), np.array([2.0, -2.0])
+    assert eta_claim(om, mu, s) == pytest.approx(2 * 1.0 * 0.1 * 2.0)
+    assert eta_tilt(om, mu, S()) == pytest.approx(0.4)  # exp: μᵀω
+
+
+def test_eta_regression_measures_the_slope_of_a_near_debiased_gd_model():
+    """Reduced model with f near the manifold at small γ: the regression slope on the debiased-GD direction
+    equals C_f μᵀω within 3 SE + O(γ²) (here 2 % of η)."""
+    s = S("tanh", 1.0, L=20)
+    m = ReducedModel(2, 5, activation=s.activation_fn)
+    p = {"omega": np.array([0.05, -0.05]), "mu": np.array([8.0, -8.0])}
+    r = eta_eff_regression(m, p, s, n_prompts=4000, seed=3)
+    assert r.eta == pytest.approx(0.8, abs=3 * r.stderr + 0.016)
+    assert r.r2 > 0.95
+
+
+def test_flow_leaving_the_range_is_a_status_not_nan(monkeypatch):
+    """A start outside the quadrature's range is bad input; a gradient that overflows mid-run (injected at the
+    51st evaluation) ends the run with status −2, the reason, and the last good state: finite, no NaN."""
+    import reduced_dynamics.activation_dynamics.flow as fl
+    from reduced_dynamics.dynamics.loss import LossOverflowError
+
+    with pytest.raises(ValueError, match="quadrature"):
+        integrate_act_flow([9.0, -9.0], [1.0, -1.0], S("tanh"), t_end=10.0)
+    real, calls = fl.act_loss_grad, {"n": 0}
+
+    def flaky(omega, mu, setting):
+        calls["n"] += 1
+        if calls["n"] == 51:
+            raise LossOverflowError("injected overflow")
+        return real(omega, mu, setting)
+
+    monkeypatch.setattr(fl, "act_loss_grad", flaky)
+    r = integrate_act_flow([0.01, -0.02], [0.01, 0.02], S(), t_end=100.0)
+    assert r.status == -2 and not r.success and "injected overflow" in r.message
+    assert r.t[-1] > 0 and np.all(np.isfinite(r.loss)) and np.all(np.isfinite(r.omega))
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="`t_end`"):
+        integrate_act_flow([0.1], [0.1], S(), t_end=-1.0)
+    with pytest.raises(ValueError, match="`omega0`"):
+        integrate_act_flow([0.1, 0.2], [0.1], S(), t_end=1.0)
+    with pytest.raises(ValueError, match="`gamma`"):
+        manifold_profile([0.0], S())
