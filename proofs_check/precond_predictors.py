@@ -35,7 +35,7 @@ from reduced_dynamics.precond.bayes import bayes_ratio_sigma, bayes_risk_sigma_f
 from reduced_dynamics.precond.exact import dpgd_risk, optimal_dpgd, pgd_risk, precond_optimal_eta
 from reduced_dynamics.precond.metrics import scale_free_distance
 from reduced_dynamics.precond.predictors import debiased_precond_gd, precond_gd
-from reduced_dynamics.setting import Setting, as_setting
+from reduced_dynamics.setting import L_MAX, Setting, as_setting
 
 from .result import CheckResult
 
@@ -45,6 +45,8 @@ NAME = "precond_risk"
 N_SE = 3.0
 #: largest d for which the check builds and samples the covariance
 D_MAX = 200
+#: at most this many covariate numbers (prompts × L × d) per Monte Carlo part (quick, full); fewer prompts beyond it
+NUMBERS_BUDGET = {True: 5 * 10**7, False: 4 * 10**8}
 
 
 def default_sigma(setting, *, seed, lo: float = 0.5, hi: float = 4.0) -> np.ndarray:
@@ -123,7 +125,7 @@ def _distance_part(s):
     Sinv = np.linalg.inv(S)
     S2inv = Sinv @ Sinv
     coeff = (np.trace(S) + s2 * d) * scale_free_distance(Sinv, S2inv) * np.linalg.norm(S2inv) / np.linalg.norm(Sinv)
-    Ls = sorted({max(2, s.L // 4), s.L, 4 * s.L, 16 * s.L, 10_000 * s.L})
+    Ls = sorted({min(L, L_MAX) for L in (max(2, s.L // 4), s.L, 4 * s.L, 16 * s.L, 10_000 * s.L)})
     dist = [optimal_dpgd(s.replace(L=int(L))).distance_to_sigma_inv for L in Ls]
     if coeff < 1e-12:  # Σ ∝ I: the optimum is Σ⁻¹ at every L
         return bool(max(dist) < 1e-12), Ls, dist, coeff, 0.0
@@ -132,7 +134,7 @@ def _distance_part(s):
     return bool(decreasing and rel < 1e-3), Ls, dist, coeff, rel
 
 
-def _bayes_part(s, n_prompts, seed):
+def _bayes_part(s, n_prompts, seed, budget):
     eigs = np.linalg.eigvalsh(np.array(s.Sigma))
     iso_err = abs(bayes_risk_sigma_limit([1.0], s) / bayes_risk_limit(sigma2=float(s.sigma2), xi=float(s.xi)) - 1.0)
     ratio = bayes_ratio_sigma(eigs, s)
@@ -143,8 +145,9 @@ def _bayes_part(s, n_prompts, seed):
     for kk in (k, 2 * k):
         d = kk * d0
         L = max(2, int(round(d / xi)))
+        n = max(20, min(n_prompts, budget // (L * d)))
         big = Setting(d=d, L=L, sigma2=float(s.sigma2), Sigma=np.diag(np.repeat(eigs, kk)))
-        est = bayes_risk_sigma_finite(big, n_prompts=n_prompts, seed=seed + kk)
+        est = bayes_risk_sigma_finite(big, n_prompts=n, seed=seed + kk)
         gaps.append((est.risk - bayes_risk_sigma_limit(eigs, big), est.stderr, d, L))
     (g1, se1, _, _), (g2, se2, _, _) = gaps
     rich, rich_se = 2 * g2 - g1, float(np.hypot(2 * se2, se1))
@@ -161,7 +164,9 @@ def check_precond_risk(setting, *, quick=False) -> CheckResult:
         Scalar; its ``Sigma`` is used when set, else :func:`default_sigma` (module docstring).
         Needs ``L >= 2``, ``sigma2 > 0`` and ``d <= 200`` (else SKIPPED).
     quick : bool
-        Fewer prompts (2·10⁴ and 100 covariate matrices instead of 2·10⁵ and 400).
+        Fewer prompts (2·10⁴ and 100 covariate matrices instead of 2·10⁵ and 400; fewer still when
+        ``L·d`` is large: at most 5·10⁷ (quick) or 4·10⁸ covariate numbers per part, at least 200 prompts and 20
+        matrices).
 
     Returns
     -------
@@ -181,11 +186,11 @@ def check_precond_risk(setting, *, quick=False) -> CheckResult:
         return CheckResult.skip(NAME, f"d = {setting.d} > {D_MAX}: the check samples d × d covariances", setting)
     try:
         s = precond_setting(setting)
-        n_mc = 20_000 if quick else 200_000
+        n_mc = max(200, min(20_000 if quick else 200_000, NUMBERS_BUDGET[bool(quick)] // (s.L * s.d)))
         n_bayes = 100 if quick else 400
         ok1, rows, diffs, opt = _mc_part(s, n_mc, 0)
         ok2, Ls, dist, coeff, rel = _distance_part(s)
-        ok3, iso_err, ratio, gaps, rich, rich_se = _bayes_part(s, n_bayes, 1)
+        ok3, iso_err, ratio, gaps, rich, rich_se = _bayes_part(s, n_bayes, 1, NUMBERS_BUDGET[bool(quick)])
     except Exception as exc:  # a crash at this setting is a failed check, not a traceback
         return CheckResult.could_not_run(NAME, exc, setting)
     zmax = max(abs(v["z"]) for v in (*rows.values(), *diffs.values()))
