@@ -173,3 +173,22 @@ def test_isotropic_bound_holds_at_the_paper_point_and_fails_for_spread_spectra_a
 def test_bad_input_names_the_parameter(call, match):
     with pytest.raises(ValueError, match=match):
         call(Setting(d=5, L=40, sigma2=0.1))
+
+
+def test_ridge_at_sigma2_d_is_the_best_ridge_and_beats_preconditioned_gd_under_sigma():
+    # the posterior mean does not depend on Σ: λ = σ²d beats other λ and the optimal preconditioned GD (paired)
+    S = np.diag(np.linspace(0.5, 4.0, 5))
+    s = Setting(d=5, L=10, sigma2=0.5, Sigma=S)
+    opt = optimal_dpgd(s)
+    from reduced_dynamics.precond.predictors import debiased_precond_gd
+
+    preds = {
+        "bayes": BayesRidge(),
+        "half": BayesRidge(0.5 * 0.5 * 5),
+        "double": BayesRidge(2.0 * 0.5 * 5),
+        "dpgd": debiased_precond_gd(opt.P, opt.eta),
+    }
+    res = estimate_risks(preds, s, n_prompts=40_000, seed=4, conditional=True)
+    for other in ("half", "double", "dpgd"):
+        diff = res.difference("bayes", other)
+        assert diff.risk < -N_SE * diff.stderr, other

@@ -234,3 +234,13 @@ def test_bad_input_names_the_parameter(call, match):
     s = Setting(d=5, L=40, sigma2=0.1, Sigma=SIGMA)
     with pytest.raises(ValueError, match=match):
         call(s)
+
+
+@given(L=st.integers(2, 300), eta=st.floats(-2.0, 2.0), seed=st.integers(0, 1000), sigma2=st.floats(0.0, 3.0))
+def test_debiasing_costs_exactly_one_sample_under_sigma(L, eta, seed, sigma2):
+    # XᵀCX ~ W(L−1, Σ): debiased GD at (η, L) is vanilla GD at (η(L−1)/L, L−1), for every P and Σ
+    P = np.random.default_rng(seed).standard_normal((5, 5))
+    s = Setting(d=5, L=L, sigma2=sigma2, Sigma=SIGMA)
+    lhs = dpgd_risk(P, eta, s)
+    rhs = pgd_risk(P, eta * (L - 1) / L, s.replace(L=L - 1))
+    assert lhs == pytest.approx(rhs, rel=1e-11, abs=1e-12)
