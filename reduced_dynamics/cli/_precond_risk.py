@@ -77,6 +77,11 @@ def risk_precond(args, setting) -> int:
         raise ValueError(f"`L` must be >= 2 with a covariance (debiased GD predicts 0 at L = 1), got {setting.L}")
     S = np.array(setting.Sigma)
     d = setting.d
+    if setting.sigma2 == 0 and setting.L < d:
+        raise ValueError(
+            f"`sigma2` must be > 0 when L < d: Bayes ridge (λ = σ²d) is then singular, got σ² = 0 with "
+            f"L = {setting.L}, d = {d}"
+        )
     Sinv = np.linalg.inv(S)
     Sinv = 0.5 * (Sinv + Sinv.T)
     I = np.eye(d)

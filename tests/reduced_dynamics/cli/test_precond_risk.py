@@ -66,6 +66,7 @@ def test_text_output_and_out_file(capsys, tmp_path):
         (["--omega", "0.1,-0.1", "--mu", "1,-1"], "--omega"),
         (["--prompts", "1"], "prompts"),
         (["--L", "1"], "--L` must be >= 2"),
+        (["--L", "3", "--sigma2", "0"], "--sigma2` must be > 0 when L < d"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(capsys, extra, flag):
