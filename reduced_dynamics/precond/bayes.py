@@ -42,9 +42,10 @@ over as :math:`U(\sigma^2/\bar s, \xi) = 1 + \big[\tilde\sigma^2(1 + \xi\tilde\s
 and :math:`U - 1 = \xi\eta/(\tilde\sigma^2(1+\xi\tilde\sigma^2))`, :math:`\eta = 1/(1 + (1+\tilde\sigma^2)\xi)`.
 Whether :math:`r \le U` still holds is measured, not assumed: :class:`BayesRatioSigma` reports
 :math:`\rho = (r-1)/(U-1)` (the bound holds iff :math:`\rho \le 1`). It holds for the optimal
-preconditioner at the paper's point and at low noise, and **fails** for spread spectra at large
-noise (e.g. :math:`\rho = 1.42` at :math:`\tilde\sigma^2 = 10`, ξ = 1 for a two-atom spectrum;
-docs/theory.md#non-isotropic-covariates).
+preconditioner at the paper's point and, on every spectrum searched, for :math:`\tilde\sigma^2 \le 1`
+(numerical evidence), and **fails** at larger noise for spectra whose directions mostly carry almost
+no variance (e.g. :math:`\rho = 1.42` at :math:`\tilde\sigma^2 = 10`, ξ = 1, with 90 % of the
+eigenvalues at :math:`10^{-6}` of the rest; docs/theory.md#non-isotropic-covariates).
 
 References
 ----------
