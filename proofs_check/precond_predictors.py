@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from proofs_check.closed_forms import bayes_risk_limit
+from reduced_dynamics._validation import check_positive_float
 from reduced_dynamics.estimation.prompts import as_generator
 from reduced_dynamics.estimation.risk import estimate_risks
 from reduced_dynamics.precond.bayes import bayes_ratio_sigma, bayes_risk_sigma_finite, bayes_risk_sigma_limit
@@ -45,6 +46,8 @@ NAME = "precond_risk"
 N_SE = 3.0
 #: largest d for which the check builds and samples the covariance
 D_MAX = 200
+#: largest d of :func:`default_sigma` (a d × d QR factorisation)
+D_MAX_SIGMA = 2000
 #: at most this many covariate numbers (prompts × L × d) per Monte Carlo part (quick, full); fewer prompts beyond it
 NUMBERS_BUDGET = {True: 5 * 10**7, False: 4 * 10**8}
 
@@ -68,10 +71,11 @@ def default_sigma(setting, *, seed, lo: float = 0.5, hi: float = 4.0) -> np.ndar
     ndarray, shape (d, d)
     """
     d = as_setting(setting).d
-    if not isinstance(d, int):
-        raise ValueError("`setting` must have a scalar `d` for default_sigma")
-    if not (0 < lo <= hi < np.inf):
-        raise ValueError(f"`lo` and `hi` must satisfy 0 < lo <= hi < inf, got {lo!r}, {hi!r}")
+    if not isinstance(d, int) or d > D_MAX_SIGMA:
+        raise ValueError(f"`setting` must have a scalar d <= {D_MAX_SIGMA} for default_sigma, got d = {d!r}")
+    lo, hi = check_positive_float("lo", lo), check_positive_float("hi", hi)
+    if not (lo <= hi <= 1e12):
+        raise ValueError(f"`lo` and `hi` must satisfy 0 < lo <= hi <= 1e12, got {lo!r}, {hi!r}")
     rng = as_generator(seed)
     Q, R = np.linalg.qr(rng.standard_normal((d, d)))
     Q = Q * np.sign(np.diag(R))

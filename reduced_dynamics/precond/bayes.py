@@ -176,7 +176,7 @@ def dpgd_risk_sigma_limit(eigs, setting, *, preconditioner="optimal", weights=No
     e, w = _spectrum(eigs, weights)
     xi = float(as_setting(setting).require_scalar("dpgd_risk_sigma_limit").xi)
     s2 = float(setting.sigma2)
-    if preconditioner not in _PRECONDITIONERS:
+    if not isinstance(preconditioner, str) or preconditioner not in _PRECONDITIONERS:
         raise ValueError(f"`preconditioner` must be one of {list(_PRECONDITIONERS)}, got {preconditioner!r}")
     sbar = float(np.sum(w * e))
     g = _gd_limits(e / sbar, w, s2 / sbar, xi)

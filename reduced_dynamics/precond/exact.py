@@ -84,6 +84,8 @@ __all__ = [
 
 #: Largest allowed ``|eta|`` (beyond it the quadratic risk overflows).
 ETA_MAX = 1e12
+#: Largest ``d`` of the ``d × d`` matrix computations (a 2000 × 2000 float64 matrix is 32 MB).
+D_MAX = 2000
 
 
 def sigma_matrix(setting) -> np.ndarray:
@@ -92,7 +94,7 @@ def sigma_matrix(setting) -> np.ndarray:
     Parameters
     ----------
     setting : Setting
-        Needs a scalar ``d``.
+        Needs a scalar ``d <= 2000`` (:data:`D_MAX`).
 
     Returns
     -------
@@ -101,6 +103,10 @@ def sigma_matrix(setting) -> np.ndarray:
     setting = as_setting(setting)
     if not isinstance(setting.d, int):
         raise ValueError("`setting` must have a scalar `d` for the preconditioned risks, got an array of `d`")
+    if setting.d > D_MAX:
+        raise ValueError(
+            f"`setting` must have d <= {D_MAX} for the d × d preconditioner computations, got d = {setting.d}"
+        )
     return np.eye(setting.d) if setting.Sigma is None else np.array(setting.Sigma)
 
 
