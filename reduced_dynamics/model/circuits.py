@@ -39,7 +39,7 @@ extracted (ω, μ) with the solution manifold :math:`S_\gamma`.
 **Covariates x ~ N(0, Σ)** (docs/theory.md#non-isotropic-covariates). There the claim is that the
 covariate block ``B_h = KQ_h[:d, :d]`` of each non-dummy head is ``±γΩ`` with ``Ω`` close to
 ``Σ⁻¹``. :func:`extract_precond_circuits` reads ``B_h``, its ``|cosine|`` with ``Σ⁻¹`` and, as a
-control, with ``I`` (:func:`reduced_dynamics.precond.metrics.abs_cosine`), and reduces the blocks to
+control, with ``I`` (``reduced_dynamics.precond.metrics.abs_cosine``), and reduces the blocks to
 the preconditioned reduced model ``B_h ≈ ω_h W`` (one shared ``W``, signed scales ``ω_h``): ``W`` is
 the best rank-one fit of the non-dummy blocks (top right-singular vector of the ``(H_live, d²)``
 matrix of their entries, i.e. least squares over ``ω`` and ``W``), normalised to ``tr W = d`` (so
