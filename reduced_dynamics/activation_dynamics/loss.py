@@ -285,7 +285,7 @@ def act_terms(omega, setting: Setting, *, method: str = "auto", query_nodes: int
     Raises
     ------
     LossOverflowError
-        ``exp``: ``d max ω²`` beyond :data:`~reduced_dynamics.dynamics.loss.MAX_EXPONENT`.
+        ``exp``: ``d max ω²`` beyond ``reduced_dynamics.dynamics.loss.MAX_EXPONENT`` (600).
     """
     setting = _setting(setting, "act_terms")
     omega = check_finite_array("omega", omega, min_ndim=1)

@@ -25,7 +25,7 @@ Four models share one interface (docs/theory.md#full-model, #reduced-model, #pre
     ``ŷ = Σ_h μ_h Σ_l y_l softmax_l(ω_h x_lᵀ x_q)``.
 
 **Activation.** The softmax models (``separate``, ``merged``, ``reduced``) take an attention
-activation ``f`` (:mod:`reduced_dynamics.activations`; ``exp`` by default): the weights become
+activation ``f`` (``reduced_dynamics.activations``; ``exp`` by default): the weights become
 ``f(s_l) / Σ_j f(s_j)`` instead of ``softmax_l(s_l)`` (docs/theory.md#other-activations). The
 trainer passes the one of its setting (``Setting.activation``). For ``f = 1 + Cx`` (``affine``)
 single weights may be negative (documented, allowed) and the normaliser ``Σ_j f(s_j)`` can vanish or
@@ -201,8 +201,8 @@ class AttentionModel:
         is what makes linear attention fail to generalise in length (docs/theory.md#predictors).
     activation : Activation or str, default "exp"
         Softmax attention only: the activation ``f`` of the weights ``f(s_l) / Σ_j f(s_j)``
-        (:mod:`reduced_dynamics.activations`; a name means ``C = 1``). Stored as an
-        :class:`~reduced_dynamics.activations.Activation`.
+        (``reduced_dynamics.activations``; a name means ``C = 1``). Stored as an
+        ``reduced_dynamics.activations.Activation``.
 
     Notes
     -----
