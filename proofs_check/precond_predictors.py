@@ -20,8 +20,9 @@ issue 11: eigenvalues evenly spread over [0.5, 4] in a random orthogonal basis f
    check's spectrum repeated ``k`` times at ``d/L = ξ`` converges to it: the Richardson
    extrapolation ``2·gap(2k) − gap(k)`` is within 3 SE of 0. The ratio ``r`` of debiased
    preconditioned GD (optimal and :math:`\Sigma^{-1}`) to Bayes, the isotropic bound
-   :math:`U(\sigma^2/\bar s, \xi)` and whether it holds are reported (not a pass criterion: the
-   bound can fail for Σ ≠ I, docs/theory.md#non-isotropic-covariates).
+   :math:`U(\sigma^2/\bar s, \xi)`, whether it holds, and the supremum of the ratio over all spectra
+   (:func:`reduced_dynamics.precond.bayes.bayes_ratio_sigma`) are reported (not a pass criterion: the
+   bound can fail for Σ ≠ I beyond :math:`\xi_U`, docs/theory.md#non-isotropic-covariates).
 """
 
 from __future__ import annotations
@@ -213,7 +214,8 @@ def check_precond_risk(setting, *, quick=False) -> CheckResult:
             f"Bayes: iso rel. err {iso_err:.1e}, finite-size gaps {gaps[0][0]:.2e}, {gaps[1][0]:.2e} "
             f"(d = {gaps[0][2]}, {gaps[1][2]}), Richardson {rich:.1e} ± {rich_se:.1e}; limit ratio "
             f"{ratio.ratio:.4f} (optimal P), {ratio.ratio_sigma_inv:.4f} (Σ⁻¹) vs bound U = {ratio.bound:.4f} "
-            f"({'holds' if ratio.bound_holds else 'fails'}, ρ = {ratio.rho:.3f})"
+            f"({'holds' if ratio.bound_holds else 'fails'}, ρ = {ratio.rho:.3f}); supremum over all spectra "
+            f"{ratio.sup_ratio:.4f} ({'≤' if ratio.bound_holds_all_spectra else '>'} U; ξ_U = {ratio.xi_u:.3g})"
         ),
         tolerance=(
             "3 SE per risk and per paired difference; distance strictly decreasing in L and L·dist within 1e-3 "

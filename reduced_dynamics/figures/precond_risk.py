@@ -13,8 +13,9 @@ shown depends on Σ only through its spectrum):
     :math:`O(1/L)` and :math:`O(1/L^2)`;
 (c) the proportional-limit ratio ``r`` to Bayes as the fraction :math:`\rho = (r-1)/(U-1)` of the
     isotropic bound's excess (Theorem 1(c) at :math:`\sigma^2/\bar s`, ξ = d/L), vs the noise-to-signal
-    ratio :math:`\sigma^2/\bar s`, for this spectrum and for one with 90 % near-null directions;
-    the bound holds iff ρ ≤ 1.
+    ratio :math:`\sigma^2/\bar s`, for this spectrum, for one with 90 % near-null directions and the
+    supremum over all spectra (:func:`reduced_dynamics.precond.bayes.bayes_ratio_sigma`); the bound
+    holds iff ρ ≤ 1.
 
 References
 ----------
@@ -60,7 +61,9 @@ def precond_risk_data(setting, *, quick=False, seed) -> FigureData:
         ``d, sigma2, xi, n, sigma_eigs (d,)``; ``L (K,)`` Monte Carlo lengths, ``risk, stderr (K, 3)``,
         ``bayes, bayes_stderr (K,)``; ``L_exact (M,)``, ``exact (M, 3)``, ``distance (M,)``,
         ``gap (M,)``, ``distance_coefficient``; ``snr (S,)``, ``ratio, ratio_sigma_inv, ratio_identity,
-        bound, rho, rho_sigma_inv, rho_identity (S,)``, ``null_ratio, null_bound, null_rho (S,)``, ``point_snr``.
+        bound, rho, rho_sigma_inv, rho_identity, rho_sup (S,)`` (``rho_sup``: the supremum over all spectra,
+        :attr:`~reduced_dynamics.precond.bayes.BayesRatioSigma.sup_ratio`), ``null_ratio, null_bound, null_rho (S,)``,
+        ``point_snr``.
     """
     from proofs_check.precond_predictors import precond_setting
     from reduced_dynamics.estimation.risk import estimate_risks
@@ -121,12 +124,13 @@ def precond_risk_data(setting, *, quick=False, seed) -> FigureData:
     snr = np.geomspace(1e-2, 1e2, 25 if quick else 81)  # σ²/s̄
     xi = float(s0.xi)
     ratio, ratio_inv, ratio_id, bound, null_ratio, null_bound = (np.zeros(len(snr)) for _ in range(6))
-    rho, rho_inv, null_rho = (np.zeros(len(snr)) for _ in range(3))
+    rho, rho_inv, null_rho, rho_sup = (np.zeros(len(snr)) for _ in range(4))
     nbar = float(NULL_SPECTRUM.mean())
     for k, t in enumerate(snr):
         r = bayes_ratio_sigma(eigs, Setting(d=s0.d, L=s0.L, sigma2=t * sbar))
         ratio[k], ratio_inv[k], ratio_id[k], bound[k] = r.ratio, r.ratio_sigma_inv, r.ratio_identity, r.bound
         rho[k], rho_inv[k] = r.rho, r.rho_sigma_inv
+        rho_sup[k] = (r.sup_ratio - 1.0) / (r.bound - 1.0)
         rn = bayes_ratio_sigma(NULL_SPECTRUM, Setting(d=s0.d, L=s0.L, sigma2=t * nbar))
         null_ratio[k], null_bound[k], null_rho[k] = rn.ratio, rn.bound, rn.rho
     return FigureData(
@@ -159,6 +163,7 @@ def precond_risk_data(setting, *, quick=False, seed) -> FigureData:
             "rho_sigma_inv": rho_inv,
             "rho_identity": (ratio_id - 1.0) / (bound - 1.0),
             "null_rho": null_rho,
+            "rho_sup": rho_sup,
             "point_snr": s2 / sbar,
         },
     )
@@ -237,6 +242,10 @@ def plot_precond_risk(data, *, fig=None):
     a2.plot(snr, data["rho_sigma_inv"], color=OKABE_ITO[1], lw=1.5, label=r"$P=\Sigma^{-1}$, this Σ")
     a2.plot(snr, data["rho_identity"], color=OKABE_ITO[2], lw=1.5, label=r"$P=I$, this Σ")
     a2.plot(snr, data["null_rho"], color=OKABE_ITO[4], lw=1.8, label=r"optimal $P_\star$, 90 % near-null directions")
+    if "rho_sup" in data:
+        a2.plot(
+            snr, data["rho_sup"], color="k", lw=1.2, ls=":", label="supremum over all spectra (proven bound, tight)"
+        )
     a2.axhline(1.0, color="k", lw=1.3, ls="--", label="bound attained (ρ = 1); above: bound fails")
     ps = float(data["point_snr"])
     a2.axvline(ps, color="0.5", lw=0.8, ls=":", label=f"this setting: σ²/s̄ = {ps:.3g}")
@@ -271,5 +280,6 @@ def _key_numbers(data) -> dict:
         "bound_holds_this_sigma": bool(np.all(np.asarray(data["ratio"]) <= np.asarray(data["bound"]))),
         "max_rho_this_sigma": float(np.max(data["rho"])),
         "max_rho_null_spectrum": float(np.max(data["null_rho"])),
+        "max_rho_all_spectra": float(np.max(data["rho_sup"])),
         "null_spectrum_exceeds_bound_from_snr": float(np.asarray(data["snr"])[viol].min()) if np.any(viol) else None,
     }

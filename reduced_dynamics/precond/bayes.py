@@ -35,17 +35,37 @@ So in the proportional limit the optimal preconditioner is :math:`(\Sigma + \kap
 :math:`\kappa = O(1)`, **not** :math:`\Sigma^{-1}`; it tends to :math:`\Sigma^{-1}` only when ξ → 0.
 
 **The ratio and the isotropic bound.** The ratio :math:`r = G/B` is invariant under
-:math:`(\Sigma, \sigma^2) \to (c\Sigma, c\sigma^2)`, so the isotropic bound of Theorem 1(c) carries
-over as :math:`U(\sigma^2/\bar s, \xi) = 1 + \big[\tilde\sigma^2(1 + \xi\tilde\sigma^2)(1 + \tilde\sigma^2 + 1/\xi)\big]^{-1}`,
-:math:`\tilde\sigma^2 = \sigma^2/\bar s`. Cancellation-free forms: :math:`G_\star - B =
-\int \frac{t^2(\kappa - \xi B)}{(t+\kappa)(t+\xi B)}dH` with :math:`\kappa - \xi B = \xi\int\frac{t^2}{t+\xi B}dH`,
-and :math:`U - 1 = \xi\eta/(\tilde\sigma^2(1+\xi\tilde\sigma^2))`, :math:`\eta = 1/(1 + (1+\tilde\sigma^2)\xi)`.
-Whether :math:`r \le U` still holds is measured, not assumed: :class:`BayesRatioSigma` reports
-:math:`\rho = (r-1)/(U-1)` (the bound holds iff :math:`\rho \le 1`). It holds for the optimal
-preconditioner at the paper's point and, on every spectrum searched, for :math:`\tilde\sigma^2 \le 1`
-(numerical evidence), and **fails** at larger noise for spectra whose directions mostly carry almost
-no variance (e.g. :math:`\rho = 1.42` at :math:`\tilde\sigma^2 = 10`, ξ = 1, with 90 % of the
-eigenvalues at :math:`10^{-6}` of the rest; docs/theory.md#non-isotropic-covariates).
+:math:`(\Sigma, \sigma^2) \to (c\Sigma, c\sigma^2)`; normalise :math:`\bar s = 1`, noise
+:math:`\tilde\sigma^2 = \sigma^2/\bar s`. The isotropic bound carries over as
+:math:`U(\tilde\sigma^2, \xi) = 1 + \big[\tilde\sigma^2(1 + \xi\tilde\sigma^2)(1 + \tilde\sigma^2 + 1/\xi)\big]^{-1}`.
+Cancellation-free forms: :math:`G_\star - B = \int \frac{t^2(\kappa - \xi B)}{(t+\kappa)(t+\xi B)}dH` with
+:math:`\kappa - \xi B = \xi\int\frac{t^2}{t+\xi B}dH`, and :math:`U - 1 = \xi\eta/(\tilde\sigma^2(1+\xi\tilde\sigma^2))`,
+:math:`\eta = 1/(1 + (1+\tilde\sigma^2)\xi)`.
+
+*Theorem (the Σ version of Theorem 1(c)).* Let :math:`\psi(x) = x/(1+x)` (the isotropic Φ) and
+:math:`\xi' \le \xi` the aspect ratio of the isotropic problem with the same Bayes risk,
+:math:`\psi(\xi' B) = \Phi(\xi B)`. Then :math:`G_\star \le G_{\rm iso}(\tilde\sigma^2, \xi')`, hence
+
+.. math:: r_\Sigma(\tilde\sigma^2, \xi) \le r_{\rm iso}(\tilde\sigma^2, \xi') \le \max_{0 < \xi' \le \xi} r_{\rm iso}(\tilde\sigma^2, \xi'),
+
+and the right-hand side is the supremum over all spectra: a fraction ``1 − p`` of directions with
+(almost) no variance is the isotropic problem at :math:`\xi' = p\xi`.
+*Proof.* With the probability :math:`dQ = t\,dH`, :math:`m(k) = \int\frac{t}{t+k}dH = E_Q[(t+k)^{-1}]` and
+:math:`g = 1/m` has :math:`g' = E_Q[(t+k)^{-2}]/E_Q[(t+k)^{-1}]^2 \ge 1` (Cauchy–Schwarz), so
+:math:`g(ck) - g(k) \ge (c-1)k` for :math:`c \ge 1`; since :math:`\Phi(k) = k\,m(k)` this is
+:math:`\Phi(ck) \le \psi(c\,\psi^{-1}(\Phi(k)))`. At :math:`k = \xi B`, :math:`c = (1+\tilde\sigma^2)/B \ge 1`:
+:math:`\Phi(\kappa) \le \psi(\xi'(1+\tilde\sigma^2))`, i.e. :math:`G_\star \le G_{\rm iso}(\xi')`, while
+:math:`B = B_{\rm iso}(\xi')`. And :math:`\xi' \le \xi` because :math:`\Phi \le \psi` (Jensen, :math:`t \mapsto
+tk/(t+k)` concave). Equality holds iff Σ ∝ I. ∎
+
+*Corollary.* :math:`U(\tilde\sigma^2, \cdot)` increases on :math:`(0, \xi_U]`,
+:math:`\xi_U = (\tilde\sigma^2(1+\tilde\sigma^2))^{-1/2}`, and :math:`r_{\rm iso} < U` (Theorem 1(c), proven in
+:mod:`proofs_check.bayes`); so for :math:`\xi \le \xi_U` the isotropic bound :math:`U(\tilde\sigma^2, \xi)`
+holds **for every Σ**. Beyond, it can fail: the supremum exceeds it from
+:math:`\xi \approx 4.8/\tilde\sigma^2` on (measured: ξ ≈ 0.46, 4.8, 48 at :math:`\tilde\sigma^2` = 10, 1, 0.1).
+:class:`BayesRatioSigma` reports :math:`\rho = (r-1)/(U-1)` for the given spectrum, ``xi_equivalent``,
+``ratio_equivalent``, ``sup_ratio`` and ``bound_holds_all_spectra``
+(docs/theory.md#non-isotropic-covariates).
 
 References
 ----------
@@ -155,6 +175,36 @@ def _gd_limits(e, w, s2, xi):
     return g_opt, g_inv, g_id, k
 
 
+def _iso_excess(t2, xi) -> float:
+    """``r_iso − 1`` at noise ``t2`` (signal 1) and aspect ratio ``xi``, cancellation-free."""
+    u = _bayes_u(np.ones(1), np.ones(1), t2, xi)
+    B = t2 + u
+    kb = xi * B
+    dk = xi / (1.0 + kb)  # κ − ξB = ξ(1 + σ² − B) = ξ·1/(1 + ξB)
+    return (dk / ((1.0 + kb + dk) * (1.0 + kb))) / B
+
+
+def _iso_xi_with_bayes(t2, u) -> float:
+    """The isotropic aspect ratio ξ' whose Bayes risk is ``t2 + u``: ``u = ξ'B/(1 + ξ'B)``, B = t2 + u."""
+    return u / ((1.0 - u) * (t2 + u))
+
+
+def _sup_iso_excess(t2, xi) -> tuple[float, float]:
+    """``max_{0 < ξ' <= ξ} (r_iso(σ², ξ') − 1)`` and its argument (log grid, then a bounded refinement)."""
+    from scipy.optimize import minimize_scalar
+
+    grid = np.geomspace(xi * 1e-9, xi, 181)
+    vals = np.array([_iso_excess(t2, x) for x in grid])
+    i = int(np.argmax(vals))
+    if i == len(grid) - 1:
+        return float(vals[i]), float(grid[i])
+    lo, hi = np.log(grid[max(i - 1, 0)]), np.log(grid[i + 1])
+    res = minimize_scalar(lambda z: -_iso_excess(t2, float(np.exp(z))), bounds=(lo, hi), method="bounded")
+    if -res.fun > vals[i]:
+        return float(-res.fun), float(np.exp(res.x))
+    return float(vals[i]), float(grid[i])
+
+
 def dpgd_risk_sigma_limit(eigs, setting, *, preconditioner="optimal", weights=None) -> float:
     r"""Proportional limit of the optimal-step risk of debiased preconditioned GD (module docstring).
 
@@ -214,6 +264,22 @@ class BayesRatioSigma(FrozenResult):
         ``rho <= 1``, ``rho_sigma_inv <= 1``.
     ratio_isotropic : float
         The isotropic ratio at :math:`(\tilde\sigma^2, \xi)` (``eigs`` replaced by their mean).
+    xi_equivalent : float
+        :math:`\xi' \le \xi`, the aspect ratio of the isotropic problem at :math:`\tilde\sigma^2` with the same
+        (normalised) Bayes risk.
+    ratio_equivalent : float
+        :math:`r_{\rm iso}(\tilde\sigma^2, \xi') \ge` ``ratio`` (proven, module docstring).
+    sup_ratio : float
+        :math:`\max_{0<\xi'\le\xi} r_{\rm iso}(\tilde\sigma^2, \xi')`: the supremum of the optimal-preconditioner
+        ratio over **all** spectra with this :math:`\tilde\sigma^2` and ξ (an upper bound, approached by
+        spectra with a fraction of near-null directions).
+    sup_xi : float
+        Where that maximum is attained.
+    bound_holds_all_spectra : bool
+        ``sup_ratio <= bound``: the isotropic bound holds for every Σ at this :math:`(\tilde\sigma^2, \xi)`;
+        guaranteed when :math:`\xi \le \xi_U = (\tilde\sigma^2(1+\tilde\sigma^2))^{-1/2}`.
+    xi_u : float
+        :math:`\xi_U`, where :math:`U(\tilde\sigma^2, \cdot)` is largest.
     kappa : float
         :math:`\kappa = \xi(\bar s + \sigma^2)`, the regularisation of the optimal preconditioner.
     """
@@ -235,6 +301,12 @@ class BayesRatioSigma(FrozenResult):
     bound_holds: bool
     bound_holds_sigma_inv: bool
     ratio_isotropic: float
+    xi_equivalent: float
+    ratio_equivalent: float
+    sup_ratio: float
+    sup_xi: float
+    bound_holds_all_spectra: bool
+    xi_u: float
     kappa: float
 
 
@@ -285,8 +357,10 @@ def bayes_ratio_sigma(eigs, setting, *, weights=None) -> BayesRatioSigma:
     um1 = xi * eta / (t2 * (1.0 + xi * t2))
     rho = (gmb / B) / um1
     rho_inv = ((gmb + jensen) / B) / um1
-    u_iso = _bayes_u(np.ones(1), np.ones(1), t2, xi)
-    ratio_iso = (t2 + k / (1.0 + k)) / (t2 + u_iso)
+    ratio_iso = 1.0 + _iso_excess(t2, xi)
+    xi_eq = min(_iso_xi_with_bayes(t2, u), xi)  # <= ξ by Jensen; min() only absorbs rounding
+    sup_ex, sup_xi = _sup_iso_excess(t2, xi)
+    xi_u = 1.0 / math.sqrt(t2 * (1.0 + t2))
     vals = dict(
         xi=xi,
         sigma2=s2,
@@ -305,6 +379,12 @@ def bayes_ratio_sigma(eigs, setting, *, weights=None) -> BayesRatioSigma:
         bound_holds=bool(rho <= 1.0),
         bound_holds_sigma_inv=bool(rho_inv <= 1.0),
         ratio_isotropic=ratio_iso,
+        xi_equivalent=xi_eq,
+        ratio_equivalent=1.0 + _iso_excess(t2, xi_eq),
+        sup_ratio=1.0 + sup_ex,
+        sup_xi=sup_xi,
+        bound_holds_all_spectra=bool(sup_ex <= um1),
+        xi_u=xi_u,
         kappa=sbar * k,
     )
     for name, v in vals.items():

@@ -37,6 +37,9 @@ def test_panels_b_and_c_are_the_library_values(data):
     r = bayes_ratio_sigma(eigs, Setting(d=5, L=40, sigma2=t * eigs.mean()))
     assert data["rho"][3] == pytest.approx(r.rho, rel=1e-12)
     assert Le[-1] == 10_000
+    # the supremum over all spectra bounds both spectra drawn (proven in precond.bayes)
+    assert np.all(np.asarray(data["rho"]) <= np.asarray(data["rho_sup"]) * (1 + 1e-9))
+    assert np.all(np.asarray(data["null_rho"]) <= np.asarray(data["rho_sup"]) * (1 + 1e-9))
     key = _key_numbers(data)
     assert key["bound_holds_this_sigma"] is True and key["max_rho_null_spectrum"] > 1
 

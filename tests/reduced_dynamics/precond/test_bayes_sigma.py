@@ -192,3 +192,64 @@ def test_ridge_at_sigma2_d_is_the_best_ridge_and_beats_preconditioned_gd_under_s
     for other in ("half", "double", "dpgd"):
         diff = res.difference("bayes", other)
         assert diff.risk < -N_SE * diff.stderr, other
+
+
+# ----------------------------------------------------------------- the proven replacement of Theorem 1(c)
+
+_spectra = st.lists(st.tuples(_log_uniform(1e-6, 1e6), _log_uniform(1e-4, 1.0)), min_size=1, max_size=6)
+
+
+@given(atoms=_spectra, t2=_log_uniform(1e-3, 1e3), xi=st.sampled_from([0.01, 0.125, 0.5, 1.0, 4.0, 50.0]))
+def test_ratio_is_at_most_the_isotropic_ratio_at_the_equivalent_aspect_ratio(atoms, t2, xi):
+    # proven: with ξ' <= ξ the isotropic aspect ratio of equal Bayes risk, r_Σ <= r_iso(σ²/s̄, ξ') <= sup_{ξ'<=ξ} r_iso
+    eigs, w = (np.array(a) for a in zip(*atoms))
+    sbar = float(np.sum(w * eigs) / np.sum(w))
+    r = bayes_ratio_sigma(eigs, _setting(t2 * sbar, xi), weights=w)
+    assert r.xi_equivalent <= xi * (1 + 1e-12)
+    assert r.ratio - 1 <= (r.ratio_equivalent - 1) * (1 + 1e-9) + 1e-15
+    assert r.ratio_equivalent <= r.sup_ratio * (1 + 1e-12)
+    # the equivalent isotropic problem has the same (normalised) Bayes risk: u = ξ'B/(1 + ξ'B), B = σ̃² + u
+    B = r.bayes_risk / sbar
+    u = B - t2
+    assert u == pytest.approx(r.xi_equivalent * B / (1 + r.xi_equivalent * B), rel=1e-9, abs=1e-15)
+
+
+@given(atoms=_spectra, t2=_log_uniform(1e-3, 1e3), frac=st.floats(0.01, 1.0))
+def test_isotropic_bound_holds_for_every_spectrum_below_xi_u(atoms, t2, frac):
+    # U(σ̃², ·) increases up to ξ_U = (σ̃²(1+σ̃²))^(-1/2): below it the isotropic bound holds for every Σ (proven)
+    eigs, w = (np.array(a) for a in zip(*atoms))
+    sbar = float(np.sum(w * eigs) / np.sum(w))
+    xi_u = 1.0 / math.sqrt(t2 * (1 + t2))
+    xi = max(1e-4, frac * xi_u)
+    r = bayes_ratio_sigma(eigs, _setting(t2 * sbar, xi), weights=w)
+    assert r.rho <= 1.0 + 1e-9 and r.bound_holds_all_spectra
+
+
+@pytest.mark.parametrize("t2, xi", [(0.1, 0.125), (1.0, 10.0), (10.0, 1.0), (0.1, 100.0)])
+def test_near_null_spectra_attain_the_supremum(t2, xi):
+    # a fraction 1 − p of directions with (almost) no variance is the isotropic problem at ξ' = pξ:
+    # the supremum over spectra is max_{ξ'<=ξ} r_iso(σ̃², ξ'), attained at p = sup_xi/ξ
+    base = bayes_ratio_sigma([1.0], _setting(t2, xi))
+    p = base.sup_xi / xi
+    eigs, w = np.array([1e-9, 1.0 / p]), np.array([1.0 - p, p])
+    sbar = float(np.sum(w * eigs))
+    r = bayes_ratio_sigma(eigs, _setting(t2 * sbar, xi), weights=w)
+    assert r.ratio - 1 == pytest.approx(base.sup_ratio - 1, rel=1e-5)
+    assert r.sup_ratio == pytest.approx(base.sup_ratio, rel=1e-9)
+    # whether the isotropic bound can fail here is decided by the supremum alone
+    assert r.bound_holds == base.bound_holds_all_spectra
+
+
+def test_the_isotropic_bound_fails_even_at_low_noise_for_large_xi():
+    # σ²/s̄ = 1 (and 0.1): the bound holds for every Σ up to ξ ≈ 4.8 (≈ 48), fails beyond for near-null spectra
+    for t2, xi_ok, xi_bad in ((1.0, 4.0, 10.0), (0.1, 40.0, 100.0)):
+        assert bayes_ratio_sigma([1.0], _setting(t2, xi_ok)).bound_holds_all_spectra
+        bad = bayes_ratio_sigma([1.0], _setting(t2, xi_bad))
+        assert not bad.bound_holds_all_spectra and bad.sup_ratio > bad.bound
+        # and an explicit spectrum exceeds U, checked in 60 digits by the naive formulas
+        p = bad.sup_xi / xi_bad
+        eigs = [1e-9] * int(round((1 - p) / p * 10)) + [1.0] * 10  # equal weights: fraction ≈ p at 1
+        sbar = float(np.mean(eigs))
+        r = bayes_ratio_sigma(eigs, _setting(t2 * sbar, xi_bad))
+        assert not r.bound_holds
+        assert _rho_mp(eigs, t2 * sbar, xi_bad) > 1.0
