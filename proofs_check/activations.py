@@ -9,7 +9,9 @@ For ``f`` in exp, affine (``C = 0.3``), square (``C = 1``) and 1 + tanh, at the 
 3. **Gradient.** :func:`act_loss_grad` equals central differences (relative 1e-6) for every f.
 4. **Monte Carlo.** :math:`\tilde L_f` against the reduced model's true risk with f
    (:func:`act_mc_risk`) at ``L`` and ``16 L``: the error at ``16 L`` is within 3 SE + A/(16L), with the
-   O(1/L) allowance ``A = L (|err(L)| + 3 SE(L))`` measured at ``L``, and it shrinks.
+   O(1/L) allowance ``A = 2 L (|err(L)| + 3 SE(L))`` measured at ``L`` (the factor 2 leaves room for the
+   pre-asymptotic O(1/L²) part: measured, ``L·err`` changes by up to 1.3x between L = 40 and 640), and it
+   shrinks (``|err(16L)| < |err(L)|/3 + 3 SE``; an O(1) error fails this).
 5. **Flow.** From a small random start the flow of :math:`\tilde L_f` ends sign-matched and zero-sum (and
    homogeneous, except for affine, whose loss is flat along the manifold); the large-L slope ``μᵀT₁`` is
    within 2e-3 of ``η*``; γ follows the drift law (``(64 c d C_f(−m₃) t)^{-1/4}``, exp ``(8cd³t)^{-1/6}``)
@@ -108,7 +110,7 @@ def _mc(s: Setting, n: int, seed: int) -> dict:
         r = act_mc_risk(om, mu, sl, n_prompts=n, seed=seed + L)
         out[L] = (act_loss(om, mu, sl) - r.risk, r.stderr)
     (e1, se1), (e2, se2) = out[s.L], out[16 * s.L]
-    A = s.L * (abs(e1) + 3 * se1)
+    A = 2.0 * s.L * (abs(e1) + 3 * se1)
     ok = abs(e2) <= 3 * se2 + A / (16 * s.L) and abs(e2) < abs(e1) / 3 + 3 * se2
     return {"err_L": e1, "se_L": se1, "err_16L": e2, "se_16L": se2, "allowance_16L": A / (16 * s.L), "ok": bool(ok)}
 
