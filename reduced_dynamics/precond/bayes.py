@@ -185,8 +185,12 @@ def _iso_excess(t2, xi) -> float:
 
 
 def _iso_xi_with_bayes(t2, u) -> float:
-    """The isotropic aspect ratio ξ' whose Bayes risk is ``t2 + u``: ``u = ξ'B/(1 + ξ'B)``, B = t2 + u."""
-    return u / ((1.0 - u) * (t2 + u))
+    """The isotropic aspect ratio ξ' whose Bayes risk is ``t2 + u``: ``u = ξ'B/(1 + ξ'B)``, B = t2 + u.
+
+    ``inf`` when ``u`` rounds to 1 (the caller caps ξ' at ξ, which it never exceeds).
+    """
+    den = (1.0 - u) * (t2 + u)
+    return u / den if den > 0 else math.inf
 
 
 def _sup_iso_excess(t2, xi) -> tuple[float, float]:
