@@ -1,0 +1,134 @@
+"""Preconditioned flow: conservation law, end state vs the derived limit (Σ + λI)⁻¹, distances vs L."""
+
+import numpy as np
+import pytest
+
+from reduced_dynamics.dynamics.loss import LossOverflowError
+from reduced_dynamics.precond.flow import (
+    integrate_precond_flow,
+    normalise_precond_state,
+    precond_flow_end_state,
+    precond_initial_state,
+    precond_limit,
+)
+from reduced_dynamics.precond.loss import precond_loss
+from reduced_dynamics.setting import Setting
+
+
+def _sigma(d=5, seed=0):
+    rng = np.random.default_rng(seed)
+    Q, _ = np.linalg.qr(rng.standard_normal((d, d)))
+    return Q @ np.diag(np.linspace(0.5, 4.0, d)) @ Q.T
+
+
+def test_limit_minimises_the_limit_loss():
+    """Γ* = (Σ + λI)⁻¹ against a numerical minimisation of the limit loss (independent route)."""
+    from scipy.optimize import minimize
+
+    Sig = _sigma()
+    s = Setting(d=5, L=40, sigma2=0.1, Sigma=Sig)
+    lim = precond_limit(s)
+    c = (np.trace(Sig) / 5 + 0.1) / 40
+
+    def limit_loss(g):
+        G = g.reshape(5, 5)
+        P = np.eye(5) - Sig @ G
+        return 0.1 + np.trace(P @ Sig @ P.T) / 5 + c * np.trace(Sig @ G.T @ Sig @ G)
+
+    res = minimize(limit_loss, np.zeros(25), method="BFGS", options={"gtol": 1e-12})
+    np.testing.assert_allclose(res.x.reshape(5, 5), lim.Gamma, atol=1e-6)
+    assert res.fun == pytest.approx(lim.loss, abs=1e-12)
+
+
+def test_limit_at_identity_is_debiased_gd_at_eta_star():
+    s = Setting(d=5, L=40, sigma2=0.1)
+    lim = precond_limit(s)
+    np.testing.assert_allclose(lim.Gamma, s.eta_star * np.eye(5), atol=1e-15)
+    assert lim.eta_eff == pytest.approx(s.eta_star, rel=1e-14)
+    assert lim.loss == pytest.approx(1.1 - s.eta_star, rel=1e-14)
+    assert lim.distance_sigma_inv == pytest.approx(0.0, abs=1e-15)
+
+
+def test_flow_at_identity_keeps_the_isotropic_pattern():
+    """Σ = I, W0 = I: W stays a multiple of I by symmetry; the heads sign-match and become ± symmetric.
+
+    (The (ω, μ) path is not integrate_flow's: the scale of W is a dynamical variable here.)
+    """
+    s = Setting(d=5, L=40, sigma2=0.1)
+    om0, mu0 = np.array([0.01, -0.012]), np.array([0.011, -0.009])
+    r = integrate_precond_flow(om0, mu0, np.eye(5), s, t_end=1e3, n_eval=20)
+    n = r.normalised
+    assert n.distance_identity < 1e-9
+    assert n.sign_matched and n.zero_sum_ratio < 1e-6
+    assert n.omega[0] == pytest.approx(-n.omega[1], rel=1e-6)
+    assert n.eta_eff == pytest.approx(s.eta_star, abs=2e-3)
+
+
+def test_conservation_of_norm_difference():
+    s = Setting(d=5, L=40, sigma2=0.1, Sigma=_sigma())
+    om, mu, W = precond_initial_state(2, s, seed=3)
+    r = integrate_precond_flow(om, mu, W, s, t_end=1e3, n_eval=30, rtol=1e-10, atol=1e-13)
+    q = np.sum(r.W_path**2, axis=(1, 2)) - np.sum(r.omega_path**2, axis=1)
+    np.testing.assert_allclose(q, q[0], rtol=1e-6)
+    assert np.all(np.diff(r.loss_path) <= 1e-12)  # a gradient flow never increases the loss
+
+
+@pytest.mark.parametrize("w_init", ["random", "identity"])
+def test_end_state_goes_to_ridge_preconditioner(w_init):
+    """From a random W (or from I), W ends at (Σ + λI)⁻¹ up to scale; distance to Σ⁻¹ is the limit's."""
+    s = Setting(d=5, L=80, sigma2=0.1, Sigma=_sigma())
+    r = precond_flow_end_state(s, seed=1, t_end=1e3, w_init=w_init, n_eval=20)
+    n = r.normalised
+    assert r.success
+    assert n.sign_matched and n.zero_sum_ratio < 1e-6
+    assert n.distance_limit < 2e-3  # shrinks like γ⁴ along the drift
+    assert n.distance_sigma_inv == pytest.approx(r.limit.distance_sigma_inv, abs=2e-3)
+    assert n.distance_identity > 0.3
+    assert n.eta_eff == pytest.approx(r.limit.eta_eff, abs=2e-3)
+
+
+def test_distance_to_sigma_inverse_decreases_with_L():
+    Sig = _sigma()
+    dist = [precond_limit(Setting(d=5, L=L, sigma2=0.1, Sigma=Sig)).distance_sigma_inv for L in (20, 40, 80, 160, 320)]
+    assert np.all(np.diff(dist) < 0)
+    # O(1/L): L·distance tends to a constant
+    Ld = np.array(dist) * np.array([20, 40, 80, 160, 320])
+    assert abs(Ld[-1] / Ld[-2] - 1) < 0.05
+
+
+def test_normalisation():
+    s = Setting(d=5, L=40, sigma2=0.1, Sigma=_sigma())
+    Si = np.linalg.inv(s.Sigma)
+    n = normalise_precond_state([0.1, -0.1], [2.0, -2.0], -3.0 * Si, s)
+    np.testing.assert_allclose(n.W, Si, atol=1e-12)  # scale and sign moved into ω
+    np.testing.assert_allclose(n.omega, [-0.3, 0.3], atol=1e-12)
+    assert n.distance_sigma_inv == pytest.approx(0.0, abs=1e-12)
+    assert not n.sign_matched
+    assert precond_loss(n.omega, n.mu, n.W, s) == pytest.approx(precond_loss([0.1, -0.1], [2.0, -2.0], -3.0 * Si, s))
+
+
+def test_overflow_start_and_bad_arguments():
+    s = Setting(d=5, L=40, sigma2=0.1)
+    with pytest.raises(LossOverflowError):
+        integrate_precond_flow([20.0, -20.0], [1.0, -1.0], np.eye(5), s, t_end=1.0)
+    with pytest.raises(ValueError, match="`t_end`"):
+        integrate_precond_flow([0.1], [0.1], np.eye(5), s, t_end=-1.0)
+    with pytest.raises(ValueError, match="`method`"):
+        integrate_precond_flow([0.1], [0.1], np.eye(5), s, method="Euler")
+    with pytest.raises(ValueError, match="`seed`"):
+        precond_flow_end_state(s, seed=-1)
+    with pytest.raises(ValueError, match="`kind`"):
+        precond_initial_state(2, s, seed=0, kind="odd")
+
+
+def test_overflow_during_flow_is_a_status(monkeypatch):
+    """With the cap lowered below where the flow goes, the run ends with status 2 and a finite path."""
+    import reduced_dynamics.precond.loss as loss_mod
+
+    monkeypatch.setattr(loss_mod, "MAX_EXPONENT", 0.05)
+    s = Setting(d=5, L=40, sigma2=0.1)
+    r = integrate_precond_flow([0.05, -0.05], [0.05, -0.05], np.eye(5), s, t_end=1e3, n_eval=30)
+    assert r.status == 2 and not r.success
+    assert "overflow" in r.message
+    assert 0 < r.t < 1e3
+    assert np.all(np.isfinite(r.loss_path)) and np.all(np.isfinite(r.W_path))
