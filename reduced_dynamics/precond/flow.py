@@ -348,7 +348,7 @@ def integrate_precond_flow(
     method="LSODA",
     rtol=1e-9,
     atol=1e-12,
-    n_eval=200,
+    n_times=200,
     t_first=1e-2,
 ) -> PrecondFlowResult:
     r"""Integrate :math:`\dot\theta = -\nabla\tilde L_\Sigma(\theta)` in ``θ = (ω, μ, W)`` from ``(omega0, mu0, W0)``.
@@ -365,8 +365,8 @@ def integrate_precond_flow(
     method : {"LSODA", "Radau", "BDF"}
     rtol : float, in [1e-13, 1e-2]
     atol : float, in (0, 1]
-    n_eval : int, in [2, 100000]
-        Output times: 0 and ``n_eval − 1`` log-spaced from ``t_first`` to ``t_end``.
+    n_times : int, in [2, 100000]
+        Output times: 0 and ``n_times − 1`` log-spaced from ``t_first`` to ``t_end``.
     t_first : float, in (0, t_end)
 
     Returns
@@ -395,9 +395,9 @@ def integrate_precond_flow(
     atol = check_positive_float("atol", atol)
     if atol > 1.0:
         raise ValueError(f"`atol` must be a number in (0, 1], got {atol!r}")
-    n_eval = check_positive_int("n_eval", n_eval, hi=100_000)
-    if n_eval < 2:
-        raise ValueError(f"`n_eval` must be an integer in [2, 100000], got {n_eval!r}")
+    n_times = check_positive_int("n_times", n_times, hi=100_000)
+    if n_times < 2:
+        raise ValueError(f"`n_times` must be an integer in [2, 100000], got {n_times!r}")
     t_first = check_positive_float("t_first", t_first)
     if t_first >= t_end:
         raise ValueError(f"`t_first` must be a number in (0, t_end = {t_end:g}), got {t_first!r}")
@@ -415,7 +415,7 @@ def integrate_precond_flow(
             raise _Overflow from None
         return -np.concatenate([g.omega, g.mu, g.W.ravel()])
 
-    t_eval = np.concatenate([[0.0], np.geomspace(t_first, t_end, n_eval - 1)])
+    t_eval = np.concatenate([[0.0], np.geomspace(t_first, t_end, n_times - 1)])
     y0 = np.concatenate([omega0, mu0, W0.ravel()])
     t0 = time.perf_counter()
     status, message, nfev = 0, STATUS_MESSAGES[0], 0
@@ -551,7 +551,7 @@ def precond_flow_end_state(
     kind="symmetric",
     w_init="random",
     per_head=False,
-    n_eval=200,
+    n_times=200,
 ) -> PrecondFlowResult:
     """Integrate the preconditioned flow from a seeded random start (:func:`precond_initial_state`).
 
@@ -563,7 +563,7 @@ def precond_flow_end_state(
     t_end : float, default 1e4
     scale, kind, w_init, per_head
         As in :func:`precond_initial_state`.
-    n_eval : int, default 200
+    n_times : int, default 200
 
     Returns
     -------
@@ -572,4 +572,4 @@ def precond_flow_end_state(
     om, mu, W = precond_initial_state(
         n_heads, setting, seed=seed, scale=scale, kind=kind, w_init=w_init, per_head=per_head
     )
-    return integrate_precond_flow(om, mu, W, setting, t_end=t_end, n_eval=n_eval)
+    return integrate_precond_flow(om, mu, W, setting, t_end=t_end, n_times=n_times)

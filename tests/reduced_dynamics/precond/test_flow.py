@@ -56,7 +56,7 @@ def test_flow_at_identity_keeps_the_isotropic_pattern():
     """
     s = Setting(d=5, L=40, sigma2=0.1)
     om0, mu0 = np.array([0.01, -0.012]), np.array([0.011, -0.009])
-    r = integrate_precond_flow(om0, mu0, np.eye(5), s, t_end=1e3, n_eval=20)
+    r = integrate_precond_flow(om0, mu0, np.eye(5), s, t_end=1e3, n_times=20)
     n = r.normalised
     assert n.distance_identity < 1e-9
     assert n.sign_matched and n.zero_sum_ratio < 1e-6
@@ -67,7 +67,7 @@ def test_flow_at_identity_keeps_the_isotropic_pattern():
 def test_conservation_of_norm_difference():
     s = Setting(d=5, L=40, sigma2=0.1, Sigma=_sigma())
     om, mu, W = precond_initial_state(2, s, seed=3)
-    r = integrate_precond_flow(om, mu, W, s, t_end=1e3, n_eval=30, rtol=1e-10, atol=1e-13)
+    r = integrate_precond_flow(om, mu, W, s, t_end=1e3, n_times=30, rtol=1e-10, atol=1e-13)
     q = np.sum(r.W_path**2, axis=(1, 2)) - np.sum(r.omega_path**2, axis=1)
     np.testing.assert_allclose(q, q[0], rtol=1e-6)
     assert np.all(np.diff(r.loss_path) <= 1e-12)  # a gradient flow never increases the loss
@@ -77,7 +77,7 @@ def test_conservation_of_norm_difference():
 def test_end_state_goes_to_ridge_preconditioner(w_init):
     """From a random W (or from I), W ends at (Σ + λI)⁻¹ up to scale; distance to Σ⁻¹ is the limit's."""
     s = Setting(d=5, L=80, sigma2=0.1, Sigma=_sigma())
-    r = precond_flow_end_state(s, seed=1, t_end=1e3, w_init=w_init, n_eval=20)
+    r = precond_flow_end_state(s, seed=1, t_end=1e3, w_init=w_init, n_times=20)
     n = r.normalised
     assert r.success
     assert n.sign_matched and n.zero_sum_ratio < 1e-6
@@ -127,7 +127,7 @@ def test_overflow_during_flow_is_a_status(monkeypatch):
 
     monkeypatch.setattr(loss_mod, "MAX_EXPONENT", 0.05)
     s = Setting(d=5, L=40, sigma2=0.1)
-    r = integrate_precond_flow([0.05, -0.05], [0.05, -0.05], np.eye(5), s, t_end=1e3, n_eval=30)
+    r = integrate_precond_flow([0.05, -0.05], [0.05, -0.05], np.eye(5), s, t_end=1e3, n_times=30)
     assert r.status == 2 and not r.success
     assert "overflow" in r.message
     assert 0 < r.t < 1e3
