@@ -94,7 +94,7 @@ def sigma_matrix(setting) -> np.ndarray:
     Parameters
     ----------
     setting : Setting
-        Needs a scalar ``d <= 2000`` (:data:`D_MAX`).
+        Needs a scalar ``d <= 2000`` (``D_MAX``).
 
     Returns
     -------
