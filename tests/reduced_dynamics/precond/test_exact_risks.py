@@ -244,3 +244,20 @@ def test_debiasing_costs_exactly_one_sample_under_sigma(L, eta, seed, sigma2):
     lhs = dpgd_risk(P, eta, s)
     rhs = pgd_risk(P, eta * (L - 1) / L, s.replace(L=L - 1))
     assert lhs == pytest.approx(rhs, rel=1e-11, abs=1e-12)
+
+
+@pytest.mark.parametrize("L", [5, 40, 160])
+def test_exact_optimum_is_the_limit_of_the_reduced_flow_and_its_loss_gap_is_the_one_sample_term(L):
+    # two independent derivations: the exact Wishart risk (here) and the reduced model's approximate loss
+    # (precond.flow, helper A) give the same preconditioner (Σ + κ_L I)⁻¹; the exact minimum exceeds the
+    # approximate one by tr(Σ²(Σ + κI)⁻¹)/(dL), the Σ version of the isotropic η*/L
+    from reduced_dynamics.precond.flow import precond_limit
+
+    s = Setting(d=5, L=L, sigma2=0.1, Sigma=SIGMA)
+    opt, lim = optimal_dpgd(s), precond_limit(s)
+    np.testing.assert_allclose(opt.effective, lim.Gamma, rtol=1e-12, atol=1e-14)
+    assert opt.kappa == pytest.approx(lim.lam, rel=1e-13)
+    gap = np.trace(SIGMA @ SIGMA @ np.linalg.inv(SIGMA + opt.kappa * np.eye(5))) / (5 * L)
+    assert opt.risk - lim.loss == pytest.approx(gap, rel=1e-10)
+    iso = Setting(d=5, L=L, sigma2=0.1)
+    assert optimal_dpgd(iso).risk - precond_limit(iso).loss == pytest.approx(iso.eta_star / L, rel=1e-12)
