@@ -444,6 +444,14 @@ def act_mc_risk(omega, mu, setting: Setting, *, n_prompts: int = 200_000, seed) 
     ValueError
         An ``affine`` normaliser ``Σ_j f(ω s_j)`` that is not safely positive on some prompt
         (the model's risk is then undefined: its weights blow up).
+
+    Notes
+    -----
+    For ``affine`` the risk is, strictly, infinite for every ``ω ≠ 0``: the normaliser
+    ``L + Cω Σ_l s_l`` has a positive density at 0 and ``ŷ`` grows like its inverse. For moderate
+    ``Cω`` the event is astronomically rare (``Cω = 0.075``, ``d = 5``, ``L = 40``: about ``1e-36``), so the
+    estimate is the risk on the event that the normaliser stays positive; a prompt where it does not
+    raises instead of being averaged in.
     """
     from reduced_dynamics.estimation.predictors import conditional_loss
     from reduced_dynamics.model.attention import _weights
