@@ -472,7 +472,14 @@ def trained_activation_report(checkpoint, *, n_prompts: int = 100_000, seed) -> 
     names.append("model-dgd_star")
     risks = {k: [float(mom.mean[i]), mom.stderr(i)] for i, k in enumerate(names)}
     tail = ck.losses[-min(1000, ck.losses.size) :]
+    d = s.d
+    history = []  # (step, ω, μ, claim) from the log-spaced circuit snapshots: convergence of the claim
+    for k, KQ, ov in zip(ck.snapshot_steps, ck.snapshot_KQ, ck.snapshot_ov):
+        if k >= 10_000:
+            om = np.trace(KQ[:, :d, :d], axis1=1, axis2=2) / d
+            history.append([int(k), om.tolist(), ov[:, d].tolist(), eta_claim(om, ov[:, d], s)])
     return {
+        "claim_history": history,
         "activation": s.activation,
         "activation_c": s.activation_c,
         "c_f": s.activation_fn.c_f,
