@@ -960,7 +960,8 @@ class RunSummary(FrozenResult):
         ``C_f μᵀω`` (``μᵀω`` for the softmax, ``C_f = 1``; docs/theory.md#other-activations).
     patterns : PatternMetrics
     manifold : CircuitManifoldGap or None
-        ``None`` when every head is dummy.
+        ``None`` when every head is dummy, or when the activation is not ``exp`` (the manifold
+        ``S_γ`` is the softmax's; for other f see ``reduced_dynamics.activation_dynamics.flow``).
     risk, risk_stderr : float
         Monte Carlo risk of the trained model.
     risk_reduced, risk_reduced_stderr : float
@@ -1033,7 +1034,8 @@ def summarize_run(result: TrainResult, *, n_prompts: int = 20_000, seed, dummy_t
     model = cfg.model()
     c = extract_circuits(model, result.params, dummy_tol=dummy_tol)
     cc = cross_check(model, result.params, cfg.setting, n_prompts=n_prompts, seed=seed, dummy_tol=dummy_tol)
-    gap = c.manifold_gap(cfg.setting) if (~c.dummy).any() else None
+    # the solution manifold S_γ (μ_γ) is the softmax's; for another activation see activation_dynamics.flow
+    gap = c.manifold_gap(cfg.setting) if (~c.dummy).any() and cfg.setting.activation == "exp" else None
     tail = result.losses[-min(1000, result.losses.size) :] if result.losses.size else np.array([np.nan])
     return RunSummary(
         success=result.success,
