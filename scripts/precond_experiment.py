@@ -239,12 +239,16 @@ def report_run(cfg: TrainConfig, folder: Path, *, n_eval: int) -> dict:
         "W_distance_sigma_inv": c.W_distance_sigma_inv,
         "W_distance_identity": c.W_distance_identity,
         "W_distance_optimal": float(scale_free_distance(c.W, opt.P)),
+        "P_eff": c.P_eff.tolist(),
+        "P_eff_distance_sigma_inv": c.P_eff_distance_sigma_inv,
+        "P_eff_distance_identity": c.P_eff_distance_identity,
+        "P_eff_distance_optimal": float(scale_free_distance(c.P_eff, opt.P)),
         "optimal_distance_sigma_inv": float(opt.distance_to_sigma_inv),
         "rank1_residual": c.rank1_residual,
         "ov_offresponse_max": float(np.max(np.sum(c.ov[live, :d] ** 2, axis=1) / np.sum(c.ov[live] ** 2, axis=1))),
         "zero_sum_ratio": float(abs(c.mu[live].sum()) / np.abs(c.mu[live]).sum()),
         "eta_optimal": float(opt.eta),
-        "eta_own_over_optimal_scale": float(np.sum(c.P_eff * opt.effective) / np.sum(opt.effective**2)),
+        "P_eff_scale_over_optimal": float(np.sum(c.P_eff * opt.effective) / np.sum(opt.effective**2)),
         "n_eval": cc.n,
         "risks": {k: {"risk": v.risk, "stderr": v.stderr} for k, v in cc.risks.items()},
         "diffs": {f"model-{k}": {"risk": v.risk, "stderr": v.stderr} for k, v in cc.diffs.items()},
@@ -269,7 +273,8 @@ def report(cfgs, out, *, n_eval: int) -> dict:
         print(
             f"{folder.name}: step {rep['steps']} cos(Σ⁻¹) {np.round(rep['kq_cosine_sigma_inv'], 4)} "
             f"cos(I) {np.round(rep['kq_cosine_identity'], 4)} dist(W, Σ⁻¹) {rep['W_distance_sigma_inv']:.4f} "
-            f"dist(W, P*) {rep['W_distance_optimal']:.4f}  model-dpgd_opt "
+            f"dist(W, P*) {rep['W_distance_optimal']:.4f} dist(P_eff, Σ⁻¹) {rep['P_eff_distance_sigma_inv']:.4f} "
+            f"dist(P_eff, P*) {rep['P_eff_distance_optimal']:.4f}  model-dpgd_opt "
             f"{rep['diffs']['model-dpgd_optimal']['risk']:+.5f} ± {rep['diffs']['model-dpgd_optimal']['stderr']:.5f} "
             f"({time.perf_counter() - t0:.0f} s)",
             flush=True,

@@ -39,8 +39,9 @@ EPILOG = exit_codes_epilog(numerical=True) + (
     "in --json it is patterns.zero_sum_ratio.\n\n"
     "--json also reports each head's circuits: kq (H x d x d, the covariate block of KQ), ov (H x (d+1)),\n"
     "kq_cosine_sigma_inv and kq_cosine_identity (per head, |cosine| of the block with Σ⁻¹ and with I).\n"
-    "With --sigma/--sigma-eigs the risks compare the model with debiased preconditioned GD (its own W and\n"
-    "μᵀω, Σ⁻¹, the optimal P*, and P = I) on common prompts (docs/theory.md#non-isotropic-covariates)."
+    "With --sigma/--sigma-eigs the risks compare the model with debiased preconditioned GD (its own\n"
+    "P_eff = Σ_h μ_h KQ-block_h, Σ⁻¹, the optimal P*, and P = I) on common prompts\n"
+    "(docs/theory.md#non-isotropic-covariates)."
 )
 #: library parameter names -> the flags of this command (for the one error line)
 PARAM_FLAGS = {
@@ -210,6 +211,8 @@ def _report_sigma(args, result, n_eval: int, progress) -> int:
         "eta_eff": c.eta_eff,
         "W_distance_sigma_inv": c.W_distance_sigma_inv,
         "W_distance_identity": c.W_distance_identity,
+        "P_eff": c.P_eff,
+        "P_eff_distance_sigma_inv": c.P_eff_distance_sigma_inv,
         "rank1_residual": c.rank1_residual,
         "patterns": patterns.to_dict(),
         "n_eval": cc.n,

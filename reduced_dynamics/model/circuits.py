@@ -44,8 +44,10 @@ the preconditioned reduced model ``B_h ≈ ω_h W`` (one shared ``W``, signed sc
 the best rank-one fit of the non-dummy blocks (top right-singular vector of the ``(H_live, d²)``
 matrix of their entries, i.e. least squares over ``ω`` and ``W``), normalised to ``tr W = d`` (so
 ``W = I`` and ``ω_h = mean(diag B_h)`` for the isotropic pattern), and ``ω_h = ⟨B_h, W⟩_F / ‖W‖²_F``
-for every head. The model's limit predictor is then debiased preconditioned GD with ``P = W`` and
-step ``η = μᵀω`` (:func:`precond_cross_check` measures how close it is).
+for every head. Expanding each softmax to first order in its scores (and with ``Σ_h μ_h = 0``) the
+model's limit predictor is debiased preconditioned GD with the effective preconditioner
+``P_eff = Σ_h μ_h B_h`` and step 1 (``= (μᵀω) W`` when the blocks share ``W`` exactly);
+:func:`precond_cross_check` measures how close the model is to it.
 
 References
 ----------
@@ -405,6 +407,8 @@ class PrecondCircuits(FrozenResult):
         Scale-free distances ``min_c ‖c B_h − Σ⁻¹‖_F / ‖Σ⁻¹‖_F`` (and to ``I``) ``= sqrt(1 − cos²)``.
     W_distance_sigma_inv, W_distance_identity : float
         The same for ``W``.
+    P_eff_distance_sigma_inv, P_eff_distance_identity : float
+        The same for the effective preconditioner ``P_eff = Σ_h μ_h B_h``.
     rank1_residual : float
         ``‖B − ω ⊗ W‖_F / ‖B‖_F`` over the non-dummy heads (0: one shared ``W`` explains them).
     sigma_inv : ndarray, shape (d, d)
@@ -412,7 +416,8 @@ class PrecondCircuits(FrozenResult):
     eta_eff : float
         Property: ``μᵀω``.
     P_eff : ndarray, shape (d, d)
-        Property: ``(μᵀω) W``, the preconditioner-times-step of the limit predictor.
+        Property: ``Σ_h μ_h B_h``, the step-times-preconditioner of the limit predictor (module docstring);
+        ``(μᵀω) W`` when every block is ``ω_h W``.
     """
 
     kq: np.ndarray
@@ -427,6 +432,8 @@ class PrecondCircuits(FrozenResult):
     distance_identity: np.ndarray
     W_distance_sigma_inv: float
     W_distance_identity: float
+    P_eff_distance_sigma_inv: float
+    P_eff_distance_identity: float
     rank1_residual: float
     sigma_inv: np.ndarray
 
@@ -437,8 +444,8 @@ class PrecondCircuits(FrozenResult):
 
     @property
     def P_eff(self) -> np.ndarray:
-        """``(μᵀω) W``."""
-        return self.eta_eff * self.W
+        """``Σ_h μ_h B_h``."""
+        return np.einsum("h,hij->ij", self.mu, self.kq)
 
 
 def _rank1(B: np.ndarray) -> np.ndarray:
@@ -514,6 +521,8 @@ def precond_circuits_from_arrays(KQ, ov, setting: Setting, *, dummy_tol: float =
     res = Bl - omega[live, None, None] * W
     rank1 = float(np.sqrt(np.sum(res * res) / max(np.sum(Bl * Bl), _TINY)))
     I = np.eye(d)
+    P_eff = np.einsum("h,hij->ij", mu, B)
+    P_nz = bool(np.any(P_eff))
     safe = np.where(np.any(B != 0, axis=(1, 2))[:, None, None], B, I)  # zero blocks: cosine 0, distance 1
     nz = np.any(B != 0, axis=(1, 2))
     cos_si = np.where(nz, abs_cosine(safe, Si), 0.0)
@@ -531,6 +540,8 @@ def precond_circuits_from_arrays(KQ, ov, setting: Setting, *, dummy_tol: float =
         distance_identity=np.where(nz, np.sqrt(np.clip(1.0 - cos_i**2, 0.0, 1.0)), 1.0),
         W_distance_sigma_inv=float(scale_free_distance(W, Si)),
         W_distance_identity=float(scale_free_distance(W, I)),
+        P_eff_distance_sigma_inv=float(scale_free_distance(P_eff, Si)) if P_nz else 1.0,
+        P_eff_distance_identity=float(scale_free_distance(P_eff, I)) if P_nz else 1.0,
         rank1_residual=rank1,
         sigma_inv=Si,
     )
@@ -572,7 +583,7 @@ class PrecondCrossCheck(FrozenResult):
         Prompts.
     names : tuple of str
         ``("model", "dpgd_own", "dpgd_sigma_inv", "dpgd_optimal", "debiased_gd")``: the trained model; debiased
-        preconditioned GD at the model's own ``P = W``, ``η = μᵀω``; at ``P = Σ⁻¹`` with its optimal step; at the
+        preconditioned GD at the model's own ``P = P_eff = Σ_h μ_h B_h``, ``η = 1`` (its limit predictor); at ``P = Σ⁻¹`` with its optimal step; at the
         optimal ``(P*, η*)`` of :func:`reduced_dynamics.precond.exact.optimal_dpgd`; plain debiased GD
         (``P = I``) at its optimal step under Σ.
     risks : dict of str -> RiskEstimate
@@ -596,7 +607,7 @@ class PrecondCrossCheck(FrozenResult):
 def precond_cross_check(
     model, params, setting: Setting, *, n_prompts: int = 100_000, seed, chunk: int = 8192, dummy_tol: float = 0.05
 ) -> PrecondCrossCheck:
-    """Risk of a trained model vs debiased preconditioned GD (own ``W``, ``Σ⁻¹``, optimal ``P*``) on common prompts.
+    """Risk of a trained model vs debiased preconditioned GD (own ``P_eff``, ``Σ⁻¹``, optimal ``P*``) on common prompts.
 
     Prompts come from :func:`reduced_dynamics.sample_prompts` (``x ~ N(0, Σ)``), drawn chunk by chunk
     from one generator seeded by ``seed``; every predictor sees the same prompts, so the paired
@@ -641,7 +652,7 @@ def precond_cross_check(
     Si = c.sigma_inv
     opt = optimal_dpgd(setting)
     preds = {
-        "dpgd_own": (c.W, c.eta_eff),
+        "dpgd_own": (c.P_eff, 1.0),
         "dpgd_sigma_inv": (Si, float(precond_optimal_eta(Si, setting))),
         "dpgd_optimal": (opt.P, float(opt.eta)),
         "debiased_gd": (np.eye(d), float(precond_optimal_eta(np.eye(d), setting))),

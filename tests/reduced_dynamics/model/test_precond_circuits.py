@@ -97,6 +97,8 @@ def test_per_head_directions_leave_a_residual():
     c = precond_circuits_from_arrays(KQ, ov, Setting(d=2))
     sv = np.linalg.svd(np.stack([A.ravel(), -B.ravel()]), compute_uv=False)
     assert c.rank1_residual == pytest.approx(sv[1] / np.linalg.norm(sv), rel=1e-9)
+    np.testing.assert_allclose(c.P_eff, A + B)  # Σ_h μ_h B_h: the limit predictor's preconditioner
+    assert c.P_eff_distance_identity == pytest.approx(math.sqrt(1 - _cos(A + B, np.eye(2)) ** 2), abs=1e-7)
 
 
 @pytest.mark.parametrize(
