@@ -5,8 +5,9 @@
 trained with Adam from random init at each L (batch 256, fresh prompts; 4000 steps at lr 1e-2 then
 4000 at lr 1e-3). (a) The covariate block of each head's KQ at the largest L, next to Σ⁻¹ and to the
 optimal preconditioner P* of debiased preconditioned GD at that L (each scaled to unit Frobenius
-norm, sign so that the trace is positive). (b) Scale-free distance of the extracted shared W to Σ⁻¹
-vs L (trained runs, and the paper-scale runs of ``scripts/precond_experiment.py`` when their report
+norm, sign so that the trace is positive). (b) Scale-free distance to Σ⁻¹ of the learned effective
+preconditioner ``P_eff = Σ_h μ_h B_h`` (the limit predictor's; ``B_h`` the covariate block of head h) vs L
+(trained runs, and the paper-scale runs of ``scripts/precond_experiment.py`` when their report
 ``figures/precond_trained_runs.json`` is present), with the exact distance of P* to Σ⁻¹ and of I to
 Σ⁻¹ (control). (c) Risk vs L: the trained model (Monte Carlo ± 1 SE) against the exact risks of
 debiased preconditioned GD at P*, at Σ⁻¹ (its best step) and of plain debiased GD (P = I, its best
@@ -75,7 +76,7 @@ def _unit(A):
 
 def _paper_runs() -> dict:
     """The paper-scale runs' numbers from :data:`PAPER_RUNS` (empty arrays when the file is absent)."""
-    keys = ("paper_L", "paper_H", "paper_steps", "paper_W_dist", "paper_risk", "paper_risk_se")
+    keys = ("paper_L", "paper_H", "paper_steps", "paper_W_dist", "paper_P_eff_dist", "paper_risk", "paper_risk_se")
     keys += ("paper_diff_opt", "paper_diff_opt_se")
     if not PAPER_RUNS.is_file():
         return {k: np.zeros(0) for k in keys}
@@ -85,6 +86,7 @@ def _paper_runs() -> dict:
         "paper_H": np.array([r["H"] for r in runs]),
         "paper_steps": np.array([r["steps"] for r in runs]),
         "paper_W_dist": np.array([r["W_distance_sigma_inv"] for r in runs]),
+        "paper_P_eff_dist": np.array([r["P_eff_distance_sigma_inv"] for r in runs]),
         "paper_risk": np.array([r["risks"]["model"]["risk"] for r in runs]),
         "paper_risk_se": np.array([r["risks"]["model"]["stderr"] for r in runs]),
         "paper_diff_opt": np.array([r["diffs"]["model-dpgd_optimal"]["risk"] for r in runs]),
@@ -110,7 +112,8 @@ def precond_trained_data(setting, *, quick=False, seed) -> FigureData:
     -------
     FigureData
         ``Ls (K,)``, ``Sigma``, ``sigma_inv``, ``P_opt_last`` (d, d), ``kq_last (H, d, d)``;
-        ``W (K, d, d)``, ``W_dist_sigma_inv``, ``W_dist_identity``, ``W_dist_optimal`` (K,);
+        ``W (K, d, d)``, ``W_dist_sigma_inv``, ``W_dist_identity``, ``W_dist_optimal``, ``P_eff_dist_sigma_inv``,
+        ``P_eff_dist_optimal`` (K,);
         ``cos_sigma_inv``, ``cos_identity`` (K, H); ``risk``, ``risk_se``, ``diff_opt``,
         ``diff_opt_se``, ``diff_own``, ``diff_own_se`` (K,); ``L_grid (G,)``, ``opt_dist_grid``,
         ``risk_opt_grid``, ``risk_sigma_inv_grid``, ``risk_identity_grid`` (G,),
@@ -130,6 +133,7 @@ def precond_trained_data(setting, *, quick=False, seed) -> FigureData:
     H = 2
     K = len(Ls)
     out = {k: np.zeros(K) for k in ("W_dist_sigma_inv", "W_dist_identity", "W_dist_optimal", "risk", "risk_se")}
+    out.update({k: np.zeros(K) for k in ("P_eff_dist_sigma_inv", "P_eff_dist_optimal")})
     out.update({k: np.zeros(K) for k in ("diff_opt", "diff_opt_se", "diff_own", "diff_own_se")})
     W = np.zeros((K, d, d))
     cos_si, cos_i = np.zeros((K, H)), np.zeros((K, H))
@@ -144,6 +148,8 @@ def precond_trained_data(setting, *, quick=False, seed) -> FigureData:
         cos_si[i], cos_i[i] = c.cosine_sigma_inv, c.cosine_identity
         out["W_dist_sigma_inv"][i], out["W_dist_identity"][i] = c.W_distance_sigma_inv, c.W_distance_identity
         out["W_dist_optimal"][i] = float(scale_free_distance(c.W, opt.P))
+        out["P_eff_dist_sigma_inv"][i] = c.P_eff_distance_sigma_inv
+        out["P_eff_dist_optimal"][i] = float(scale_free_distance(c.P_eff, opt.P))
         out["risk"][i], out["risk_se"][i] = cc.risks["model"].risk, cc.risks["model"].stderr
         out["diff_opt"][i], out["diff_opt_se"][i] = cc.diffs["dpgd_optimal"].risk, cc.diffs["dpgd_optimal"].stderr
         out["diff_own"][i], out["diff_own_se"][i] = cc.diffs["dpgd_own"].risk, cc.diffs["dpgd_own"].stderr
@@ -209,7 +215,12 @@ def plot_precond_trained(data, *, fig=None):
     ax.plot(Lg, data["opt_dist_grid"], color=OKABE_ITO[7], lw=1.5, label=r"optimal $P^*$ (exact)")
     ax.axhline(float(data["identity_dist"]), color=OKABE_ITO[1], ls="--", lw=1.2, label=r"$I$ (control)")
     ax.plot(
-        Ls, data["W_dist_sigma_inv"], "o", color=OKABE_ITO[0], ms=7, label=f"trained W, H = 2 ({data['steps']} steps)"
+        Ls,
+        data["P_eff_dist_sigma_inv"],
+        "o",
+        color=OKABE_ITO[0],
+        ms=7,
+        label=f"trained $P_{{eff}}$, H = 2 ({data['steps']} steps)",
     )
     pL, pH = np.asarray(data["paper_L"]), np.asarray(data["paper_H"])
     for H, mk in ((2, "s"), (3, "^")):
@@ -217,18 +228,18 @@ def plot_precond_trained(data, *, fig=None):
         if sel.any():
             ax.plot(
                 pL[sel],
-                np.asarray(data["paper_W_dist"])[sel],
+                np.asarray(data["paper_P_eff_dist"])[sel],
                 mk,
                 mfc="none",
                 color=OKABE_ITO[2],
                 ms=9,
                 mew=1.5,
-                label=f"trained W, H = {H}, paper scale ({int(np.asarray(data['paper_steps'])[sel][0]):.0e} steps)",
+                label=f"trained $P_{{eff}}$, H = {H}, paper scale (lr 1e-3)",
             )
     ax.set_xscale("log")
     ax.set_xlabel("context length L")
     ax.set_ylabel(r"distance to $\Sigma^{-1}$: $\min_c\|cA-\Sigma^{-1}\|_F/\|\Sigma^{-1}\|_F$")
-    ax.set_title(r"(b) distance of the learned preconditioner to $\Sigma^{-1}$")
+    ax.set_title(r"(b) distance of the learned preconditioner $P_{eff}=\sum_h\mu_h B_h$ to $\Sigma^{-1}$")
     ax.set_ylim(0, None)
     ax.legend(loc="center right")
 
@@ -267,6 +278,8 @@ def _key_numbers(data) -> dict:
     return {
         "W_distance_sigma_inv": dict(zip(Ls, map(float, data["W_dist_sigma_inv"]))),
         "W_distance_optimal": dict(zip(Ls, map(float, data["W_dist_optimal"]))),
+        "P_eff_distance_sigma_inv": dict(zip(Ls, map(float, data["P_eff_dist_sigma_inv"]))),
+        "P_eff_distance_optimal": dict(zip(Ls, map(float, data["P_eff_dist_optimal"]))),
         "cos_sigma_inv_min": dict(zip(Ls, map(float, np.min(data["cos_sigma_inv"], axis=1)))),
         "cos_identity_max": dict(zip(Ls, map(float, np.max(data["cos_identity"], axis=1)))),
         "model_minus_dpgd_optimal": {

@@ -30,6 +30,7 @@ def test_exact_curves(quick):
 def test_trained_points(quick):
     """Every trained W is closer to Σ⁻¹ than the identity is; the risk points have standard errors."""
     assert np.all(np.asarray(quick["W_dist_sigma_inv"]) < quick["identity_dist"])
+    assert np.all(np.asarray(quick["P_eff_dist_sigma_inv"]) < quick["identity_dist"])
     assert np.all(np.asarray(quick["risk_se"]) > 0) and np.asarray(quick["kq_last"]).shape == (2, 5, 5)
     assert np.asarray(quick["paper_L"]).size == 0  # quick mode never reads the paper-scale report
 
@@ -40,6 +41,7 @@ def test_paper_overlay_is_read_from_the_report(tmp_path, monkeypatch):
         "H": 3,
         "steps": 500000,
         "W_distance_sigma_inv": 0.12,
+        "P_eff_distance_sigma_inv": 0.11,
         "risks": {"model": {"risk": 0.4, "stderr": 0.002}},
         "diffs": {"model-dpgd_optimal": {"risk": 0.001, "stderr": 0.0005}},
     }
@@ -47,6 +49,6 @@ def test_paper_overlay_is_read_from_the_report(tmp_path, monkeypatch):
     monkeypatch.setattr(fig_mod, "PAPER_RUNS", tmp_path / "r.json")
     p = fig_mod._paper_runs()
     assert p["paper_L"].tolist() == [40] and p["paper_H"].tolist() == [3] and p["paper_W_dist"].tolist() == [0.12]
-    assert p["paper_diff_opt_se"].tolist() == [0.0005]
+    assert p["paper_diff_opt_se"].tolist() == [0.0005] and p["paper_P_eff_dist"].tolist() == [0.11]
     monkeypatch.setattr(fig_mod, "PAPER_RUNS", tmp_path / "absent.json")
     assert fig_mod._paper_runs()["paper_L"].size == 0
