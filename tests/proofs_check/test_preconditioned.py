@@ -1,0 +1,34 @@
+"""Check `preconditioned` (quick variant): passes at the default covariance and reports its numbers; fails honestly."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from proofs_check.checks import CHECKS
+from proofs_check.preconditioned import check_preconditioned, check_sigma
+from reduced_dynamics import Setting
+
+
+def test_quick_check_passes_with_numbers():
+    r = check_preconditioned(Setting(), quick=True)
+    assert r.error is None and r.passed, r.measured
+    rows = r.data["flow"]
+    assert [row["L"] for row in rows] == [40, 160]
+    assert rows[0]["distance_sigma_inv"] > rows[1]["distance_sigma_inv"]
+    assert all(row["distance_limit"] < 2e-3 for row in rows)
+    assert abs(r.data["mc"]["risk"] - r.data["mc"]["expansion"]) < 3 * r.data["mc"]["stderr"]
+    assert "preconditioned" in CHECKS
+
+
+def test_default_covariance_and_given_covariance():
+    S = check_sigma(Setting(d=4))
+    np.testing.assert_allclose(np.linalg.eigvalsh(S), np.linspace(0.5, 4.0, 4), rtol=1e-12)
+    given = np.diag([1.0, 2.0, 3.0])
+    assert check_sigma(Setting(d=3, Sigma=given)) is not None
+    np.testing.assert_array_equal(check_sigma(Setting(d=3, Sigma=given)), given)
+
+
+def test_array_setting_is_refused():
+    with pytest.raises(ValueError, match="`setting` must be scalar"):
+        check_preconditioned(Setting(L=[40, 80]), quick=True)
