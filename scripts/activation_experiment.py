@@ -85,7 +85,7 @@ def report_all(args, cfgs) -> dict:
         if not ck_path.exists():
             print(f"[{name}] no checkpoint, skipped", flush=True)
             continue
-        rep = trained_activation_report(ck_path, n_prompts=args.n_eval, seed=EVAL_SEED)
+        rep = trained_activation_report(ck_path, n_prompts=args.n_eval, seed=EVAL_SEED).to_dict()
         rows[name] = rep
         print(json.dumps({name: rep}, indent=1, default=float), flush=True)
     atomic_write_json(Path(args.out) / "report.json", rows)

@@ -66,6 +66,7 @@ __all__ = [
     "drift_gamma",
     "eta_eff_regression",
     "trained_activation_report",
+    "TrainedActivationReport",
 ]
 
 T_END = 1e5
@@ -433,13 +434,79 @@ def eta_eff_regression(model, params, setting: Setting, *, n_prompts: int = 50_0
     return EtaRegression(eta=eta, stderr=se, r2=r2, n=n_prompts)
 
 
-def trained_activation_report(checkpoint, *, n_prompts: int = 100_000, seed) -> dict:
-    """Evaluate a trained checkpoint of an activation run (scripts/activation_experiment.py).
+@dataclasses.dataclass(frozen=True)
+class TrainedActivationReport(FrozenResult):
+    """Evaluation of a trained checkpoint with an activation (:func:`trained_activation_report`).
 
-    Returns a JSON-ready dict: configuration and step, last-1000-step training loss, extracted
-    ``(ω, μ)``, pattern metrics, ``η`` claimed (``2 C_f γ μ₊``) and measured (regression, with SE),
-    ``η*``, and the risks of the model, of the reduced model with f at ``(ω, μ)`` and of debiased GD
-    at the claimed step and at ``η*``, with paired differences and standard errors (common prompts).
+    Attributes
+    ----------
+    activation : str
+    activation_c, c_f : float
+    step, steps : int
+        Steps done and configured.
+    train_loss_last1000 : float
+    omega, mu : ndarray, shape (H,)
+        Extracted (ω, μ).
+    dummy : ndarray of bool, shape (H,)
+    kq_offdiag_fraction, ov_offresponse_fraction : ndarray, shape (H,)
+    omega_cv, zero_sum_ratio, sign_match_fraction : float
+        Pattern metrics (``reduced_dynamics.model.circuits.pattern_metrics``).
+    eta_claim : float
+        ``2 C_f γ μ₊``.
+    eta_c_f_mu_omega : float
+        ``C_f μᵀω`` (the step of the debiased-GD comparison).
+    eta_measured, eta_measured_stderr, eta_measured_r2 : float
+        :func:`eta_eff_regression`.
+    eta_star : float
+    risks : dict
+        ``name -> [risk, SE]`` for ``model``, ``reduced`` (with f at (ω, μ)), ``debiased_gd_claim``
+        (at ``C_f μᵀω``), ``debiased_gd_star`` and the paired differences ``model-reduced``,
+        ``model-dgd_claim``, ``model-dgd_star`` (common prompts).
+    claim_history : list
+        ``[step, ω, μ, claim]`` from the checkpoint's circuit snapshots at steps ≥ 10⁴.
+    n_prompts : int
+    """
+
+    activation: str
+    activation_c: float
+    c_f: float
+    step: int
+    steps: int
+    train_loss_last1000: float
+    omega: np.ndarray
+    mu: np.ndarray
+    dummy: np.ndarray
+    kq_offdiag_fraction: np.ndarray
+    ov_offresponse_fraction: np.ndarray
+    omega_cv: float
+    zero_sum_ratio: float
+    sign_match_fraction: float
+    eta_claim: float
+    eta_c_f_mu_omega: float
+    eta_measured: float
+    eta_measured_stderr: float
+    eta_measured_r2: float
+    eta_star: float
+    risks: dict
+    claim_history: list
+    n_prompts: int
+
+
+def trained_activation_report(checkpoint, *, n_prompts: int = 100_000, seed) -> TrainedActivationReport:
+    """Evaluate a trained checkpoint of an activation run (``scripts/activation_experiment.py``).
+
+    Parameters
+    ----------
+    checkpoint : path-like
+        A ``checkpoint.npz`` of :func:`reduced_dynamics.model.training.train`.
+    n_prompts : int, in [2, 1e7]
+        Evaluation prompts (the η regression and the paired risks).
+    seed : int
+        Required; the regression uses ``seed``, the risks ``seed + 1``.
+
+    Returns
+    -------
+    TrainedActivationReport
     """
     from reduced_dynamics.estimation.predictors import debiased_gd
     from reduced_dynamics.estimation.risk import _Moments
@@ -478,28 +545,28 @@ def trained_activation_report(checkpoint, *, n_prompts: int = 100_000, seed) -> 
         if k >= 10_000:
             om = np.trace(KQ[:, :d, :d], axis1=1, axis2=2) / d
             history.append([int(k), om.tolist(), ov[:, d].tolist(), eta_claim(om, ov[:, d], s)])
-    return {
-        "claim_history": history,
-        "activation": s.activation,
-        "activation_c": s.activation_c,
-        "c_f": s.activation_fn.c_f,
-        "step": int(ck.step),
-        "steps": int(cfg.steps),
-        "train_loss_last1000": float(np.mean(tail)) if tail.size else None,
-        "omega": c.omega.tolist(),
-        "mu": c.mu.tolist(),
-        "dummy": c.dummy.tolist(),
-        "kq_offdiag_fraction": np.asarray(pm.kq_offdiag_fraction).tolist(),
-        "ov_offresponse_fraction": np.asarray(pm.ov_offresponse_fraction).tolist(),
-        "omega_cv": float(pm.omega_cv),
-        "zero_sum_ratio": float(pm.zero_sum_ratio),
-        "sign_match_fraction": float(pm.sign_match_fraction),
-        "eta_claim": claim,
-        "eta_c_f_mu_omega": eta_c,
-        "eta_measured": reg.eta,
-        "eta_measured_stderr": reg.stderr,
-        "eta_measured_r2": reg.r2,
-        "eta_star": float(s.eta_star),
-        "risks": risks,
-        "n_prompts": int(n_prompts),
-    }
+    return TrainedActivationReport(
+        activation=s.activation,
+        activation_c=float(s.activation_c),
+        c_f=s.activation_fn.c_f,
+        step=int(ck.step),
+        steps=int(cfg.steps),
+        train_loss_last1000=float(np.mean(tail)) if tail.size else float("nan"),
+        omega=c.omega,
+        mu=c.mu,
+        dummy=c.dummy,
+        kq_offdiag_fraction=np.asarray(pm.kq_offdiag_fraction),
+        ov_offresponse_fraction=np.asarray(pm.ov_offresponse_fraction),
+        omega_cv=float(pm.omega_cv),
+        zero_sum_ratio=float(pm.zero_sum_ratio),
+        sign_match_fraction=float(pm.sign_match_fraction),
+        eta_claim=claim,
+        eta_c_f_mu_omega=eta_c,
+        eta_measured=reg.eta,
+        eta_measured_stderr=reg.stderr,
+        eta_measured_r2=reg.r2,
+        eta_star=float(s.eta_star),
+        risks=risks,
+        claim_history=history,
+        n_prompts=int(n_prompts),
+    )

@@ -84,6 +84,7 @@ from reduced_dynamics.setting import Setting, as_setting
 __all__ = [
     "QUERY_NODES",
     "ActTerms",
+    "ValueAndSlope",
     "tilt_ratio",
     "fluctuation_kernel",
     "act_terms",
@@ -101,6 +102,21 @@ T_MAX = 17.0
 #: Query-norm nodes whose weight ``w_j ρ_j`` is below this are dropped (their contribution is below it).
 NODE_CUTOFF = 1e-17
 METHODS = ("auto", "closed", "quadrature")
+
+
+@dataclass(frozen=True)
+class ValueAndSlope(FrozenResult):
+    """A function's value and its derivative in the first argument (:func:`tilt_ratio`, :func:`fluctuation_kernel`).
+
+    Attributes
+    ----------
+    value : ndarray
+    slope : ndarray
+        Same shape as ``value``.
+    """
+
+    value: np.ndarray
+    slope: np.ndarray
 
 
 @functools.lru_cache(maxsize=64)
@@ -155,7 +171,7 @@ def _check_t(t, where):
         )
 
 
-def tilt_ratio(t, activation: Activation, *, method: str = "auto") -> tuple[np.ndarray, np.ndarray]:
+def tilt_ratio(t, activation: Activation, *, method: str = "auto") -> ValueAndSlope:
     r"""The tilt ``m_f(t) = E[a f(ta)]/E[f(ta)]`` and its derivative ``m_f'(t)``, ``a ~ N(0, 1)``.
 
     A head's weighted average of ``x`` tends to ``m_f(ω|x_q|) x_q/|x_q|`` (docs/theory.md#other-activations).
@@ -169,8 +185,14 @@ def tilt_ratio(t, activation: Activation, *, method: str = "auto") -> tuple[np.n
 
     Returns
     -------
-    (m, dm) : tuple of ndarray, shape of ``t``
+    ValueAndSlope
+        ``value = m_f(t)``, ``slope = m_f'(t)``, shape of ``t``.
     """
+    m, dm = _tilt(t, activation, method)
+    return ValueAndSlope(value=np.asarray(m), slope=np.asarray(dm))
+
+
+def _tilt(t, activation: Activation, method: str):
     t = np.asarray(t, dtype=np.float64)
     method = _check_method(method, activation)
     if method == "closed":
@@ -193,7 +215,7 @@ def tilt_ratio(t, activation: Activation, *, method: str = "auto") -> tuple[np.n
     return N / Q, (dN * Q - N * dQ) / Q**2
 
 
-def fluctuation_kernel(t1, t2, activation: Activation, *, method: str = "auto") -> tuple[np.ndarray, np.ndarray]:
+def fluctuation_kernel(t1, t2, activation: Activation, *, method: str = "auto") -> ValueAndSlope:
     r"""``K(t_1, t_2) = E[f(t_1 a) f(t_2 a)] / (E f(t_1 a) E f(t_2 a))`` and ``∂K/∂t_1``, ``a ~ N(0, 1)``.
 
     Parameters
@@ -204,8 +226,14 @@ def fluctuation_kernel(t1, t2, activation: Activation, *, method: str = "auto") 
 
     Returns
     -------
-    (K, dK1) : tuple of ndarray, the broadcast shape
+    ValueAndSlope
+        ``value = K``, ``slope = ∂K/∂t_1``, the broadcast shape.
     """
+    K, dK = _kernel(t1, t2, activation, method)
+    return ValueAndSlope(value=np.asarray(K), slope=np.asarray(dK))
+
+
+def _kernel(t1, t2, activation: Activation, method: str):
     t1, t2 = np.broadcast_arrays(np.asarray(t1, dtype=np.float64), np.asarray(t2, dtype=np.float64))
     method = _check_method(method, activation)
     if method == "closed":
@@ -302,7 +330,7 @@ def act_terms(omega, setting: Setting, *, method: str = "auto", query_nodes: int
                 f"exp(d·ω_h·ω_k) overflows: d·max(ω²) = {worst:.4g} exceeds {MAX_EXPONENT:g}; reduce |omega|"
             )
     t = omega * sd
-    K, dK1 = fluctuation_kernel(t[..., :, None], t[..., None, :], act, method=m)
+    K, dK1 = _kernel(t[..., :, None], t[..., None, :], act, m)
     dK = dK1 * sd
     if m == "closed" and act.name in ("exp", "affine"):  # τ = C ω for every query: the ρ average is exact
         cf = 1.0 if act.name == "exp" else act.c
@@ -315,7 +343,7 @@ def act_terms(omega, setting: Setting, *, method: str = "auto", query_nodes: int
         keep = w * rho >= NODE_CUTOFF
         rho, w = rho[keep], w[keep]
         r = np.sqrt(d * rho)  # (J,)
-        mt, dmt = tilt_ratio(omega[..., None] * r, act, method=m)  # (..., H, J)
+        mt, dmt = _tilt(omega[..., None] * r, act, m)  # (..., H, J)
         tau = mt / r
         wr = w * rho
         T1 = tau @ wr

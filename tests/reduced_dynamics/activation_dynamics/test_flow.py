@@ -35,7 +35,7 @@ def test_tilt_cubic_matches_the_series_of_the_tilt(name, c, m3):
     act = Activation(name, c)
     assert tilt_cubic(act) == pytest.approx(m3, abs=1e-15)
     t = 1e-2
-    m, _ = tilt_ratio(t, act, method="quadrature")
+    m = tilt_ratio(t, act, method="quadrature").value
     assert (float(m) - act.c_f * t) / t**3 == pytest.approx(m3, rel=1e-3, abs=1e-3)
 
 
@@ -130,3 +130,20 @@ def test_bad_input():
         integrate_act_flow([0.1, 0.2], [0.1], S(), t_end=1.0)
     with pytest.raises(ValueError, match="`gamma`"):
         manifold_profile([0.0], S())
+
+
+def test_trained_report_from_a_checkpoint(tmp_path):
+    """A short run with f: the report's claim is 2 C_f γ μ₊ of its extracted (ω, μ), the paired difference equals
+    the difference of the two risks, and the history comes from the snapshots."""
+    from reduced_dynamics.activation_dynamics.flow import trained_activation_report
+    from reduced_dynamics.model.training import TrainConfig, train
+
+    s = Setting(d=3, L=10, sigma2=0.1, activation="square", activation_c=0.5)
+    train(TrainConfig(setting=s, seed=0, n_heads=2, steps=40, batch=16), out=tmp_path)
+    r = trained_activation_report(tmp_path / "checkpoint.npz", n_prompts=500, seed=2)
+    assert r.step == 40 and r.activation == "square" and r.c_f == 1.0
+    assert r.eta_claim == pytest.approx(eta_claim(r.omega, r.mu, s))
+    m, d = r.risks["model"][0], r.risks["debiased_gd_star"][0]
+    assert r.risks["model-dgd_star"][0] == pytest.approx(m - d, abs=1e-12)
+    assert r.claim_history == []  # no snapshot at step >= 1e4
+    assert r.to_dict()["omega"] == list(r.omega)

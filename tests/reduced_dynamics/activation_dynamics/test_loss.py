@@ -64,8 +64,8 @@ def test_closed_forms_equal_sympy_gaussian_integrals(name, c):
     K_sym = sp.lambdify((t1, t2), E(f1 * f2) / (E(f1) * E(f2)))
     rng = np.random.default_rng(0)
     for x, y in rng.uniform(-1.5, 1.5, (5, 2)):
-        m, _ = tilt_ratio(x, act, method="closed")
-        K, _ = fluctuation_kernel(x, y, act, method="closed")
+        m = tilt_ratio(x, act, method="closed").value
+        K = fluctuation_kernel(x, y, act, method="closed").value
         assert float(m) == pytest.approx(float(m_sym(x)), rel=1e-12)
         assert float(K) == pytest.approx(float(K_sym(x, y)), rel=1e-12)
 
@@ -75,15 +75,18 @@ def test_closed_forms_equal_quadrature(name, c):
     """The trapezoid route (used for tanh) reproduces every closed form: values and derivatives."""
     act = Activation(name, c)
     t = np.linspace(-3, 3, 13)
-    for m in (0, 1):
+    for m in ("value", "slope"):
         np.testing.assert_allclose(
-            tilt_ratio(t, act, method="closed")[m], tilt_ratio(t, act, method="quadrature")[m], rtol=1e-11, atol=1e-12
+            getattr(tilt_ratio(t, act, method="closed"), m),
+            getattr(tilt_ratio(t, act, method="quadrature"), m),
+            rtol=1e-11,
+            atol=1e-12,
         )
     t1, t2 = np.meshgrid(t, t[::-1] * 0.7)
-    for m in (0, 1):
+    for m in ("value", "slope"):
         np.testing.assert_allclose(
-            fluctuation_kernel(t1, t2, act, method="closed")[m],
-            fluctuation_kernel(t1, t2, act, method="quadrature")[m],
+            getattr(fluctuation_kernel(t1, t2, act, method="closed"), m),
+            getattr(fluctuation_kernel(t1, t2, act, method="quadrature"), m),
             rtol=1e-10,
             atol=1e-11,
         )
@@ -101,8 +104,8 @@ def test_tanh_quadrature_equals_adaptive_quad(t):
     G = quad(lambda a: f(t * a) * f(-0.6 * t * a) * phi(a), -12, 12, points=[0.0], limit=400, epsabs=1e-14)[0]
     D2 = quad(lambda a: f(-0.6 * t * a) * phi(a), -12, 12, points=[0.0], limit=400, epsabs=1e-14)[0]
     act = Activation("tanh")
-    assert float(tilt_ratio(t, act)[0]) == pytest.approx(num / den, rel=1e-10)
-    assert float(fluctuation_kernel(t, -0.6 * t, act)[0]) == pytest.approx(G / (den * D2), rel=1e-10)
+    assert float(tilt_ratio(t, act).value) == pytest.approx(num / den, rel=1e-10)
+    assert float(fluctuation_kernel(t, -0.6 * t, act).value) == pytest.approx(G / (den * D2), rel=1e-10)
 
 
 @pytest.mark.parametrize("d", [1, 2, 5, 40, 1000, 100_000])
