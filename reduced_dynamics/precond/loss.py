@@ -27,7 +27,7 @@ The loss is invariant under ``(ω, W) → (ω/s, s W)``; :mod:`reduced_dynamics.
 normalises that scale into ``γ``.
 
 Overflow: ``exp(ω_h ω_k τ_hk)`` is checked against
-:data:`reduced_dynamics.dynamics.loss.MAX_EXPONENT` first, and a
+``reduced_dynamics.dynamics.loss.MAX_EXPONENT`` first, and a
 :class:`~reduced_dynamics.dynamics.loss.LossOverflowError` is raised (never inf or NaN).
 
 References
@@ -167,7 +167,7 @@ def precond_loss(omega, mu, W, setting) -> float:
     ValueError
         Bad shapes, non-finite input, an array-valued or unsupported setting.
     LossOverflowError
-        An exponent ``ω_h ω_k τ_hk`` above :data:`~reduced_dynamics.dynamics.loss.MAX_EXPONENT`,
+        An exponent ``ω_h ω_k τ_hk`` above ``MAX_EXPONENT`` (600),
         or a non-finite value.
 
     Examples
