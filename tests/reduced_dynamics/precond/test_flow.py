@@ -132,3 +132,12 @@ def test_overflow_during_flow_is_a_status(monkeypatch):
     assert "overflow" in r.message
     assert 0 < r.t < 1e3
     assert np.all(np.isfinite(r.loss_path)) and np.all(np.isfinite(r.W_path))
+
+
+@pytest.mark.parametrize("L", [20, 160])
+def test_limit_equals_exact_optimum_of_debiased_preconditioned_gd(L):
+    """Independent route: the finite-L optimum of debiased preconditioned GD from its exact risk (precond.exact)."""
+    from reduced_dynamics.precond.exact import optimal_dpgd
+
+    s = Setting(d=5, L=L, sigma2=0.1, Sigma=_sigma())
+    np.testing.assert_allclose(precond_limit(s).Gamma, optimal_dpgd(s).effective, atol=1e-12)
