@@ -40,7 +40,7 @@ from scipy.integrate import solve_ivp
 from reduced_dynamics._results import FrozenResult
 from reduced_dynamics._validation import check_finite_array, check_positive_float, check_positive_int
 from reduced_dynamics.dynamics.loss import LossOverflowError
-from reduced_dynamics.precond.loss import c_sigma, precond_loss, precond_loss_grad, sigma_of
+from reduced_dynamics.precond.loss import PrecondOverflowError, c_sigma, precond_loss, precond_loss_grad, sigma_of
 from reduced_dynamics.precond.metrics import scale_free_distance
 from reduced_dynamics.setting import Setting, as_setting
 
@@ -60,6 +60,8 @@ __all__ = [
 T_END_MAX = 1e8
 #: Largest number of heads of a flow.
 N_HEADS_MAX = 16
+#: Largest dimension of a flow (the state has 2H + d² variables; the stiff solver's Jacobian is its square).
+D_FLOW_MAX = 40
 #: Status messages of :func:`integrate_precond_flow`.
 STATUS_MESSAGES = {
     0: "Reached t_end. For H >= 2 the flow never stops (it drifts toward γ = 0); increase `t_end` to follow it.",
@@ -179,15 +181,16 @@ class NormalisedPrecond(FrozenResult):
     sign_matched: bool
 
 
-def _check_state(omega, mu, W, setting):
-    omega = check_finite_array("omega", omega, ndim=1)
-    mu = check_finite_array("mu", mu, ndim=1)
+def _check_state(omega, mu, W, setting, names=("omega", "mu", "W")):
+    a, b, w = names
+    omega = check_finite_array(a, omega, ndim=1)
+    mu = check_finite_array(b, mu, ndim=1)
     if omega.shape != mu.shape:
-        raise ValueError(f"`omega` and `mu` must have the same shape (H,), got {omega.shape} and {mu.shape}")
+        raise ValueError(f"`{a}` and `{b}` must have the same shape (H,), got {omega.shape} and {mu.shape}")
     H, d = omega.shape[0], setting.d
-    W = check_finite_array("W", W)
+    W = check_finite_array(w, W)
     if W.shape not in ((d, d), (H, d, d)):
-        raise ValueError(f"`W` must have shape ({d}, {d}) (shared) or ({H}, {d}, {d}) (one per head), got {W.shape}")
+        raise ValueError(f"`{w}` must have shape ({d}, {d}) (shared) or ({H}, {d}, {d}) (one per head), got {W.shape}")
     return omega, mu, W
 
 
@@ -360,7 +363,7 @@ def integrate_precond_flow(
     W0 : array_like, shape (d, d) or (H, d, d)
         Initial shared KQ matrix, or one per head.
     setting : Setting
-        Scalar; ``Sigma`` (None = ``I_d``). Softmax, single task.
+        Scalar, ``d <= 40``; ``Sigma`` (None = ``I_d``). Softmax, single task.
     t_end : float, in (0, 1e8]
     method : {"LSODA", "Radau", "BDF"}
     rtol : float, in [1e-13, 1e-2]
@@ -378,11 +381,14 @@ def integrate_precond_flow(
     ------
     ValueError
         A bad argument, named with its allowed range.
-    LossOverflowError
-        The initial state is already outside the overflow-safe region.
+    PrecondOverflowError
+        (a ``LossOverflowError`` and a ``ValueError``) The initial state is already outside the
+        overflow-safe region.
     """
     setting = as_setting(setting, "integrate_precond_flow")
-    omega0, mu0, W0 = _check_state(omega0, mu0, W0, setting)
+    if setting.d > D_FLOW_MAX:
+        raise ValueError(f"`setting.d` must be <= {D_FLOW_MAX} for the flow (2H + d² variables), got {setting.d}")
+    omega0, mu0, W0 = _check_state(omega0, mu0, W0, setting, names=("omega0", "mu0", "W0"))
     H = check_positive_int("H", omega0.shape[0], hi=N_HEADS_MAX)
     t_end = check_positive_float("t_end", t_end)
     if t_end > T_END_MAX:
@@ -401,7 +407,12 @@ def integrate_precond_flow(
     t_first = check_positive_float("t_first", t_first)
     if t_first >= t_end:
         raise ValueError(f"`t_first` must be a number in (0, t_end = {t_end:g}), got {t_first!r}")
-    precond_loss(omega0, mu0, W0, setting)  # raises LossOverflowError for an unsafe start
+    try:
+        precond_loss(omega0, mu0, W0, setting)
+    except LossOverflowError as exc:
+        raise PrecondOverflowError(
+            f"the start (`omega0`, `mu0`, `W0`) is outside the overflow-safe region: {exc}"
+        ) from None
     wshape = W0.shape
 
     def split(y):
@@ -519,6 +530,8 @@ def precond_initial_state(n_heads, setting, *, seed, scale=0.01, kind="symmetric
     from reduced_dynamics.estimation.prompts import as_generator
 
     setting = as_setting(setting, "precond_initial_state")
+    if setting.d > D_FLOW_MAX:
+        raise ValueError(f"`setting.d` must be <= {D_FLOW_MAX} for the flow (2H + d² variables), got {setting.d}")
     H = check_positive_int("n_heads", n_heads, hi=N_HEADS_MAX)
     scale = check_positive_float("scale", scale)
     if w_init not in ("random", "identity"):

@@ -50,6 +50,8 @@ from reduced_dynamics.estimation.prompts import Prompts
 from reduced_dynamics.setting import Setting, as_setting
 
 __all__ = [
+    "D_MAX",
+    "PrecondOverflowError",
     "PrecondGradient",
     "sigma_of",
     "c_sigma",
@@ -61,17 +63,33 @@ __all__ = [
 ]
 
 
+class PrecondOverflowError(LossOverflowError, ValueError):
+    """An exponent or value of the preconditioned loss overflows float64 for the given state.
+
+    A :class:`~reduced_dynamics.dynamics.loss.LossOverflowError` (an ``OverflowError``) and a
+    ``ValueError`` naming the state arguments: the command line reports it as bad input (exit 2).
+    """
+
+
+#: Largest dimension of the matrix computations (d × d matrices of float64: 8 MB at d = 1000).
+D_MAX = 1000
+
+
 def sigma_of(setting: Setting) -> np.ndarray:
-    """The covariance ``Σ`` of ``setting`` as a (d, d) array (``I_d`` when ``setting.Sigma`` is None)."""
+    """The covariance ``Σ`` of ``setting`` as a (d, d) array (``I_d`` when ``setting.Sigma`` is None); ``d <= 1000``."""
     setting = as_setting(setting, "sigma_of")
+    if setting.d > D_MAX:
+        raise ValueError(
+            f"`setting.d` must be <= {D_MAX} for the preconditioned model (d × d matrices), got {setting.d}"
+        )
     return np.eye(setting.d) if setting.Sigma is None else np.asarray(setting.Sigma, dtype=np.float64)
 
 
 def c_sigma(setting: Setting) -> float:
     r"""The fluctuation constant :math:`c_\Sigma = (\operatorname{tr}\Sigma/d + \sigma^2)/L` (``c`` at ``Σ = I``)."""
     setting = as_setting(setting, "c_sigma")
-    S = sigma_of(setting)
-    return float((np.trace(S) / setting.d + setting.sigma2) / setting.L)
+    tr = setting.d if setting.Sigma is None else float(np.trace(setting.Sigma))
+    return float((tr / setting.d + setting.sigma2) / setting.L)
 
 
 @dataclass(frozen=True)
@@ -131,8 +149,8 @@ def _prepare(omega, mu, W, setting, where):
         expo = omega[:, None] * omega[None, :] * tau
     worst = float(np.max(expo)) if np.all(np.isfinite(expo)) else np.inf
     if worst > MAX_EXPONENT:
-        raise LossOverflowError(
-            f"exp(ω_h ω_k tr(Σ W_hᵀ Σ W_k)) overflows: the largest exponent {worst:.4g} exceeds "
+        raise PrecondOverflowError(
+            f"`omega` or `W` too large: exp(ω_h ω_k tr(Σ W_hᵀ Σ W_k)) overflows: the largest exponent {worst:.4g} exceeds "
             f"{MAX_EXPONENT:g}; reduce |omega| or the scale of `W`"
         )
     K = np.exp(expo)
@@ -166,9 +184,9 @@ def precond_loss(omega, mu, W, setting) -> float:
     ------
     ValueError
         Bad shapes, non-finite input, an array-valued or unsupported setting.
-    LossOverflowError
-        An exponent ``ω_h ω_k τ_hk`` above ``MAX_EXPONENT`` (600),
-        or a non-finite value.
+    PrecondOverflowError
+        (a ``LossOverflowError`` and a ``ValueError``) An exponent ``ω_h ω_k τ_hk`` above
+        ``MAX_EXPONENT`` (600), or a non-finite value.
 
     Examples
     --------
@@ -183,7 +201,7 @@ def precond_loss(omega, mu, W, setting) -> float:
         _, P = _bias_parts(omega, mu, Wh, S, d)
         out = setting.sigma2 + np.trace(P @ S @ P.T) / d + c * float(mu @ K @ mu)
     if not np.isfinite(out):
-        raise LossOverflowError("precond_loss is not finite in float64: reduce |mu|, |omega| or the scale of `W`")
+        raise PrecondOverflowError("`mu`, `omega` or `W` too large: precond_loss is not finite in float64")
     return float(out)
 
 
@@ -203,7 +221,7 @@ def precond_loss_grad(omega, mu, W, setting) -> PrecondGradient:
 
     Raises
     ------
-    ValueError, LossOverflowError
+    ValueError, PrecondOverflowError
         As :func:`precond_loss`.
     """
     omega, mu, Wh, shared, S, tau, K, c, setting = _prepare(omega, mu, W, setting, "precond_loss_grad")
@@ -223,7 +241,9 @@ def precond_loss_grad(omega, mu, W, setting) -> PrecondGradient:
             g_W = g_W.sum(axis=0)
     for name, v in (("omega", g_omega), ("mu", g_mu), ("W", g_W)):
         if not np.all(np.isfinite(v)):
-            raise LossOverflowError(f"the `{name}` gradient is not finite in float64: reduce |mu|, |omega| or `W`")
+            raise PrecondOverflowError(
+                f"`mu`, `omega` or `W` too large: the `{name}` gradient is not finite in float64"
+            )
     return PrecondGradient(omega=g_omega, mu=g_mu, W=g_W)
 
 
@@ -365,30 +385,32 @@ def precond_risk_expansion(omega, mu, W, setting) -> PrecondExpansion:
     omega, mu, Wh, _, S, _, K, c, setting = _prepare(omega, mu, W, setting, "precond_risk_expansion")
     d, H = setting.d, omega.shape[0]
     Cf = np.linalg.cholesky(S)
-    Gam, P = _bias_parts(omega, mu, Wh, S, d)
-    R0 = float(setting.sigma2 + np.trace(P @ S @ P.T) / d)
-    trS = float(np.trace(S))
-    S2 = S @ S
-    R1 = 0.0
     why = "the Gaussian average of exp(quadratic form) diverges (state too large for the 1/L expansion)"
-    for h in range(H):
-        Qh = omega[h] * Wh[h] @ Cf  # q_h = Qh z
-        A = Qh.T @ S @ Qh
-        B = (P @ Cf).T @ S @ Qh
-        res = _gauss_quad_exp(A, B)
-        if res is None:
-            raise ValueError(f"`omega` too large for precond_risk_expansion: {why}")
-        R1 += (2.0 / d) * mu[h] * res[1]
-        for k in range(H):
-            Qk = omega[k] * Wh[k] @ Cf
-            res = _gauss_quad_exp(Qh.T @ S @ Qk, Qh.T @ S2 @ Qk)
+    with np.errstate(over="ignore", invalid="ignore"):  # non-finite values are caught below
+        Gam, P = _bias_parts(omega, mu, Wh, S, d)
+        R0 = float(setting.sigma2 + np.trace(P @ S @ P.T) / d)
+        trS = float(np.trace(S))
+        S2 = S @ S
+        R1 = 0.0
+        for h in range(H):
+            Qh = omega[h] * Wh[h] @ Cf  # q_h = Qh z
+            A = Qh.T @ S @ Qh
+            B = (P @ Cf).T @ S @ Qh
+            res = _gauss_quad_exp(A, B) if np.all(np.isfinite(B)) else None
             if res is None:
-                raise ValueError(f"`omega` too large for precond_risk_expansion: {why}")
-            R1 += mu[h] * mu[k] * ((trS / d + setting.sigma2) * res[0] + res[1] / d)
-    R1_approx = float(setting.L * c * (mu @ K @ mu))
-    risk = R0 + R1 / setting.L
-    if not all(np.isfinite(v) for v in (R0, R1, risk)):
-        raise LossOverflowError("precond_risk_expansion is not finite in float64: reduce |mu| or |omega|")
+                raise PrecondOverflowError(f"`omega` or `mu` too large for precond_risk_expansion: {why}")
+            R1 += (2.0 / d) * mu[h] * res[1]
+            for k in range(H):
+                Qk = omega[k] * Wh[k] @ Cf
+                res = _gauss_quad_exp(Qh.T @ S @ Qk, Qh.T @ S2 @ Qk)
+                if res is None:
+                    raise PrecondOverflowError(f"`omega` too large for precond_risk_expansion: {why}")
+                R1 += mu[h] * mu[k] * ((trS / d + setting.sigma2) * res[0] + res[1] / d)
+    with np.errstate(over="ignore", invalid="ignore"):
+        R1_approx = float(setting.L * c * (mu @ K @ mu))
+        risk = R0 + R1 / setting.L
+    if not all(np.isfinite(v) for v in (R0, R1, R1_approx, risk)):
+        raise PrecondOverflowError("`mu` or `omega` too large: precond_risk_expansion is not finite in float64")
     return PrecondExpansion(
         R0=R0, R1=float(R1), R1_approx=R1_approx, risk=float(risk), approx_gap=float((R1_approx - R1) / setting.L)
     )
