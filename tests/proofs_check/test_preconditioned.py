@@ -18,6 +18,9 @@ def test_quick_check_passes_with_numbers():
     assert rows[0]["distance_sigma_inv"] > rows[1]["distance_sigma_inv"]
     assert all(row["distance_limit"] < 2e-3 for row in rows)
     assert abs(r.data["mc"]["risk"] - r.data["mc"]["expansion"]) < 3 * r.data["mc"]["stderr"]
+    lp = r.data["limit_predictor"]
+    assert abs(lp["reduced_minus_limit"]) < 1e-3  # the end state is the limit predictor up to O(γ⁴)
+    assert lp["sigma_inv_minus_limit"] > 3 * lp["sigma_inv_minus_limit_se"]  # Σ⁻¹ itself is worse at L = 40
     assert "preconditioned" in CHECKS
 
 
