@@ -17,6 +17,7 @@ def test_trained_numbers_are_read_from_the_script_file(tmp_path, monkeypatch):
     monkeypatch.setattr(fa, "TRAINED_FILE", f)
     out = fa._trained(["exp", "square"])
     assert np.isnan(out[0]).all()
-    np.testing.assert_array_equal(out[1], [0.9, 0.87, 0.01, 5])
+    np.testing.assert_array_equal(out[1, :4], [0.9, 0.87, 0.01, 5])
+    assert np.isnan(out[1, 4])  # no omega in the file: no γ
     monkeypatch.setattr(fa, "TRAINED_FILE", tmp_path / "missing.json")
     assert np.isnan(fa._trained(["exp"])).all()
