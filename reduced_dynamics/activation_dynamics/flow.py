@@ -457,6 +457,8 @@ class TrainedActivationReport(FrozenResult):
         ``2 C_f γ μ₊``.
     eta_c_f_mu_omega : float
         ``C_f μᵀω`` (the step of the debiased-GD comparison).
+    eta_tilt : float
+        The extracted state's large-L slope ``μᵀT₁`` (:func:`eta_tilt`).
     eta_measured, eta_measured_stderr, eta_measured_r2 : float
         :func:`eta_eff_regression`.
     eta_star : float
@@ -485,6 +487,7 @@ class TrainedActivationReport(FrozenResult):
     sign_match_fraction: float
     eta_claim: float
     eta_c_f_mu_omega: float
+    eta_tilt: float
     eta_measured: float
     eta_measured_stderr: float
     eta_measured_r2: float
@@ -564,6 +567,7 @@ def trained_activation_report(checkpoint, *, n_prompts: int = 100_000, seed) -> 
         sign_match_fraction=float(pm.sign_match_fraction),
         eta_claim=claim,
         eta_c_f_mu_omega=eta_c,
+        eta_tilt=eta_tilt(c.omega, c.mu, s),
         eta_measured=reg.eta,
         eta_measured_stderr=reg.stderr,
         eta_measured_r2=reg.r2,
