@@ -101,7 +101,7 @@ def check_preconditioned(setting: Setting, *, quick: bool = False) -> CheckResul
     L_mc = 640
     s_mc = base.replace(L=L_mc)
     om_mc, mu_mc, W_mc = np.array([0.2, -0.2]), np.array([2.0, -2.0]), np.linalg.inv(Sig)
-    n_mc = 12_000 if quick else 60_000
+    n_mc = 8_000 if quick else 60_000
     est = estimate_risks(
         {"m": PrecondReducedModel(om_mc, mu_mc, W_mc)}, s_mc, n_prompts=n_mc, seed=7, conditional=True
     )["m"]
@@ -141,7 +141,7 @@ def check_preconditioned(setting: Setting, *, quick: bool = False) -> CheckResul
     s0 = base.replace(L=L0)
     t_pair = 1e4 if quick else 1e5  # the gap to the limit predictor shrinks like γ⁴ along the drift
     r0 = precond_flow_end_state(s0, seed=1, t_end=t_pair, n_times=5)
-    n_pair = 12_000 if quick else 100_000
+    n_pair = 8_000 if quick else 100_000
     pair = estimate_risks(
         {
             "reduced": PrecondReducedModel(r0.omega, r0.mu, r0.W),
