@@ -93,3 +93,43 @@ def test_train_affine_normaliser_breakdown_exits_3_with_one_reason(capsys):
     rc = main(["train", "--activation", "affine", "--activation-c", "1", "--steps", "3000", "--quiet", "--json"])
     captured = capsys.readouterr()
     assert rc == 3 and "normaliser" in captured.out + captured.err
+
+
+def test_risk_activation_json_paired_and_consistent(capsys):
+    """risk --activation: the reduced model with f vs debiased GD on common prompts; the paired difference is the
+    difference of the two estimates, L̃_f is the library's, and the reduced model equals act_mc_risk on the same
+    prompts (same seed: the same statistics stream)."""
+    from reduced_dynamics.activation_dynamics.loss import act_loss, act_mc_risk
+
+    rc = main(
+        [
+            "risk",
+            "--activation",
+            "square",
+            "--omega",
+            "0.15,-0.15",
+            "--mu",
+            "1.7,-1.7",
+            "--prompts",
+            "4000",
+            "--seed",
+            "3",
+            "--json",
+            "--quiet",
+        ]
+    )
+    out = json.loads(capsys.readouterr().out)
+    est, diff = out["estimates"], out["differences"]
+    assert rc == 0
+    assert diff["reduced_f-debiased_gd_star"]["risk"] == pytest.approx(
+        est["reduced_f"]["risk"] - est["debiased_gd_star"]["risk"], abs=1e-12
+    )
+    s = Setting(activation="square")
+    om, mu = np.array([0.15, -0.15]), np.array([1.7, -1.7])
+    assert out["approx_loss"] == pytest.approx(act_loss(om, mu, s))
+    assert est["reduced_f"]["risk"] == pytest.approx(act_mc_risk(om, mu, s, n_prompts=4000, seed=3).risk, rel=1e-12)
+
+
+def test_risk_activation_bad_input_exit_2(capsys):
+    assert main(["risk", "--activation", "tanh", "--omega", "0.1"]) == 2
+    assert "`--omega` and `--mu`" in capsys.readouterr().err
