@@ -33,6 +33,8 @@ def run_activation(args, setting) -> int:
         raise ValueError("`--n-init` is not supported with `--activation` other than exp (one flow per run)")
     if not setting.isotropic:
         raise ValueError("`--activation` other than exp cannot be combined with `--sigma` yet (isotropic only)")
+    if setting.tasks is not None:
+        raise ValueError("`--activation` other than exp cannot be combined with `--tasks` yet (single task only)")
     if (args.omega0 is None) != (args.mu0 is None):
         raise ValueError("`--omega0` and `--mu0` must be given together")
     if not 0.0 < args.t_end <= 1e9:
@@ -147,6 +149,8 @@ def risk_activation(args, setting) -> int:
     t0 = time.perf_counter()
     if not setting.isotropic:
         raise ValueError("`--activation` other than exp cannot be combined with `--sigma` yet (isotropic only)")
+    if setting.tasks is not None:
+        raise ValueError("`--activation` other than exp cannot be combined with `--tasks` yet (single task only)")
     if args.prompts < 2:
         raise ValueError(f"`--prompts` must be an integer >= 2 (for a standard error), got {args.prompts}")
     if (args.omega is None) != (args.mu is None):

@@ -57,6 +57,8 @@ def test_run_activation_text_and_affine_has_no_drift_law(capsys):
         (["--activation", "tanh", "--omega0", "0.1,-0.1"], "`--omega0` and `--mu0`"),
         (["--activation", "affine", "--activation-c", "-1"], "`--activation-c`"),
         (["--activation", "tanh", "--omega0", "9,-9", "--mu0", "1,-1"], "quadrature"),
+        (["--activation", "tanh", "--d", "6", "--tasks", "1-4,3-6"], "`--tasks`"),
+        (["--activation", "tanh", "--sigma-eigs", "1,2,3,4,5", "--sigma-seed", "0"], "`--sigma`"),
     ],
 )
 def test_bad_activation_input_one_line_exit_2(capsys, extra, message):
@@ -130,6 +132,15 @@ def test_risk_activation_json_paired_and_consistent(capsys):
     assert est["reduced_f"]["risk"] == pytest.approx(act_mc_risk(om, mu, s, n_prompts=4000, seed=3).risk, rel=1e-12)
 
 
-def test_risk_activation_bad_input_exit_2(capsys):
-    assert main(["risk", "--activation", "tanh", "--omega", "0.1"]) == 2
-    assert "`--omega` and `--mu`" in capsys.readouterr().err
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--omega", "0.1"], "`--omega` and `--mu`"),
+        (["--d", "6", "--tasks", "1-4,3-6"], "`--tasks`"),
+        (["--prompts", "1"], "`--prompts`"),
+    ],
+)
+def test_risk_activation_bad_input_exit_2(capsys, extra, message):
+    assert main(["risk", "--activation", "tanh", *extra]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
