@@ -72,6 +72,8 @@ __all__ = [
 ]
 
 T_END = 1e5
+#: Most gradient evaluations of one flow (a stiffer flow stops with status −3).
+MAX_NFEV = 100_000
 
 
 def tilt_cubic(activation: Activation) -> float:
@@ -214,7 +216,8 @@ class ActFlowResult(FrozenResult):
     ----------
     success : bool
     status : int
-        ``solve_ivp`` status (0 reached ``t_end``); −2 the loss left the float64 range or the quadrature range.
+        ``solve_ivp`` status (0 reached ``t_end``); −2 the loss left the float64 range or the quadrature range;
+        −3 the flow needed more than :data:`MAX_NFEV` gradient evaluations (too stiff at this setting).
     message : str
     t : ndarray, shape (T,)
         Recorded times (log-spaced).
@@ -308,9 +311,13 @@ def integrate_act_flow(
     H = omega0.size
     act_loss_grad(omega0, mu0, s)  # a start outside the loss's range is bad input (ValueError / LossOverflowError)
     failure = {}
-    last = {"t": 0.0, "y": np.concatenate([omega0, mu0])}
+    last = {"t": 0.0, "y": np.concatenate([omega0, mu0]), "n": 0}
 
     def rhs(t, y):
+        last["n"] += 1
+        if last["n"] > MAX_NFEV:
+            failure.setdefault("budget", True)
+            raise _Stop
         try:
             g = act_loss_grad(y[:H], y[H:], s)
         except (LossOverflowError, ValueError) as exc:
@@ -327,9 +334,17 @@ def integrate_act_flow(
         status, message, success = int(sol.status), str(sol.message), bool(sol.success)
         t, Y, nfev = sol.t, sol.y.T, int(sol.nfev)
     except _Stop:
-        status, success = -2, False
-        message = f"the flow left the range of the loss at t ≈ {last['t']:.4g}: {failure.get('why', '')}"
-        t, Y, nfev = np.array([0.0, last["t"]]), np.stack([y0, last["y"]]), 0
+        success = False
+        if failure.get("budget"):
+            status = -3
+            message = (
+                f"stopped after {MAX_NFEV} gradient evaluations at t ≈ {last['t']:.4g} (the flow is too stiff at "
+                "this setting, e.g. an extreme σ² or L); lower `t_end`"
+            )
+        else:
+            status = -2
+            message = f"the flow left the range of the loss at t ≈ {last['t']:.4g}: {failure.get('why', '')}"
+        t, Y, nfev = np.array([0.0, last["t"]]), np.stack([y0, last["y"]]), int(last["n"])
     om, mu = Y[:, :H], Y[:, H:]
     loss = np.array([act_loss(a, b, s) for a, b in zip(om, mu)])
     oe, me = om[-1], mu[-1]

@@ -167,3 +167,13 @@ def test_manifold_risk_scan_against_exact_risk_and_independent_monte_carlo():
     mc = act_mc_risk(om, mu, s, n_prompts=20_000, seed=3)
     assert abs(r.risk[0] - mc.risk) < 3 * np.hypot(r.stderr[0], mc.stderr)
     assert act_mc_risk(om, 1.05 * mu, s, n_prompts=20_000, seed=2).risk > r.risk[0]
+
+
+def test_flow_stops_after_the_evaluation_budget(monkeypatch):
+    """A flow that needs more than MAX_NFEV gradient evaluations stops with status −3 and the last state."""
+    import reduced_dynamics.activation_dynamics.flow as fl
+
+    monkeypatch.setattr(fl, "MAX_NFEV", 40)
+    r = integrate_act_flow([0.01, -0.02], [0.01, 0.02], S("square"), t_end=1e4)
+    assert r.status == -3 and not r.success and "40 gradient evaluations" in r.message
+    assert r.nfev == 41 and np.all(np.isfinite(r.omega))
