@@ -217,7 +217,7 @@ class ActFlowResult(FrozenResult):
     success : bool
     status : int
         ``solve_ivp`` status (0 reached ``t_end``); −2 the loss left the float64 range or the quadrature range;
-        −3 the flow needed more than :data:`MAX_NFEV` gradient evaluations (too stiff at this setting).
+        −3 the flow needed more than ``MAX_NFEV`` (100000) gradient evaluations (too stiff at this setting).
     message : str
     t : ndarray, shape (T,)
         Recorded times (log-spaced).
