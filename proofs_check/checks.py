@@ -13,11 +13,15 @@ import time
 
 from reduced_dynamics.setting import as_setting
 
+from .activations import check_activations
 from .approximation import check_approx_vs_exact, check_approximation, check_predictor_limit, check_single_head
 from .bayes import check_bayes_ratio
 from .dynamics import check_drift_law, check_manifold, check_optimality_loss
 from .exact import check_exact_dynamics
 from .multitask import check_multitask
+from .precond_predictors import check_precond_risk
+from .precond_trained import check_precond_trained
+from .preconditioned import check_preconditioned
 from .result import CheckResult, reports_errors
 
 __all__ = ["CHECKS", "check_optimality", "run_checks"]
@@ -72,8 +76,8 @@ def _bayes(setting, *, quick=False) -> CheckResult:
     return check_bayes_ratio(quick=quick)
 
 
-#: name -> checker ``f(setting, *, quick)``, in the order of docs/theory.md#gradient-flow,
-#: docs/theory.md#predictors, docs/theory.md#theorem-1
+#: Check name -> checker, called as ``f(setting, quick=False)``. Ordered as the theory:
+#: docs/theory.md#gradient-flow, docs/theory.md#predictors, docs/theory.md#theorem-1, docs/theory.md#extensions.
 CHECKS = {
     "manifold": check_manifold,
     "drift_law": check_drift_law,
@@ -84,6 +88,10 @@ CHECKS = {
     "single_head": check_single_head,
     "exact_dynamics": check_exact_dynamics,
     "multitask": check_multitask,
+    "precond_risk": check_precond_risk,
+    "preconditioned": check_preconditioned,
+    "precond_trained": check_precond_trained,
+    "activations": check_activations,
 }
 
 

@@ -1,4 +1,4 @@
-r"""Check ``preconditioned``: the reduced model under x ~ N(0, Σ) with ``KQ_h = ω_h W`` (docs/theory.md#non-isotropic-covariates).
+r"""Check ``preconditioned``: the reduced model under :math:`x \sim N(0, \Sigma)` with ``KQ_h = ω_h W`` (docs/theory.md#non-isotropic-covariates).
 
 At the check's covariance (the setting's ``Sigma``, or eigenvalues ``linspace(0.5, 4, d)`` in the
 random orthogonal basis of seed 0 when it has none; ``d``, ``σ²`` of the setting):
@@ -48,7 +48,7 @@ PAIRED_TOL = 1e-3
 
 
 def check_sigma(setting: Setting) -> np.ndarray:
-    """The check's covariance: ``setting.Sigma``, or eigenvalues ``linspace(0.5, 4, d)`` in the basis of seed 0 (as ``--sigma-eigs ... --sigma-seed 0``)."""
+    """The check's covariance: ``setting.Sigma``, or eigenvalues ``linspace(0.5, 4, d)`` in the basis of seed 0 (as the options --sigma-eigs and --sigma-seed 0 give)."""
     if setting.Sigma is not None:
         return np.asarray(setting.Sigma)
     from reduced_dynamics.cli._setting import covariance_from_eigs

@@ -1,7 +1,7 @@
 r"""Attention activations: the function ``f`` that replaces ``exp`` in the softmax weights.
 
 With an activation ``f`` a head's weights are ``f(ω s_l) / Σ_j f(ω s_j)`` instead of
-``softmax_l(ω s_l)`` (docs/theory.md#extensions). The registry :data:`ACTIVATIONS` maps a
+``softmax_l(ω s_l)`` (docs/theory.md#other-activations). The registry :data:`ACTIVATIONS` maps a
 name to an :class:`Activation`; a :class:`~reduced_dynamics.Setting` carries the name in
 ``activation`` and the constant ``C`` in ``activation_c``.
 
@@ -20,7 +20,7 @@ tanh      ``1 + tanh(x)``         1                               always positiv
 
 References
 ----------
-docs/theory.md#extensions
+docs/theory.md#other-activations
 """
 
 from __future__ import annotations

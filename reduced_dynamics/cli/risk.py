@@ -21,7 +21,12 @@ import numpy as np
 
 from reduced_dynamics._validation import check_positive_int
 from reduced_dynamics.cli._common import Progress, add_quiet, exit_codes_epilog, nonempty, parse_floats, prepare_out
-from reduced_dynamics.cli._setting import add_setting_arguments, add_tasks_argument, setting_from_args
+from reduced_dynamics.cli._setting import (
+    add_extension_arguments,
+    add_setting_arguments,
+    add_tasks_argument,
+    setting_from_args,
+)
 from reduced_dynamics.dynamics.manifold import eta_star, mu_gamma
 from reduced_dynamics.estimation.predictors import BayesRidge, DebiasedGD, MultiHead, SingleHead, VanillaGD
 from reduced_dynamics.estimation.risk import RiskEstimate, estimate_risks
@@ -43,6 +48,7 @@ DEFAULT_GAMMA = 0.1
 def add_arguments(parser) -> None:
     add_setting_arguments(parser)
     add_tasks_argument(parser)
+    add_extension_arguments(parser)
     parser.add_argument("--prompts", type=int, default=200000, help="Monte Carlo prompts (default 200000)")
     parser.add_argument("--seed", type=int, default=0, help="seed (default 0)")
     parser.add_argument(
@@ -75,8 +81,16 @@ def _gd_risk():
 def main(args) -> int:
     t0 = time.perf_counter()
     setting = setting_from_args(args)
+    if setting.activation != "exp":  # another attention activation f: the reduced model with f vs debiased GD
+        from reduced_dynamics.cli._activation import risk_activation
+
+        return risk_activation(args, setting)
     if setting.tasks is not None:
         return _main_multitask(args, setting, t0)
+    if setting.Sigma is not None:
+        from reduced_dynamics.cli._precond_risk import risk_precond
+
+        return risk_precond(args, setting)
     d, L, sigma2 = setting.d, setting.L, setting.sigma2
     eta = eta_star(setting)
     if check_positive_int("prompts", args.prompts) < 2:

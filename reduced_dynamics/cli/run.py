@@ -18,7 +18,12 @@ from reduced_dynamics.cli._common import (
     parse_floats,
     prepare_out,
 )
-from reduced_dynamics.cli._setting import add_setting_arguments, add_tasks_argument, setting_from_args
+from reduced_dynamics.cli._setting import (
+    add_extension_arguments,
+    add_setting_arguments,
+    add_tasks_argument,
+    setting_from_args,
+)
 from reduced_dynamics.dynamics.flow import (
     EXPLICIT_METHODS,
     IMPLICIT_METHODS,
@@ -49,6 +54,7 @@ def add_arguments(p):
     p.add_argument("--heads", type=int, default=2, help="number of heads H (default 2)")
     add_setting_arguments(p)
     add_tasks_argument(p)
+    add_extension_arguments(p)
     p.add_argument("--t-end", type=float, default=1e5, help=f"final time, in (0, {T_END_MAX:g}] (default 1e5)")
     p.add_argument("--init", choices=["random", "symmetric"], default="random", help="initialisation (default random)")
     p.add_argument("--init-scale", type=float, default=0.01, help="scale of the initial entries (default 0.01)")
@@ -167,10 +173,18 @@ def _check_solver_flags(args):
 
 def main(args) -> int:
     setting = setting_from_args(args)
+    if setting.activation != "exp":  # another attention activation f: the reduced flow of L̃_f
+        from reduced_dynamics.cli._activation import run_activation
+
+        return run_activation(args, setting)
     if setting.tasks is not None:  # multi-task regression (--tasks): its own reduced model and trainer
         from reduced_dynamics.cli._multitask import run_multitask
 
         return run_multitask(args, setting)
+    if setting.Sigma is not None:  # x ~ N(0, Σ): the flow of the preconditioned reduced model in (ω, μ, W)
+        from reduced_dynamics.cli._precond import run_precond
+
+        return run_precond(args, setting)
     _check_solver_flags(args)
     if args.n_init is not None:
         return _main_batch(args, setting)

@@ -154,6 +154,10 @@ FIGURES: dict[str, FigureSpec] = {
         FigureSpec("trained_circuits", quick_setting=QUICK_TRAINED_SETTING, group="trained"),
         FigureSpec("trained_dynamics", quick_setting=QUICK_TRAINED_SETTING, group="trained"),
         FigureSpec("multitask", setting=Setting.paper_multitask(), quick_setting=Setting.paper_multitask()),
+        FigureSpec("precond_risk"),
+        FigureSpec("precond_flow"),
+        FigureSpec("activations"),
+        FigureSpec("precond_trained"),
     )
 }
 
