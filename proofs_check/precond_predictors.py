@@ -31,9 +31,9 @@ import numpy as np
 
 from proofs_check.closed_forms import bayes_risk_limit
 from reduced_dynamics._validation import check_positive_float
-from reduced_dynamics.estimation.prompts import as_generator
 from reduced_dynamics.estimation.risk import estimate_risks
 from reduced_dynamics.precond.bayes import bayes_ratio_sigma, bayes_risk_sigma_finite, bayes_risk_sigma_limit
+from reduced_dynamics.precond.covariance import covariance_from_eigs
 from reduced_dynamics.precond.exact import dpgd_risk, optimal_dpgd, pgd_risk, precond_optimal_eta
 from reduced_dynamics.precond.metrics import scale_free_distance
 from reduced_dynamics.precond.predictors import debiased_precond_gd, precond_gd
@@ -77,11 +77,7 @@ def default_sigma(setting, *, seed, lo: float = 0.5, hi: float = 4.0) -> np.ndar
     lo, hi = check_positive_float("lo", lo), check_positive_float("hi", hi)
     if not (lo <= hi <= 1e12):
         raise ValueError(f"`lo` and `hi` must satisfy 0 < lo <= hi <= 1e12, got {lo!r}, {hi!r}")
-    rng = as_generator(seed)
-    Q, R = np.linalg.qr(rng.standard_normal((d, d)))
-    Q = Q * np.sign(np.diag(R))
-    S = (Q * np.linspace(lo, hi, d)) @ Q.T
-    return 0.5 * (S + S.T)
+    return covariance_from_eigs(np.linspace(lo, hi, d), seed=seed)
 
 
 def precond_setting(setting) -> Setting:

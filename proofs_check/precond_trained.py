@@ -68,9 +68,10 @@ def check_precond_trained(setting: Setting, *, quick: bool = False) -> CheckResu
     -------
     CheckResult
     """
-    from reduced_dynamics.figures.precond_trained import PHASES, default_covariance
+    from reduced_dynamics.figures.precond_trained import PHASES
+    from reduced_dynamics.precond.covariance import example_covariance
 
-    S = default_covariance(setting.d, seed=0)
+    S = example_covariance(setting, seed=0)
     phases = QUICK_PHASES if quick else PHASES
     Ls = (setting.L,) if quick else (setting.L, 4 * setting.L)
     runs = [_one(setting.replace(L=L, Sigma=S), phases, seed=0) for L in Ls]

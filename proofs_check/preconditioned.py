@@ -51,9 +51,9 @@ def check_sigma(setting: Setting) -> np.ndarray:
     """The check's covariance: ``setting.Sigma``, or eigenvalues ``linspace(0.5, 4, d)`` in the basis of seed 0 (as the options --sigma-eigs and --sigma-seed 0 give)."""
     if setting.Sigma is not None:
         return np.asarray(setting.Sigma)
-    from reduced_dynamics.cli._setting import covariance_from_eigs
+    from reduced_dynamics.precond.covariance import example_covariance
 
-    return covariance_from_eigs(np.linspace(0.5, 4.0, int(setting.d)), seed=0)
+    return example_covariance(setting, seed=0)
 
 
 @reports_errors("preconditioned")

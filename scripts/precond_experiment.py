@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from reduced_dynamics.cli._setting import covariance_from_eigs
 from reduced_dynamics.model.training import CHECKPOINT_NAME, TrainConfig, load_checkpoint, train
+from reduced_dynamics.precond.covariance import covariance_from_eigs
 from reduced_dynamics.setting import Setting
 
 #: the paper-scale experiment

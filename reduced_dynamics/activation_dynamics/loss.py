@@ -418,7 +418,7 @@ def act_loss(omega, mu, setting: Setting, *, method: str = "auto", query_nodes: 
     --------
     >>> s = Setting(d=5, L=40, sigma2=0.1, activation="square", activation_c=0.5)
     >>> round(act_loss([0.1, -0.1], [4.0, -4.0], s), 6)
-    0.233213
+    0.231557
     """
     setting = _setting(setting, "act_loss")
     omega, mu = _pair(omega, mu)

@@ -6,6 +6,7 @@ import re
 
 import numpy as np
 
+from reduced_dynamics.precond.covariance import covariance_from_eigs
 from reduced_dynamics.setting import Setting
 
 __all__ = [
@@ -16,48 +17,6 @@ __all__ = [
     "parse_tasks",
     "setting_from_args",
 ]
-
-
-def covariance_from_eigs(eigs, *, seed: int) -> np.ndarray:
-    """The covariance ``Σ = Q diag(eigs) Qᵀ`` with a random orthogonal basis ``Q`` drawn from ``seed``.
-
-    ``Q`` is the Q factor of the QR decomposition of a ``(d, d)`` standard normal matrix drawn by
-    ``numpy.random.default_rng(seed)``, its columns' signs fixed so that ``R`` has a positive
-    diagonal (a Haar-distributed orthogonal matrix); ``d = len(eigs)``.
-
-    Parameters
-    ----------
-    eigs : sequence of float, each > 0, length d >= 1
-        The eigenvalues of ``Σ``.
-    seed : int, >= 0
-        Seed of the basis.
-
-    Returns
-    -------
-    ndarray, shape (d, d)
-        Symmetric positive definite, exactly symmetric.
-
-    Raises
-    ------
-    ValueError
-        Naming ``eigs`` (empty, non-finite or non-positive) or ``seed``.
-
-    Examples
-    --------
-    >>> S = covariance_from_eigs([0.5, 1.0, 4.0], seed=0)
-    >>> np.allclose(np.linalg.eigvalsh(S), [0.5, 1.0, 4.0])
-    True
-    """
-    e = np.asarray(eigs, dtype=np.float64) if not isinstance(eigs, (str, bytes)) else np.array([])
-    if e.ndim != 1 or e.size == 0 or not np.all(np.isfinite(e)) or np.any(e <= 0):
-        raise ValueError(f"`eigs` must be a non-empty list of finite positive eigenvalues, got {eigs!r}")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"`seed` must be an integer >= 0, got {seed!r}")
-    d = e.size
-    q, r = np.linalg.qr(np.random.default_rng(int(seed)).standard_normal((d, d)))
-    q = q * np.where(np.diag(r) < 0, -1.0, 1.0)
-    S = (q * e) @ q.T
-    return 0.5 * (S + S.T)
 
 
 def add_setting_arguments(p, *, what: str = "") -> None:

@@ -27,9 +27,9 @@ __all__ = ["precond_flow_data", "plot_precond_flow"]
 def _sigma(setting: Setting) -> np.ndarray:
     if setting.Sigma is not None:
         return np.asarray(setting.Sigma)
-    from reduced_dynamics.cli._setting import covariance_from_eigs
+    from reduced_dynamics.precond.covariance import example_covariance
 
-    return covariance_from_eigs(np.linspace(0.5, 4.0, int(setting.d)), seed=0)
+    return example_covariance(setting, seed=0)
 
 
 def precond_flow_data(setting, *, quick=False, seed) -> FigureData:

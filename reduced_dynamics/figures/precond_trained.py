@@ -27,22 +27,16 @@ import numpy as np
 
 from reduced_dynamics.figures._base import FigureData
 from reduced_dynamics.plots.style import OKABE_ITO, new_figure, styled, tight_layout
+from reduced_dynamics.precond.covariance import example_covariance
 from reduced_dynamics.setting import Setting
 
-__all__ = ["precond_trained_data", "plot_precond_trained", "train_under_sigma", "default_covariance", "PAPER_RUNS"]
+__all__ = ["precond_trained_data", "plot_precond_trained", "train_under_sigma", "PAPER_RUNS"]
 
 #: Report of the paper-scale runs (``scripts/precond_experiment.py report``, copied here), overlaid when present.
 PAPER_RUNS = Path(__file__).resolve().parents[2] / "figures" / "precond_trained_runs.json"
 #: Training phases (steps, Adam lr) of the figure's models; quick: one short phase.
 PHASES = ((4000, 1e-2), (4000, 1e-3))
 QUICK_PHASES = ((600, 1e-2),)
-
-
-def default_covariance(d: int, *, seed: int = 0) -> np.ndarray:
-    """Σ with eigenvalues ``linspace(0.5, 4, d)`` in the random basis of ``seed`` (``covariance_from_eigs``)."""
-    from reduced_dynamics.cli._setting import covariance_from_eigs
-
-    return covariance_from_eigs(np.linspace(0.5, 4.0, d), seed=seed)
 
 
 def train_under_sigma(setting: Setting, *, n_heads: int = 2, seed: int, phases=PHASES):
@@ -101,7 +95,7 @@ def precond_trained_data(setting, *, quick=False, seed) -> FigureData:
     ----------
     setting : Setting
         ``d`` and ``σ²`` of the problem (the registry: the paper's); its ``Sigma``, or
-        :func:`default_covariance` when it has none. ``L`` is not used (the figure sweeps it).
+        :func:`~reduced_dynamics.precond.covariance.example_covariance` (seed 0) when it has none. ``L`` is not used (the figure sweeps it).
     quick : bool
         L = 20, 40, 600 steps at lr 1e-2, 4000 risk prompts (full: L = 20, 40, 80, 160, 4000 steps at
         lr 1e-2 then 4000 at lr 1e-3, 40000 prompts).
@@ -124,7 +118,7 @@ def precond_trained_data(setting, *, quick=False, seed) -> FigureData:
     from reduced_dynamics.precond.metrics import scale_free_distance
 
     d, sigma2 = int(setting.d), float(setting.sigma2)
-    S = setting.Sigma if setting.Sigma is not None else default_covariance(d)
+    S = setting.Sigma if setting.Sigma is not None else example_covariance(setting, seed=0)
     Si = np.linalg.inv(S)
     Si = 0.5 * (Si + Si.T)
     Ls = (20, 40) if quick else (20, 40, 80, 160)

@@ -6,7 +6,7 @@ import numpy as np
 
 from proofs_check.precond_trained import check_precond_trained
 from reduced_dynamics import Setting
-from reduced_dynamics.figures.precond_trained import default_covariance
+from reduced_dynamics.precond.covariance import example_covariance
 
 
 def test_quick_check_passes_and_agrees_with_its_numbers():
@@ -18,6 +18,6 @@ def test_quick_check_passes_and_agrees_with_its_numbers():
     assert run["heads_closer"] == bool(np.all(cs[live] > ci[live])) and run["heads_closer"]
     assert run["W_closer"] == (run["W_distance_sigma_inv"] < run["W_distance_identity"])
     assert np.all((0 <= cs) & (cs <= 1)) and np.all((0 <= ci) & (ci <= 1))
-    np.testing.assert_allclose(np.array(r.data["Sigma"]), default_covariance(5, seed=0))
+    np.testing.assert_allclose(np.array(r.data["Sigma"]), example_covariance(Setting(d=5, L=40, sigma2=0.1), seed=0))
     assert np.allclose(np.linalg.eigvalsh(np.array(r.data["Sigma"])), np.linspace(0.5, 4.0, 5))
     assert run["W_distance_optimal"] < run["W_distance_sigma_inv"]  # the finite-L optimum, not Σ⁻¹ itself
