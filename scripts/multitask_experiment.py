@@ -10,6 +10,11 @@ difference risk(H = 3) − risk(H = 4) per task. Prints one JSON object.
     # the paper's scale (separate Q, K, V, O; Adam lr 1e-3, batch 256, 5e5 steps; ~12-15 min of CPU per model):
     python scripts/multitask_experiment.py --param separate --steps 500000 --lr 1e-3 --seeds 0 --save DIR
     python scripts/multitask_experiment.py --param separate --seeds 0,1 --models DIR   # evaluate the saved models
+    # pack the saved models for the figure (figures/multitask_trained.npz, read by `figures --only multitask`):
+    python scripts/multitask_experiment.py --param separate --seeds 0,1 --models DIR --lr 1e-3 --figure-data figures/multitask_trained.npz
+
+With ``--models`` the steps of each model are its saved loss history's length (``--steps`` is not
+used); ``--lr`` is recorded as given, so pass the learning rate the models were trained with.
 
 Training writes a resumable checkpoint ``DIR/ckpt_H{H}_s{seed}.npz`` every 10 000 steps: rerunning the same
 command after an interruption continues where it stopped (same numbers as an uninterrupted run). Progress
@@ -55,15 +60,21 @@ def main(argv=None) -> int:
     p.add_argument("--n-eval", type=int, default=20000)
     p.add_argument("--models", default=None, help="load trained models from this folder instead of training")
     p.add_argument("--save", default=None, help="save the trained models into this folder")
+    p.add_argument("--figure-data", default=None, help="with --models: also pack KQ, OV of the models into this .npz")
     a = p.parse_args(argv)
     s = Setting.paper_multitask()
     steps, n_eval = (200, 2000) if a.quick else (a.steps, a.n_eval)
     seeds = [0] if a.quick else [int(x) for x in a.seeds.split(",")]
     Hs = [int(x) for x in a.heads.split(",")]
     A = support_dgd_weights(s)
+    if a.figure_data and not a.models:
+        p.error("--figure-data needs --models DIR")
     if a.train_only and not a.save:
         p.error("--train-only needs --save DIR")
     out = {"setting": s.to_dict(), "param": a.param, "steps": steps, "lr": a.lr, "n_eval": n_eval, "seeds": {}}
+    if a.models:
+        out["steps"] = {}  # per seed and H: the length of the saved loss history
+    packed = {}
     for seed in seeds:
         models = {}
         for H in Hs:
@@ -74,6 +85,9 @@ def main(argv=None) -> int:
                     continue
                 z = np.load(f)
                 models[H] = MultitaskAttention(KQ=z["KQ"], OV=z["OV"])
+                out["steps"][f"H{H}_s{seed}"] = int(len(z["losses"]))
+                packed[f"KQ_H{H}_s{seed}"], packed[f"OV_H{H}_s{seed}"] = z["KQ"], z["OV"]
+                packed[f"steps_H{H}_s{seed}"] = int(len(z["losses"]))
             else:
                 ckpt = None
                 if a.save:
@@ -127,6 +141,9 @@ def main(argv=None) -> int:
         out["seeds"][seed] = {"models": info, "risks": risks, "paired": diffs}
     if a.train_only:
         return 0
+    if a.figure_data:
+        atomic_savez(Path(a.figure_data), param=a.param, lr=a.lr, batch=256, **packed)
+        print(f"wrote {a.figure_data}", file=sys.stderr)
     json.dump(to_jsonable(out), sys.stdout, indent=1)
     print()
     return 0

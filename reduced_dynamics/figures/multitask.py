@@ -2,22 +2,32 @@
 
 (a) The reduced flow's end state for H = 2, 3, 4 (one start each): per head, ω per feature and
 μ per task as a signed heat map, with the head roles. (b) The same for the trained N-output
-attention model (Adam; extracted diagonal ω and task μ). (c) Role frequencies over random
+attention model (extracted diagonal ω and task μ). The full figure uses the paper-scale models of
+``figures/multitask_trained.npz`` when that file holds the figure's seed (separate Q, K, V, O, Adam
+lr 1e-3, batch 256, 5·10⁵ steps; written by ``scripts/multitask_experiment.py --figure-data``), and
+otherwise trains the circuit form for :data:`TRAIN_STEPS` steps at :data:`TRAIN_LR`. (c) Role frequencies over random
 starts of the reduced flow, per H (dedicated / superposed / shared / dummy, fraction of heads).
 (d) Per-task risk (mean of the two tasks) vs H: trained model, reduced flow end state, per-task
 debiased GD on S_n (η_n) and Bayes ridge on S_n, on common prompts, ± 1 SE.
 
 References
 ----------
-docs/theory.md#extensions
+docs/theory.md#multi-task-regression
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from reduced_dynamics.figures._base import FigureData
-from reduced_dynamics.multitask.attention import mt_attention_predict, train_mt_attention
+from reduced_dynamics.multitask.attention import (
+    MultitaskAttention,
+    extract_reduced,
+    mt_attention_predict,
+    train_mt_attention,
+)
 from reduced_dynamics.multitask.flow import integrate_mt_flow, random_mt_state, role_frequencies
 from reduced_dynamics.multitask.predictors import (
     per_task_risks,
@@ -29,12 +39,29 @@ from reduced_dynamics.multitask.predictors import (
 from reduced_dynamics.plots.style import OKABE_ITO, new_figure, styled, tight_layout
 from reduced_dynamics.setting import Setting
 
-__all__ = ["multitask_data", "plot_multitask", "TRAIN_STEPS", "TRAIN_LR"]
+__all__ = ["multitask_data", "plot_multitask", "TRAIN_STEPS", "TRAIN_LR", "PAPER_MODELS"]
 
 #: Adam steps and learning rate of the trained models in the full figure (quick: 300 steps)
 TRAIN_STEPS = 20_000
 TRAIN_LR = 5e-3
 KINDS = ("dedicated", "superposed", "shared", "dummy")
+#: the paper-scale trained models (KQ_H{H}_s{seed}, OV_H{H}_s{seed}, steps_H{H}_s{seed}, param, lr, batch)
+PAPER_MODELS = Path(__file__).resolve().parents[2] / "figures" / "multitask_trained.npz"
+
+
+def _paper_models(seed: int, setting: Setting) -> dict | None:
+    """The committed paper-scale models of ``seed`` for H = 1..4 with their provenance, or None."""
+    if not PAPER_MODELS.is_file() or setting.tasks != Setting.paper_multitask().tasks or setting.d != 6:
+        return None
+    with np.load(PAPER_MODELS) as z:
+        if any(f"KQ_H{H}_s{seed}" not in z for H in range(1, 5)):
+            return None
+        return {
+            "models": {H: MultitaskAttention(KQ=z[f"KQ_H{H}_s{seed}"], OV=z[f"OV_H{H}_s{seed}"]) for H in range(1, 5)},
+            "steps": int(z[f"steps_H4_s{seed}"]),
+            "lr": float(z["lr"]),
+            "param": str(z["param"]),
+        }
 
 
 def multitask_data(setting, *, quick=False, seed) -> FigureData:
@@ -47,7 +74,8 @@ def multitask_data(setting, *, quick=False, seed) -> FigureData:
         paper's supports at its ``L`` and ``σ²``.
     quick : bool
         2 starts per H (flows to t = 300), 100 training steps, 1000 risk prompts, end states at
-        t = 2000 (full: 100 starts to t = 2000, 20000 steps, 20000 prompts, end states at t = 2e4).
+        t = 2000 (full: 100 starts to t = 2000, 20000 prompts, end states at t = 2e4, and the
+        paper-scale models of :data:`PAPER_MODELS` when present, else 20000 training steps).
     seed : int
 
     Returns
@@ -57,13 +85,16 @@ def multitask_data(setting, *, quick=False, seed) -> FigureData:
         ``Hs (4,)`` = 1..4; for H in 2..4 ``red_omega_H (H, d)``, ``red_mu_H (H, N)``,
         ``tr_omega_H``, ``tr_mu_H``, ``red_roles_H``, ``tr_roles_H`` (str);
         ``risk (4, 4, N)`` and ``stderr (4, 4, N)`` for (trained, reduced, dgd_S, bayes_S) × H × task;
-        ``n_seeds``, ``steps``, ``lr``, ``n_prompts``.
+        ``n_seeds``, ``steps``, ``lr``, ``param`` (parameterisation of the trained models), ``n_prompts``.
     """
     s = setting if setting.tasks is not None else Setting.paper_multitask().replace(L=setting.L, sigma2=setting.sigma2)
     n_seeds, steps, n_prompts = (2, 100, 1000) if quick else (100, TRAIN_STEPS, 20_000)
     t_roles, t_flow = (300.0, 2000.0) if quick else (2000.0, 2e4)
     d, N = s.d, s.n_tasks
-    arrays: dict = {"n_seeds": n_seeds, "steps": steps, "lr": TRAIN_LR, "n_prompts": n_prompts}
+    paper = None if quick else _paper_models(seed, s)
+    arrays: dict = {"n_seeds": n_seeds, "steps": steps, "lr": TRAIN_LR, "param": "circuit", "n_prompts": n_prompts}
+    if paper is not None:
+        arrays.update(steps=paper["steps"], lr=paper["lr"], param=paper["param"])
     Hs_roles = np.arange(1, 7)
     freq = np.zeros((6, 4))
     for i, H in enumerate(Hs_roles):
@@ -77,15 +108,20 @@ def multitask_data(setting, *, quick=False, seed) -> FigureData:
     for j, H in enumerate(Hs):
         x0 = random_mt_state(int(H), s, seed=seed)
         red = integrate_mt_flow(x0[:, :d], x0[:, d:], s, t_end=t_flow)
-        tr = train_mt_attention(int(H), s, steps=steps, seed=seed, lr=TRAIN_LR)
+        if paper is not None:
+            model = paper["models"][int(H)]
+            circ = extract_reduced(model, s)
+        else:
+            tr = train_mt_attention(int(H), s, steps=steps, seed=seed, lr=TRAIN_LR)
+            model, circ = tr.model, tr.circuits
         if H >= 2:
             arrays[f"red_omega_{H}"], arrays[f"red_mu_{H}"] = red.omega, red.mu
-            arrays[f"tr_omega_{H}"], arrays[f"tr_mu_{H}"] = tr.circuits.omega, tr.circuits.mu
+            arrays[f"tr_omega_{H}"], arrays[f"tr_mu_{H}"] = circ.omega, circ.mu
             arrays[f"red_roles_{H}"] = " ".join(red.roles)
-            arrays[f"tr_roles_{H}"] = " ".join(tr.circuits.roles)
+            arrays[f"tr_roles_{H}"] = " ".join(circ.roles)
         res = per_task_risks(
             {
-                "trained": lambda p, m=tr.model: mt_attention_predict(m, p, s),
+                "trained": lambda p, m=model: mt_attention_predict(m, p, s),
                 "reduced": lambda p, r=red: reduced_mt_predict(p, r.omega, r.mu, s),
                 "dgd_S": lambda p: weighted_dgd_predict(p, A),
                 "bayes_S": lambda p: support_ridge_predict(p, s),
@@ -146,7 +182,7 @@ def plot_multitask(data, *, fig=None):
     ax = fig.add_subplot(gs[2, :])
     Hs4, risk, err = np.asarray(data["Hs"]), np.asarray(data["risk"]), np.asarray(data["stderr"])
     labels = [
-        f"trained (Adam, {int(data['steps'])} steps, lr {float(data['lr']):g})",
+        f"trained ({_param_label(data)}, Adam, {int(data['steps']):,} steps, lr {float(data['lr']):g})",
         "reduced flow end state",
         "debiased GD on S_n (η_n)",
         "Bayes ridge on S_n",
@@ -162,6 +198,11 @@ def plot_multitask(data, *, fig=None):
     ax.legend(fontsize=8)
     tight_layout(fig)
     return fig
+
+
+def _param_label(data) -> str:
+    """``separate Q, K, V, O`` or ``circuit form`` (data written before ``param`` existed: circuit form)."""
+    return "separate Q, K, V, O" if "param" in data and str(data["param"]) == "separate" else "circuit form"
 
 
 def _key_numbers(data) -> dict:
