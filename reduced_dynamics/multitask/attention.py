@@ -87,7 +87,7 @@ def init_mt_attention(n_heads: int, setting: Setting, *, init_scale: float = 0.0
     MultitaskAttention
     """
     H = check_positive_int("n_heads", n_heads, hi=64)
-    setting = as_setting(setting, "init_mt_attention")
+    setting = as_setting(setting, "init_mt_attention").require_softmax("init_mt_attention")
     s = check_positive_float("init_scale", init_scale)
     rng = as_generator(seed)
     d, N = setting.d, setting.n_tasks
@@ -125,7 +125,7 @@ def _forward(KQ, OV, Z, xq, ZT=None):
 
 def mt_attention_predict(model: MultitaskAttention, prompts: MultitaskPrompts, setting: Setting) -> np.ndarray:
     """Predictions for all tasks, shape (n, N)."""
-    setting = as_setting(setting, "mt_attention_predict")
+    setting = as_setting(setting, "mt_attention_predict").require_softmax("mt_attention_predict")
     _check_model(model, setting)
     out, _, _ = _forward(model.KQ, model.OV, prompts.tokens, prompts.xq)
     return out
@@ -140,7 +140,7 @@ def mt_attention_loss_grad(model: MultitaskAttention, prompts: MultitaskPrompts,
         The gradient, in the same container (fields ``KQ``, ``OV``); the loss is its attribute
         ``loss`` of the returned :class:`LossGrad`.
     """
-    setting = as_setting(setting, "mt_attention_loss_grad")
+    setting = as_setting(setting, "mt_attention_loss_grad").require_softmax("mt_attention_loss_grad")
     _check_model(model, setting)
     loss, gKQ, gOV = _loss_grad(model.KQ, model.OV, prompts.tokens, prompts.xq, prompts.yq)
     return LossGrad(loss=loss, KQ=gKQ, OV=gOV)
@@ -351,7 +351,7 @@ def init_mt_params(
         m = init_mt_attention(n_heads, setting, init_scale=0.01 if init_scale is None else init_scale, seed=seed)
         return {"KQ": m.KQ, "OV": m.OV}
     H = check_positive_int("n_heads", n_heads, hi=64)
-    setting = as_setting(setting, "init_mt_params")
+    setting = as_setting(setting, "init_mt_params").require_softmax("init_mt_params")
     d, N = setting.d, setting.n_tasks
     D = d + N
     b = 1.0 / math.sqrt(D) if init_scale is None else check_positive_float("init_scale", init_scale)
@@ -448,7 +448,11 @@ def train_mt_attention(
     -------
     MultitaskTrainResult
     """
-    setting = as_setting(setting, "train_mt_attention").require_isotropic("train_mt_attention")
+    setting = (
+        as_setting(setting, "train_mt_attention")
+        .require_softmax("train_mt_attention")
+        .require_isotropic("train_mt_attention")
+    )
     setting.require_scalar("train_mt_attention")
     H = check_positive_int("n_heads", n_heads, hi=64)
     steps = check_positive_int("steps", steps, hi=10**7)

@@ -82,7 +82,7 @@ class MultitaskSymbols(FrozenResult):
 
 def _check(H, setting):
     H = check_positive_int("H", H, hi=H_MAX)
-    setting = as_setting(setting, "the multi-task derivation")
+    setting = as_setting(setting, "the multi-task derivation").require_softmax("the multi-task derivation")
     return H, setting
 
 

@@ -141,7 +141,7 @@ def integrate_mt_flow(
     -------
     MultitaskFlowResult
     """
-    setting = as_setting(setting, "integrate_mt_flow")
+    setting = as_setting(setting, "integrate_mt_flow").require_softmax("integrate_mt_flow")
     omega0, mu0 = check_state(omega0, mu0, setting)
     if omega0.ndim != 2:
         raise ValueError(f"`omega0` must have shape (H, d), got {omega0.shape}")

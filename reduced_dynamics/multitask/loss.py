@@ -93,7 +93,7 @@ def check_state(omega, mu, setting: Setting) -> tuple[np.ndarray, np.ndarray]:
     -------
     omega, mu : ndarray
     """
-    setting = as_setting(setting, "the multi-task reduced model")
+    setting = as_setting(setting, "the multi-task reduced model").require_softmax("the multi-task reduced model")
     omega = check_finite_array("omega", omega, min_ndim=2)
     mu = check_finite_array("mu", mu, min_ndim=2)
     d, N = setting.d, setting.n_tasks

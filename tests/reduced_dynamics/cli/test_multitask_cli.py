@@ -142,3 +142,12 @@ def test_train_multitask_bad_flags_exit_2(capsys, extra, message):
     assert main(["train", "--tasks", "1-4,3-6", "--d", "6", "--steps", "3", *extra]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
+
+
+@pytest.mark.parametrize("command", ["run", "risk", "train"])
+@pytest.mark.parametrize("activation", ["affine", "square", "tanh"])
+def test_tasks_with_another_activation_is_refused(capsys, command, activation):
+    """The multi-task model is softmax only: f is refused in one line, never silently ignored."""
+    assert main([command, "--d", "6", "--tasks", "1-4,3-6", "--activation", activation, "--quiet"]) == 2
+    _, err = capsys.readouterr()
+    assert len(err.strip().splitlines()) == 1 and "activation" in err

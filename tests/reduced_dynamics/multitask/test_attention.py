@@ -135,3 +135,16 @@ def test_bad_training_options_raise(kw, match):
     args = dict(steps=5, seed=0) | kw
     with pytest.raises(ValueError, match=match):
         train_mt_attention(1, PAPER, **args)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s: train_mt_attention(2, s, steps=2, seed=0),
+        lambda s: init_mt_params(2, s, seed=0),
+    ],
+)
+def test_library_refuses_another_activation(call):
+    s = Setting.paper_multitask().replace(activation="tanh")
+    with pytest.raises(ValueError, match="activation"):
+        call(s)
