@@ -383,7 +383,10 @@ class Setting:
     def require_softmax(self, where: str) -> Setting:
         """Return ``self`` or raise ``ValueError`` if ``activation`` is not the softmax's ``exp``."""
         if self.activation != "exp":
-            raise ValueError(f"`setting.activation` {self.activation!r} is not supported by {where} yet (exp only)")
+            raise ValueError(
+                f"`setting.activation` {self.activation!r} is not supported by {where} yet (exp only; "
+                "the reduced model with another activation is reduced_dynamics.activation_dynamics)"
+            )
         return self
 
     def require_isotropic(self, where: str) -> Setting:

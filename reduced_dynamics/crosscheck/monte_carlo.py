@@ -74,7 +74,11 @@ class CovariateSample:
 
     def __init__(self, n_prompts, setting: Setting, *, seed, block_size=None):
         self.n = check_n_prompts(n_prompts)
-        self.setting = as_setting(setting, "CovariateSample").require_isotropic("CovariateSample")
+        self.setting = (
+            as_setting(setting, "CovariateSample")
+            .require_isotropic("CovariateSample")
+            .require_softmax("CovariateSample")
+        )
         chunk_sizes(1, 8 * (8 * self.setting.L + 8), setting=self.setting)  # refuses an L beyond the budget
         self.seed = check_nonnegative_int("seed", seed)
         L = self.setting.L

@@ -306,7 +306,7 @@ def sgd_vs_flow(
     from reduced_dynamics.model.training import TrainConfig, train
 
     t0 = time.perf_counter()
-    setting = as_setting(setting, "sgd_vs_flow").require_isotropic("sgd_vs_flow")
+    setting = as_setting(setting, "sgd_vs_flow").require_isotropic("sgd_vs_flow").require_softmax("sgd_vs_flow")
     n_heads = check_positive_int("n_heads", n_heads)
     rate = sgd_omega_rate(parameterisation, setting)  # validates `parameterisation`
     if omega_rate is not None:

@@ -180,7 +180,11 @@ def single_head_mc_optimum(
     """
     from reduced_dynamics.dynamics.manifold import single_head_optimum
 
-    setting = as_setting(setting, "single_head_mc_optimum").require_isotropic("single_head_mc_optimum")
+    setting = (
+        as_setting(setting, "single_head_mc_optimum")
+        .require_isotropic("single_head_mc_optimum")
+        .require_softmax("single_head_mc_optimum")
+    )
     d, sigma2 = setting.d, setting.sigma2
     n_prompts = check_n_prompts(n_prompts)
     xatol = check_positive_float("xatol", xatol)

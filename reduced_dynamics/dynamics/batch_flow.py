@@ -427,7 +427,7 @@ def integrate_flow_batch(
     )
 
     setting = as_setting(setting, "integrate_flow_batch")
-    setting.require_isotropic("integrate_flow_batch")
+    setting.require_isotropic("integrate_flow_batch").require_softmax("integrate_flow_batch")
     omega0, mu0 = _check_batch_state(omega0, mu0)
     t_end = _check_t_end("t_end", t_end)
     if method not in ("auto", "radau", "lsoda"):

@@ -137,7 +137,7 @@ MAX_OMEGA2 = 0.45
 def _scalar(setting, where):
     """``(d, L, sigma2)`` of a scalar, isotropic setting."""
     setting = as_setting(setting, where)
-    setting.require_isotropic(where)
+    setting.require_isotropic(where).require_softmax(where)
     return setting.d, setting.L, setting.sigma2
 
 

@@ -682,7 +682,7 @@ def integrate_flow(
     (True, True)
     """
     setting = as_setting(setting, "integrate_flow")
-    setting.require_isotropic("integrate_flow")
+    setting.require_isotropic("integrate_flow").require_softmax("integrate_flow")
     omega0, mu0 = _single_state(omega0, mu0)
     t_end = _check_t_end("t_end", t_end)
     if method not in IMPLICIT_METHODS + EXPLICIT_METHODS:
@@ -1156,7 +1156,7 @@ def gradient_descent(
     docs/theory.md#gradient-flow
     """
     setting = as_setting(setting, "gradient_descent")
-    setting.require_isotropic("gradient_descent")
+    setting.require_isotropic("gradient_descent").require_softmax("gradient_descent")
     omega, mu = _single_state(omega0, mu0)
     H = omega.shape[0]
     d = setting.d

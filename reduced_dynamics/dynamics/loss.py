@@ -142,7 +142,7 @@ def _state_pair(omega, mu, names=("omega", "mu")) -> tuple[np.ndarray, np.ndarra
 
 def _constants(setting: Setting, batch: tuple[int, ...], where: str):
     """``(d, c, sigma2)`` as float arrays broadcast to ``batch`` (the state's and the setting's batch shape)."""
-    setting.require_isotropic(where)
+    setting.require_isotropic(where).require_softmax(where)
     d = np.broadcast_to(np.asarray(setting.d, dtype=np.float64), batch)
     c = np.broadcast_to(np.asarray(setting.c, dtype=np.float64), batch)
     s2 = np.broadcast_to(np.asarray(setting.sigma2, dtype=np.float64), batch)

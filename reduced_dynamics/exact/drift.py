@@ -83,7 +83,7 @@ __all__ = [
 def _scalar(setting, where):
     setting = as_setting(setting, where)
     setting.require_scalar(where)
-    setting.require_isotropic(where)
+    setting.require_isotropic(where).require_softmax(where)
     return setting
 
 

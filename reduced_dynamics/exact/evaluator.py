@@ -166,7 +166,7 @@ class ExactRisk(FrozenResult):
 
 
 def _check_setting(setting, where) -> tuple[int, int, float]:
-    setting = as_setting(setting).require_scalar(where).require_isotropic(where)
+    setting = as_setting(setting).require_scalar(where).require_isotropic(where).require_softmax(where)
     d, L, sigma2 = int(setting.d), int(setting.L), float(setting.sigma2)
     if L < 2:
         raise ValueError(f"`setting.L` must be an integer in [2, {L_EXACT_MAX}] for {where}, got {L}")
@@ -220,7 +220,9 @@ def omega_max(setting) -> float:
     -------
     float
     """
-    setting = as_setting(setting).require_scalar("omega_max").require_isotropic("omega_max")
+    setting = (
+        as_setting(setting).require_scalar("omega_max").require_isotropic("omega_max").require_softmax("omega_max")
+    )
     return A_MAX / _r_max(int(setting.d))
 
 

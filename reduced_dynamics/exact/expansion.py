@@ -429,7 +429,7 @@ def _out(x):
 
 def _arrays(setting):
     setting = as_setting(setting)
-    setting.require_isotropic("exact_manifold_coefficients")
+    setting.require_isotropic("exact_manifold_coefficients").require_softmax("exact_manifold_coefficients")
     shape = setting.shape
     return tuple(
         np.broadcast_to(np.asarray(v, dtype=np.float64), shape) for v in (setting.d, setting.L, setting.sigma2)
@@ -604,7 +604,7 @@ def pathwise_gamma_coefficients(g, r2, eta, setting, *, order=4):
     """
     setting = as_setting(setting, "pathwise_gamma_coefficients")
     setting.require_scalar("pathwise_gamma_coefficients")
-    setting.require_isotropic("pathwise_gamma_coefficients")
+    setting.require_isotropic("pathwise_gamma_coefficients").require_softmax("pathwise_gamma_coefficients")
     g = check_finite_array("g", g, ndim=2)
     r2 = check_finite_array("r2", r2, ndim=1)
     if g.shape[1] != setting.L or g.shape[0] != r2.shape[0]:

@@ -132,7 +132,7 @@ def single_head_limit(setting) -> SingleHeadLimit:
     0.35242
     """
     setting = as_setting(setting)
-    setting.require_isotropic("single_head_limit")
+    setting.require_isotropic("single_head_limit").require_softmax("single_head_limit")
     d = np.asarray(setting.d, dtype=np.float64)
     s = np.asarray(setting.sigma2, dtype=np.float64)
     a = (d + 2) * (1 + 2 * s)
@@ -228,7 +228,7 @@ def exact_single_head_profile(omega, setting, *, tol=1e-12) -> ExactSingleHeadPr
     """
     setting = as_setting(setting, "exact_single_head_profile")
     setting.require_scalar("exact_single_head_profile")
-    setting.require_isotropic("exact_single_head_profile")
+    setting.require_isotropic("exact_single_head_profile").require_softmax("exact_single_head_profile")
     w = check_finite_float("omega", omega)
     if not 0 < abs(w) <= 3:
         raise ValueError(f"`omega` must satisfy 0 < |omega| <= 3, got {omega!r}")
@@ -371,7 +371,7 @@ def exact_single_head_optimum(setting, *, tol=1e-12, omega_tol=1e-7, bracket=Non
     """
     setting = as_setting(setting, "exact_single_head_optimum")
     setting.require_scalar("exact_single_head_optimum")
-    setting.require_isotropic("exact_single_head_optimum")
+    setting.require_isotropic("exact_single_head_optimum").require_softmax("exact_single_head_optimum")
     omega_tol = check_finite_float("omega_tol", omega_tol)
     if not 1e-10 <= omega_tol <= 1e-2:
         raise ValueError(f"`omega_tol` must be in [1e-10, 1e-2], got {omega_tol!r}")

@@ -84,3 +84,27 @@ def test_check_normaliser_refuses_vanishing_and_nonfinite():
         check_normaliser(np.array([0.5, -1e-3]), "w")
     with pytest.raises(ValueError, match="overflowed"):
         check_normaliser(np.array([np.inf]), "w")
+
+
+def _softmax_only_calls():
+    import reduced_dynamics as rd
+    from reduced_dynamics.dynamics.batch_flow import integrate_flow_batch
+    from reduced_dynamics.exact.evaluator import exact_risk
+
+    om, mu = np.array([0.1, -0.1]), np.array([4.0, -4.0])
+    return {
+        "approx_loss": lambda s: rd.approx_loss(om, mu, s),
+        "corrected_loss": lambda s: rd.corrected_loss(om, mu, s),
+        "integrate_flow": lambda s: rd.integrate_flow(om, mu, s, t_end=1.0),
+        "integrate_flow_batch": lambda s: integrate_flow_batch(om[None], mu[None], s, t_end=1.0),
+        "exact_risk": lambda s: exact_risk(om, mu, s),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_softmax_only_calls()))
+@pytest.mark.parametrize("activation", ["affine", "square", "tanh"])
+def test_softmax_only_functions_refuse_another_activation(name, activation):
+    """The softmax reduced model never silently evaluates exp for a setting that asks for f."""
+    s = Setting(d=5, L=40, sigma2=0.1, activation=activation)
+    with pytest.raises(ValueError, match=r"`setting.activation`.*activation_dynamics"):
+        _softmax_only_calls()[name](s)
