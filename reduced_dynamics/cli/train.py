@@ -13,7 +13,7 @@ from reduced_dynamics.cli._setting import (
     add_tasks_argument,
     setting_from_args,
 )
-from reduced_dynamics.io import atomic_savez, atomic_write_json, to_jsonable
+from reduced_dynamics.io import to_jsonable
 from reduced_dynamics.model.attention import MODEL_KINDS
 from reduced_dynamics.model.circuits import circuits_from_arrays, pattern_metrics, precond_cross_check
 from reduced_dynamics.model.training import (
@@ -221,19 +221,7 @@ def _report_sigma(args, result, n_eval: int, progress) -> int:
         "exact_risks": cc.exact,
     }
     if args.out is not None:
-        from pathlib import Path
-
-        out = Path(args.out)
-        atomic_savez(
-            out / "final.npz",
-            **{f"param_{k}": v for k, v in result.params.items()},
-            losses=result.losses,
-            snapshot_steps=result.snapshot_steps,
-            snapshot_KQ=result.snapshot_KQ,
-            snapshot_ov=result.snapshot_ov,
-            stream_version=result.stream_version,
-        )
-        atomic_write_json(out / "final.json", to_jsonable(summary))
+        write_outputs(args.out, result, to_jsonable(summary))
     progress.close()
     if args.json:
         sys.stdout.write(json.dumps(to_jsonable(summary), indent=2) + "\n")

@@ -1075,8 +1075,8 @@ def write_outputs(out, result: TrainResult, summary: RunSummary, *, extra: dict 
     out : path-like
         Folder (created if needed).
     result : TrainResult
-    summary : RunSummary
-        ``final.json`` is ``summary.to_dict()``...
+    summary : RunSummary or dict
+        ``final.json`` is ``summary.to_dict()`` (a dict: itself, JSON-ready)...
     extra : dict, optional
         ...updated with these JSON-ready entries (e.g. a length-generalisation table).
 
@@ -1095,5 +1095,6 @@ def write_outputs(out, result: TrainResult, summary: RunSummary, *, extra: dict 
         snapshot_ov=result.snapshot_ov,
         stream_version=np.array(result.stream_version),
     )
-    atomic_write_json(out / "final.json", {**summary.to_dict(), **(extra or {})})
+    doc = summary.to_dict() if hasattr(summary, "to_dict") else dict(summary)
+    atomic_write_json(out / "final.json", {**doc, **(extra or {})})
     return out
