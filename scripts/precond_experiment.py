@@ -21,13 +21,13 @@ a small version (d = 5, L = 20 and 40, 2000 steps at lr 1e-2) in seconds.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+from reduced_dynamics.io import atomic_write_json
 from reduced_dynamics.model.training import CHECKPOINT_NAME, TrainConfig, load_checkpoint, train
 from reduced_dynamics.precond.covariance import covariance_from_eigs
 from reduced_dynamics.setting import Setting
@@ -172,7 +172,7 @@ def main(argv=None) -> int:
         if args.stage in ("report", "all"):
             rep = report(cfgs, args.out, n_eval=args.n_eval)
             path = Path(args.out) / "report.json"
-            path.write_text(json.dumps(rep, indent=1))
+            atomic_write_json(path, rep, indent=1)
             print(f"wrote {path}", flush=True)
     except ValueError as exc:
         sys.stderr.write(f"precond_experiment: error: {exc}\n")
