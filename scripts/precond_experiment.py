@@ -62,35 +62,6 @@ def sigma_matrix(d: int, *, eig_lo: float, eig_hi: float, seed: int) -> np.ndarr
     return covariance_from_eigs(np.linspace(eig_lo, eig_hi, d), seed=seed)
 
 
-def _trainer_accepts_sigma() -> bool:
-    try:
-        TrainConfig(setting=Setting(d=2, L=2, Sigma=np.eye(2)), seed=0, steps=0)
-    except ValueError as exc:
-        if "Sigma" not in str(exc):
-            raise
-        return False
-    return True
-
-
-def allow_sigma_in_trainer() -> bool:
-    """Let ``TrainConfig`` accept ``setting.Sigma`` if this package version's trainer still refuses it.
-
-    The trainer's sampler (``reduced_dynamics.model._batches.TokenSampler``) draws x ~ N(0, Σ); only the
-    configuration check of ``model/training.py`` refused Σ when this script was written. The patch lifts
-    exactly that check (``where == "training"``); every other isotropic-only function keeps refusing Σ.
-    Returns True when the patch was needed.
-    """
-    if _trainer_accepts_sigma():
-        return False
-    original = Setting.require_isotropic
-
-    def require_isotropic(self, where):
-        return self if where == "training" else original(self, where)
-
-    Setting.require_isotropic = require_isotropic
-    return True
-
-
 def configs(
     spec: dict, *, seed: int, sigma_seed: int, steps: int | None, steps_for: dict | None = None
 ) -> list[TrainConfig]:
@@ -156,9 +127,6 @@ def main(argv=None) -> int:
     p.add_argument("--n-eval", type=int, default=100_000, help="evaluation prompts per run")
     args = p.parse_args(argv)
     spec = QUICK if args.quick else PAPER
-    patched = allow_sigma_in_trainer()
-    if patched:
-        print("note: the installed trainer refuses Sigma; its configuration check is lifted for training", flush=True)
     try:
         steps_for = {}
         for item in args.steps_for:
