@@ -19,9 +19,9 @@ import numpy as np
 
 from reduced_dynamics._validation import check_heads_pair
 from reduced_dynamics.activation_dynamics.flow import act_limit, drift_gamma, integrate_act_flow
-from reduced_dynamics.cli._common import Progress, parse_floats, prepare_out
+from reduced_dynamics.cli._common import Progress, parse_floats, prepare_out, write_flow_run
 from reduced_dynamics.dynamics.flow import initial_state
-from reduced_dynamics.io import atomic_savez, atomic_write_json, output_stem, to_jsonable
+from reduced_dynamics.io import atomic_write_json, to_jsonable
 
 __all__ = ["run_activation", "risk_activation"]
 
@@ -87,28 +87,15 @@ def run_activation(args, setting) -> int:
         "seconds": time.perf_counter() - t0,
     }
     if args.out:
-        folder = Path(prepare_out(args.out))
-        stem = output_stem(
+        write_flow_run(
+            args,
+            out,
             "flow_act",
-            dict(
-                f=setting.activation,
-                C=float(setting.activation_c),
-                H=len(w0),
-                d=setting.d,
-                L=setting.L,
-                sigma2=float(setting.sigma2),
-                init=args.init if args.omega0 is None else "given",
-                scale=float(args.init_scale),
-                seed=int(args.seed),
-                tend=float(args.t_end),
-            ),
+            n_heads=len(w0),
+            setting=setting,
+            lead=dict(f=setting.activation, C=float(setting.activation_c)),
+            arrays=dict(t=res.t, omega=res.omega, mu=res.mu, loss=res.loss),
         )
-        files = {
-            "trajectory": str(atomic_savez(folder / f"{stem}.npz", t=res.t, omega=res.omega, mu=res.mu, loss=res.loss)),
-            "summary": str(folder / f"{stem}.json"),
-        }
-        out["files"] = files
-        atomic_write_json(folder / f"{stem}.json", to_jsonable(out))
     if args.json:
         print(json.dumps(to_jsonable(out)))
     else:

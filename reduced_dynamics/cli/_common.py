@@ -32,6 +32,7 @@ __all__ = [
     "nonempty",
     "check_range",
     "prepare_out",
+    "write_flow_run",
     "flag_names",
     "rename_params",
 ]
@@ -196,6 +197,41 @@ def prepare_out(path, *, is_file: bool = False, flag: str = "--out"):
     if not os.access(folder, os.W_OK | os.X_OK):
         raise ValueError(f"`{flag}` is not writable: {str(folder)!r}")
     return path
+
+
+def write_flow_run(
+    args, out: dict, prefix: str, *, n_heads: int, setting, arrays: dict, lead: dict | None = None
+) -> dict:
+    """Write one extension flow run under ``args.out``: ``STEM.npz`` (``arrays``) and ``STEM.json`` (``out``).
+
+    ``STEM`` encodes ``lead`` (e.g. the activation), then H, d, L, σ², the initialisation, scale, seed and
+    ``--t-end`` (:func:`reduced_dynamics.io.output_stem`), so runs never overwrite each other. Both files are
+    written atomically; ``out["files"]`` gets their paths (also returned).
+    """
+    from pathlib import Path
+
+    from reduced_dynamics.io import atomic_savez, atomic_write_json, output_stem, to_jsonable
+
+    folder = Path(prepare_out(args.out))
+    key = dict(
+        **(lead or {}),
+        H=int(n_heads),
+        d=setting.d,
+        L=setting.L,
+        sigma2=float(setting.sigma2),
+        init=args.init if args.omega0 is None else "given",
+        scale=float(args.init_scale),
+        seed=int(args.seed),
+        tend=float(args.t_end),
+    )
+    stem = output_stem(prefix, key)
+    files = {
+        "trajectory": str(atomic_savez(folder / f"{stem}.npz", **arrays)),
+        "summary": str(folder / f"{stem}.json"),
+    }
+    out["files"] = files
+    atomic_write_json(folder / f"{stem}.json", to_jsonable(out))
+    return files
 
 
 def check_range(flag: str, value: float, lo: float, hi: float, *, lo_open: bool = True, hi_open: bool = False):

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import numpy as np
 
 from reduced_dynamics._validation import check_heads_pair
-from reduced_dynamics.cli._common import Progress, parse_floats, prepare_out
+from reduced_dynamics.cli._common import Progress, parse_floats, write_flow_run
 from reduced_dynamics.dynamics.flow import initial_state
-from reduced_dynamics.io import atomic_savez, atomic_write_json, output_stem, to_jsonable
+from reduced_dynamics.io import to_jsonable
 from reduced_dynamics.precond.flow import T_END_MAX, integrate_precond_flow
 from reduced_dynamics.precond.loss import sigma_of
 
@@ -79,37 +78,22 @@ def run_precond(args, setting) -> int:
         "seconds": time.perf_counter() - t0,
     }
     if args.out:
-        folder = Path(prepare_out(args.out))
-        stem = output_stem(
+        write_flow_run(
+            args,
+            out,
             "flow_precond",
-            dict(
-                H=len(w0),
-                d=d,
-                L=setting.L,
-                sigma2=float(setting.sigma2),
-                init=args.init if args.omega0 is None else "given",
-                scale=float(args.init_scale),
-                seed=int(args.seed),
-                tend=float(args.t_end),
+            n_heads=len(w0),
+            setting=setting,
+            arrays=dict(
+                t=res.t_path,
+                omega=res.omega_path,
+                mu=res.mu_path,
+                W=res.W_path,
+                loss=res.loss_path,
+                distance_sigma_inv=res.distance_path,
+                Sigma=sigma_of(setting),
             ),
         )
-        files = {
-            "trajectory": str(
-                atomic_savez(
-                    folder / f"{stem}.npz",
-                    t=res.t_path,
-                    omega=res.omega_path,
-                    mu=res.mu_path,
-                    W=res.W_path,
-                    loss=res.loss_path,
-                    distance_sigma_inv=res.distance_path,
-                    Sigma=sigma_of(setting),
-                )
-            ),
-            "summary": str(folder / f"{stem}.json"),
-        }
-        out["files"] = files
-        atomic_write_json(folder / f"{stem}.json", to_jsonable(out))
     if args.json:
         print(json.dumps(to_jsonable(out)))
     else:
