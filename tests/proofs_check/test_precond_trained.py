@@ -21,3 +21,15 @@ def test_quick_check_passes_and_agrees_with_its_numbers():
     np.testing.assert_allclose(np.array(r.data["Sigma"]), example_covariance(Setting(d=5, L=40, sigma2=0.1), seed=0))
     assert np.allclose(np.linalg.eigvalsh(np.array(r.data["Sigma"])), np.linspace(0.5, 4.0, 5))
     assert run["W_distance_optimal"] < run["W_distance_sigma_inv"]  # the finite-L optimum, not Σ⁻¹ itself
+
+
+def test_fails_when_the_model_never_saw_sigma(monkeypatch):
+    """The check can fail: a model trained on isotropic covariates (blocks ∝ I) is judged against Σ⁻¹."""
+    import reduced_dynamics.figures.precond_trained as fpt
+
+    real = fpt.train_under_sigma
+    monkeypatch.setattr(fpt, "train_under_sigma", lambda s, **kw: real(s.replace(Sigma=None), **kw))
+    r = check_precond_trained(Setting.paper(), quick=True)
+    assert r.error is None and not r.passed
+    (run,) = r.data["runs"]
+    assert not run["heads_closer"]

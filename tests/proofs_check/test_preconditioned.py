@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -35,3 +37,18 @@ def test_default_covariance_and_given_covariance():
 def test_array_setting_is_refused():
     with pytest.raises(ValueError, match="`setting` must be scalar"):
         check_preconditioned(Setting(L=[40, 80]), quick=True)
+
+
+def test_fails_when_the_risk_expansion_is_wrong(monkeypatch):
+    """The check can fail: an expansion of the true risk that is off by 0.01 is caught by the Monte Carlo part."""
+    import proofs_check.preconditioned as pp
+
+    real = pp.precond_risk_expansion
+
+    def shifted(*a, **k):
+        e = real(*a, **k)
+        return dataclasses.replace(e, risk=e.risk + 0.01)
+
+    monkeypatch.setattr(pp, "precond_risk_expansion", shifted)
+    r = check_preconditioned(Setting(), quick=True)
+    assert r.error is None and not r.passed
