@@ -14,9 +14,10 @@ docs/theory.md#non-isotropic-covariates
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from reduced_dynamics.figures._base import FigureData
-from reduced_dynamics.plots.style import OKABE_ITO, new_figure, styled, tight_layout
+from reduced_dynamics.plots.style import OKABE_ITO, new_figure, styled
 from reduced_dynamics.precond.flow import precond_flow_end_state, precond_limit
 from reduced_dynamics.precond.metrics import scale_free_distance
 from reduced_dynamics.setting import Setting
@@ -109,8 +110,9 @@ def precond_flow_data(setting, *, quick=False, seed) -> FigureData:
 @styled
 def plot_precond_flow(data, *, fig=None):
     """Draw the three panels (module docstring); returns the figure."""
-    fig = new_figure(fig, figsize=(15, 4.6))
-    gs = fig.add_gridspec(1, 6, width_ratios=[1.2, 1.2, 0.55, 0.55, 0.55, 0.04])
+    fig = new_figure(fig, figsize=(16, 4.6))
+    gs = fig.add_gridspec(1, 3, width_ratios=[1.0, 1.0, 1.35], wspace=0.28)
+    gm = gs[0, 2].subgridspec(1, 4, width_ratios=[1, 1, 1, 0.07], wspace=0.12)
     Ls = np.asarray(data["Ls"])
     ax = fig.add_subplot(gs[0, 0])
     ax.loglog(data["L_line"], data["limit_dist_line"], color="k", lw=1.2, label="limit (Σ + λI)⁻¹ (derived)")
@@ -154,13 +156,15 @@ def plot_precond_flow(data, *, fig=None):
     vmax = max(float(np.abs(np.asarray(m)).max()) for _, m in mats)
     im = None
     for k, (title, M) in enumerate(mats):
-        ax = fig.add_subplot(gs[0, 2 + k])
+        ax = fig.add_subplot(gm[0, k])
         im = ax.imshow(np.asarray(M), cmap="RdBu_r", vmin=-vmax, vmax=vmax)
         ax.set_title(("(c) " if k == 0 else "") + title, fontsize=9)
         ax.set_xticks([])
         ax.set_yticks([])
-    fig.colorbar(im, cax=fig.add_subplot(gs[0, 5]), label="entry (scaled to tr(ΣWΣW) = d)")
-    tight_layout(fig)
+    cax = fig.add_subplot(gm[0, 3])
+    fig.colorbar(im, cax=cax, label="entry (scaled to tr(ΣWΣW) = d)")
+    if isinstance(fig, Figure):  # tight_layout cannot fit the square maps; fixed margins instead
+        fig.subplots_adjust(left=0.05, right=0.95, bottom=0.12, top=0.9)
     return fig
 
 
