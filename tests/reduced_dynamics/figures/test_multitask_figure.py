@@ -39,7 +39,7 @@ def test_report_matches_the_models():
     """The committed report's roles are those of the committed models (extracted again here)."""
     s = Setting.paper_multitask()
     rep = json.loads(REPORT.read_text())
-    for seed in (0, 1):
+    for seed in (0, 1, 2):
         p = _paper_models(seed, s)
         for H, m in p["models"].items():
             assert list(extract_reduced(m, s).roles) == rep["seeds"][str(seed)]["models"][str(H)]["roles"]
