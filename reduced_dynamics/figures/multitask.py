@@ -51,8 +51,8 @@ PAPER_MODELS = Path(__file__).resolve().parents[2] / "figures" / "multitask_trai
 
 def _paper_models(seed: int, setting: Setting) -> dict | None:
     """The committed paper-scale models of ``seed`` for H = 1..4 with their provenance, or None."""
-    if not PAPER_MODELS.is_file() or setting.tasks != Setting.paper_multitask().tasks or setting.d != 6:
-        return None
+    if not PAPER_MODELS.is_file() or setting.to_dict() != Setting.paper_multitask().to_dict():
+        return None  # the models were trained at the paper's multi-task setting only
     with np.load(PAPER_MODELS) as z:
         if any(f"KQ_H{H}_s{seed}" not in z for H in range(1, 5)):
             return None

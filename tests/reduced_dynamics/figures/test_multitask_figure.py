@@ -26,7 +26,15 @@ def test_models_load_with_provenance():
         assert m.KQ.shape == (H, s.d + s.n_tasks, s.d) and m.OV.shape == (H, s.n_tasks, s.d + s.n_tasks)
 
 
-@pytest.mark.parametrize("setting", [Setting.paper_multitask().replace(tasks=((0, 1, 2), (3, 4, 5))), Setting.paper()])
+@pytest.mark.parametrize(
+    "setting",
+    [
+        Setting.paper_multitask().replace(tasks=((0, 1, 2), (3, 4, 5))),
+        Setting.paper_multitask().replace(L=80),
+        Setting.paper_multitask().replace(sigma2=0.5),
+        Setting.paper(),
+    ],
+)
 def test_other_settings_do_not_use_them(setting):
     assert _paper_models(0, setting) is None
 
