@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from pathlib import Path
 
 import numpy as np
 
@@ -54,11 +53,7 @@ from reduced_dynamics.setting import Setting
 
 # The shared harness tests/api_fuzz.py, loaded by path (tests/ is not a package and is not put on
 # sys.path, where its reduced_dynamics/ folder would shadow the package).
-if "api_fuzz" not in sys.modules:
-    _spec = importlib.util.spec_from_file_location("api_fuzz", Path(__file__).resolve().parents[2] / "api_fuzz.py")
-    sys.modules["api_fuzz"] = importlib.util.module_from_spec(_spec)
-    _spec.loader.exec_module(sys.modules["api_fuzz"])
-api_fuzz = sys.modules["api_fuzz"]
+api_fuzz = importlib.import_module("api_fuzz")  # registered by tests/conftest.py
 
 
 S = Setting(d=2, L=6, sigma2=0.1)

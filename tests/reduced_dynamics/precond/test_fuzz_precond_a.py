@@ -9,8 +9,6 @@ state) names a parameter; no ``RuntimeWarning``, a few seconds at most, bounded 
 from __future__ import annotations
 
 import importlib.util
-import sys
-from pathlib import Path
 
 import numpy as np
 
@@ -30,11 +28,7 @@ from reduced_dynamics.precond.loss import (
 from reduced_dynamics.precond.metrics import abs_cosine, scale_free_distance
 from reduced_dynamics.setting import Setting
 
-if "api_fuzz" not in sys.modules:
-    _spec = importlib.util.spec_from_file_location("api_fuzz", Path(__file__).resolve().parents[2] / "api_fuzz.py")
-    sys.modules["api_fuzz"] = importlib.util.module_from_spec(_spec)
-    _spec.loader.exec_module(sys.modules["api_fuzz"])
-api_fuzz = sys.modules["api_fuzz"]
+api_fuzz = importlib.import_module("api_fuzz")  # registered by tests/conftest.py
 E = api_fuzz.E
 
 SIG = np.array([[2.0, 0.3], [0.3, 0.5]])

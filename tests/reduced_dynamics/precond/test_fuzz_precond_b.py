@@ -9,8 +9,6 @@ at most, bounded memory.
 from __future__ import annotations
 
 import importlib.util
-import sys
-from pathlib import Path
 
 import numpy as np
 
@@ -20,11 +18,7 @@ from reduced_dynamics.precond import bayes, exact
 from reduced_dynamics.precond.predictors import debiased_precond_gd, precond_gd
 from reduced_dynamics.setting import Setting
 
-if "api_fuzz" not in sys.modules:
-    _spec = importlib.util.spec_from_file_location("api_fuzz", Path(__file__).resolve().parents[2] / "api_fuzz.py")
-    sys.modules["api_fuzz"] = importlib.util.module_from_spec(_spec)
-    _spec.loader.exec_module(sys.modules["api_fuzz"])
-api_fuzz = sys.modules["api_fuzz"]
+api_fuzz = importlib.import_module("api_fuzz")  # registered by tests/conftest.py
 E = api_fuzz.E
 
 SIG = np.array([[2.0, 0.3], [0.3, 0.5]])
