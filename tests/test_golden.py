@@ -1,0 +1,345 @@
+"""Golden regression snapshots of what the ``reduced-dynamics`` CLI prints (and the quick figures' data).
+
+These are **regression snapshots, not independent checks**. ``tests/golden/cli_baseline.json`` and
+``tests/golden/figures_baseline.json`` were recorded by ``tests/golden/record.py`` at commit
+ec45f2e4ae62340461304b029c614232734af032 (branch main), from the code *before* the redesign of the
+engine (flow drivers, result types, CLI dispatch). They say that a command prints what it printed
+then, not that what it printed is right: the theory is checked elsewhere (``check``, the unit tests).
+They pass on the code they were recorded from by construction; their value is after a refactor,
+which must keep every printed number.
+
+Each CLI case (one test id per case, ``test_cli_case[<case>]``) re-runs the recorded ``argv``
+through ``reduced_dynamics.cli.main`` in this process (``GOLDEN_SUBPROCESS=1``: as
+``python -m reduced_dynamics``) and compares with the record:
+
+* the exit status, exactly;
+* the same keys in every JSON object (the keys of :data:`IGNORED_KEYS` and :data:`FREE_TEXT_KEYS`
+  may come or go), the same list lengths, ``null`` where ``null`` was printed;
+* numbers to ``rtol=1e-6, atol=1e-9`` (:data:`RTOL`, :data:`ATOL`; a per-case ``rtol`` in
+  :data:`TOLERANCES`); integers and booleans exactly (status codes, counts, seeds, flags);
+* strings exactly (``status``, ``method``, roles, names ...), except the free text of
+  :data:`FREE_TEXT_KEYS` (``message`` ...), which is not compared, and the formatted text of
+  :data:`TEXT_NUMBER_KEYS` (``check``'s predicted / measured / tolerance lines, ``portrait``'s
+  stdout), whose numbers are compared: the same count, each equal to within one unit of its last
+  printed digit (a rounding flip of a printed value is not a regression; the full-precision
+  values of those lines are compared in the check's ``data``);
+* not at all: the solver work counters of :data:`IGNORED_KEYS` (``nfev``, ``njev``, ``nlu``,
+  ``n_steps``, quadrature nodes, search evaluations), which a different but equally accurate
+  driver changes.
+
+Times, rates and paths were dropped when recording (``record.DROP_KEYS``: ``seconds``,
+``cpu_seconds``, ``steps_per_second``, ``train_seconds``, ``files``, ...), and are dropped from the
+new output in the same way. The figure tests (``test_figure[<name>]``, marked slow: one
+``figures --quick`` run, about 25 s of CPU) compare every array of each ``<name>.npz`` (names,
+shapes, dtype kinds, values to the same tolerances) and that figure's ``--json`` key numbers.
+
+Regenerate only deliberately, never to make a failure go away unexplained::
+
+    python tests/golden/record.py            # from the repository root
+
+and say in the commit message which numbers moved, by how much, and why (e.g. "run --method Radau:
+omega moves 3e-9 relative because the flow driver now passes the Jacobian"); update the commit
+named above. A tolerance in :data:`TOLERANCES` is a documented exception for one case, with its
+reason, not a way to silence a moved number.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+
+
+def _load_record():
+    name = "golden_record"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, GOLDEN / "record.py")
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[name])
+    return sys.modules[name]
+
+
+record = _load_record()
+
+CLI_BASELINE = json.loads((GOLDEN / "cli_baseline.json").read_text(encoding="utf-8"))
+FIGURES_BASELINE = json.loads((GOLDEN / "figures_baseline.json").read_text(encoding="utf-8"))
+
+#: default tolerances of a number: |new - recorded| <= ATOL + RTOL |recorded|
+RTOL = 1e-6
+ATOL = 1e-9
+
+#: per-case relative tolerance overriding RTOL, each with its reason. Empty: two recordings of the
+#: unchanged code agree exactly (bit for bit) in every case. A flow whose solver tolerance is 1e-8
+#: may move at the 1e-6 level when the driver changes; add it here only then, saying so.
+TOLERANCES: dict[str, float] = {}
+
+#: per-figure relative tolerance overriding RTOL (same rules as TOLERANCES)
+FIGURE_TOLERANCES: dict[str, float] = {}
+
+#: solver / quadrature work counters: recorded, never compared (a different, equally accurate driver
+#: changes them)
+IGNORED_KEYS = frozenset(
+    {
+        "nfev",  # right-hand-side (gradient) evaluations of the ODE solver
+        "njev",  # Jacobian (Hessian) evaluations
+        "nlu",  # LU decompositions
+        "n_steps",  # solver steps (run --n-init)
+        "n_nodes",  # quadrature nodes of exact-risk (set by --tol through the step rule)
+        "evaluations",  # function evaluations of single-head's bracketing search
+    }
+)
+
+#: free text: not compared at all
+FREE_TEXT_KEYS = frozenset({"message", "explanation", "stderr_tail"})
+
+#: formatted text whose numbers are compared (each to one unit of its last printed digit)
+TEXT_NUMBER_KEYS = frozenset({"predicted", "measured", "tolerance", "stdout"})
+
+#: top-level keys of a record that are not outputs
+META_KEYS = frozenset({"argv"})
+
+SUBPROCESS = os.environ.get("GOLDEN_SUBPROCESS", "") not in ("", "0")
+
+MAX_REPORTED = 40
+
+_NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?", re.ASCII)
+
+
+# ----------------------------------------------------------------------------------------------------
+# comparison
+# ----------------------------------------------------------------------------------------------------
+
+
+class _Diff:
+    """Collects the mismatches of one comparison (path: what differs)."""
+
+    def __init__(self, rtol: float, atol: float):
+        self.rtol, self.atol = rtol, atol
+        self.errors: list[str] = []
+
+    def add(self, path: str, text: str) -> None:
+        self.errors.append(f"{path or '<root>'}: {text}")
+
+    def report(self) -> str:
+        shown = self.errors[:MAX_REPORTED]
+        more = len(self.errors) - len(shown)
+        return "\n".join(shown + ([f"... and {more} more"] if more > 0 else []))
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _close(a: float, b: float, rtol: float, atol: float) -> bool:
+    if math.isnan(b) or math.isnan(a):
+        return math.isnan(a) and math.isnan(b)
+    if math.isinf(b) or math.isinf(a):
+        return a == b
+    return abs(a - b) <= atol + rtol * abs(b)
+
+
+def _printed_unit(token: str) -> float:
+    """One unit of the last printed digit of the number ``token`` ('3.7e-04' -> 1e-5, '0.117' -> 1e-3, '195' -> 1)."""
+    mantissa, _, exponent = token.lower().lstrip("+-").partition("e")
+    decimals = len(mantissa.partition(".")[2])
+    return 10.0 ** (int(exponent or 0) - decimals)
+
+
+def _compare_text_numbers(expected: str, actual: str, path: str, diff: _Diff) -> None:
+    exp_tokens, act_tokens = _NUMBER.findall(expected), _NUMBER.findall(actual)
+    if len(exp_tokens) != len(act_tokens):
+        diff.add(path, f"{len(act_tokens)} numbers printed, recorded {len(exp_tokens)}: {actual!r} vs {expected!r}")
+        return
+    for i, (e, a) in enumerate(zip(exp_tokens, act_tokens)):
+        ev, av = float(e), float(a)
+        tol = max(diff.atol + diff.rtol * abs(ev), _printed_unit(e) * (1 + 1e-9), _printed_unit(a) * (1 + 1e-9))
+        if not abs(av - ev) <= tol:
+            diff.add(path, f"number {i} of the text is {a}, recorded {e} (text {actual!r})")
+
+
+def _is_array_record(x) -> bool:
+    return isinstance(x, dict) and "dtype" in x and "shape" in x and ("values" in x or "summary" in x)
+
+
+def _kind(dtype: str) -> str:
+    k = np.dtype(dtype).kind
+    return {"i": "number", "u": "number", "f": "number", "c": "number", "b": "bool", "U": "str", "S": "str"}.get(k, k)
+
+
+def _compare_arrays(expected: dict, actual: dict, path: str, diff: _Diff) -> None:
+    if not _is_array_record(actual):
+        diff.add(path, f"expected an array, got {str(actual)[:100]}")
+        return
+    if list(actual["shape"]) != list(expected["shape"]):
+        diff.add(path, f"shape {actual['shape']}, recorded {expected['shape']}")
+        return
+    kind = _kind(expected["dtype"])
+    if _kind(actual["dtype"]) != kind:
+        diff.add(path, f"dtype {actual['dtype']}, recorded {expected['dtype']}")
+        return
+    if "summary" in expected:
+        if "summary" not in actual:
+            diff.add(path, "stored in full, recorded as a summary")
+            return
+        es, as_ = expected["summary"], actual["summary"]
+        scale = math.sqrt(max(float(es["sum_sq"]), 0.0))  # the sum may cancel: measure it against the norm
+        for key in ("sum_sq", "sum"):
+            atol = diff.atol + (diff.rtol * scale if key == "sum" else 0.0)
+            if not _close(float(as_[key]), float(es[key]), diff.rtol, atol):
+                diff.add(f"{path}.summary.{key}", f"{as_[key]!r}, recorded {es[key]!r}")
+        if as_["n_nonfinite"] != es["n_nonfinite"]:
+            diff.add(f"{path}.summary.n_nonfinite", f"{as_['n_nonfinite']}, recorded {es['n_nonfinite']}")
+        for key in ("first", "last"):
+            _compare_arrays(
+                {"dtype": "<f8", "shape": [len(es[key])], "values": es[key]},
+                {"dtype": "<f8", "shape": [len(as_[key])], "values": as_[key]},
+                f"{path}.summary.{key}",
+                diff,
+            )
+        return
+    if "values" not in actual:
+        diff.add(path, "stored as a summary, recorded in full")
+        return
+    if kind != "number" or np.dtype(expected["dtype"]).kind in "iu" and np.dtype(actual["dtype"]).kind in "iu":
+        e, a = np.asarray(expected["values"], dtype=object), np.asarray(actual["values"], dtype=object)
+        if e.shape != a.shape or not all(x == y for x, y in zip(e.ravel(), a.ravel())):
+            bad = [i for i, (x, y) in enumerate(zip(e.ravel(), a.ravel())) if x != y]
+            diff.add(path, f"{len(bad)} of {e.size} entries differ (exact); first at flat index {bad[:1]}")
+        return
+    e = np.asarray(expected["values"], dtype=np.float64)  # "nan" / "inf" strings become floats
+    a = np.asarray(actual["values"], dtype=np.float64)
+    ok = np.isclose(a, e, rtol=diff.rtol, atol=diff.atol, equal_nan=True)
+    if not np.all(ok):
+        idx = np.unravel_index(int(np.argmax(np.where(ok, -np.inf, np.abs(a - e)))), e.shape) if e.ndim else ()
+        diff.add(
+            path,
+            f"{int(np.size(ok) - np.count_nonzero(ok))} of {e.size} entries differ; worst at {tuple(int(i) for i in idx)}: "
+            f"{float(a[idx])!r}, recorded {float(e[idx])!r}",
+        )
+
+
+def compare(expected, actual, path: str, diff: _Diff, key: str | None = None) -> None:
+    """Compare a recorded output ``expected`` with the new ``actual`` (see the module docstring)."""
+    if key in IGNORED_KEYS or key in FREE_TEXT_KEYS:
+        return
+    if _is_array_record(expected):
+        _compare_arrays(expected, actual, path, diff)
+        return
+    if isinstance(expected, dict):
+        if not isinstance(actual, dict):
+            diff.add(path, f"expected an object, got {type(actual).__name__}: {str(actual)[:100]}")
+            return
+        optional = IGNORED_KEYS | FREE_TEXT_KEYS
+        missing = sorted(set(expected) - set(actual) - optional)
+        extra = sorted(set(actual) - set(expected) - optional)
+        if missing:
+            diff.add(path, f"keys missing from the new output: {missing}")
+        if extra:
+            diff.add(path, f"keys not in the recording: {extra}")
+        for k in expected:
+            if k in actual:
+                compare(expected[k], actual[k], f"{path}.{k}" if path else k, diff, key=k)
+        return
+    if isinstance(expected, list):
+        if not isinstance(actual, list):
+            diff.add(path, f"expected a list, got {type(actual).__name__}: {str(actual)[:100]}")
+            return
+        if len(actual) != len(expected):
+            diff.add(path, f"length {len(actual)}, recorded {len(expected)}")
+            return
+        for i, (e, a) in enumerate(zip(expected, actual)):
+            compare(e, a, f"{path}[{i}]", diff, key=key)
+        return
+    if isinstance(expected, str):
+        if not isinstance(actual, str):
+            diff.add(path, f"{actual!r}, recorded the string {expected!r}")
+        elif key in TEXT_NUMBER_KEYS:
+            _compare_text_numbers(expected, actual, path, diff)
+        elif actual != expected:
+            diff.add(path, f"{actual!r}, recorded {expected!r}")
+        return
+    if expected is None or isinstance(expected, bool):
+        if actual is not expected:
+            diff.add(path, f"{actual!r}, recorded {expected!r}")
+        return
+    if _is_number(expected):
+        if not _is_number(actual):
+            diff.add(path, f"{actual!r}, recorded the number {expected!r}")
+        elif isinstance(expected, int) and isinstance(actual, int):
+            if actual != expected:
+                diff.add(path, f"{actual}, recorded {expected} (integers compare exactly)")
+        elif key == "status" and actual != expected:
+            diff.add(path, f"status {actual!r}, recorded {expected!r}")
+        elif not _close(float(actual), float(expected), diff.rtol, diff.atol):
+            rel = abs(actual - expected) / abs(expected) if expected else math.inf
+            diff.add(path, f"{actual!r}, recorded {expected!r} (relative difference {rel:.3g})")
+        return
+    diff.add(path, f"cannot compare the recorded value {expected!r}")  # pragma: no cover
+
+
+def assert_same(label: str, expected: dict, actual: dict, rtol: float) -> None:
+    diff = _Diff(rtol, ATOL)
+    if actual["exit"] != expected["exit"]:
+        diff.add("exit", f"{actual['exit']}, recorded {expected['exit']} (stderr: {actual.get('stderr_tail', '')!r})")
+    outputs = set(expected) - META_KEYS - FREE_TEXT_KEYS - {"exit"}
+    new_outputs = set(actual) - META_KEYS - FREE_TEXT_KEYS - {"exit"}
+    if outputs != new_outputs:
+        diff.add("", f"outputs {sorted(new_outputs)}, recorded {sorted(outputs)}")
+    for k in sorted(outputs & new_outputs):
+        compare(expected[k], actual[k], k, diff, key=k)
+    assert not diff.errors, f"{label}: the output moved from its golden recording (rtol={rtol:g}):\n{diff.report()}"
+
+
+# ----------------------------------------------------------------------------------------------------
+# the tests
+# ----------------------------------------------------------------------------------------------------
+
+
+def test_cases_match_recording():
+    """record.CASES and the baseline name the same cases with the same argv (regenerate after editing CASES)."""
+    assert sorted(CLI_BASELINE) == sorted(record.CASES)
+    for name, argv in record.CASES.items():
+        assert CLI_BASELINE[name]["argv"] == argv, name
+    assert FIGURES_BASELINE["argv"] == record.FIGURES_ARGV
+    assert set(TOLERANCES) <= set(CLI_BASELINE) and set(FIGURE_TOLERANCES) <= set(FIGURES_BASELINE["figures"])
+
+
+@pytest.mark.parametrize("case", sorted(CLI_BASELINE))
+def test_cli_case(case):
+    expected = CLI_BASELINE[case]
+    actual = record.run_case(expected["argv"], subprocess_mode=SUBPROCESS)
+    assert_same(case, expected, actual, TOLERANCES.get(case, RTOL))
+
+
+@pytest.fixture(scope="module")
+def figures_run():
+    return record.run_figures(subprocess_mode=SUBPROCESS)
+
+
+@pytest.mark.slow
+def test_figures_set(figures_run):
+    assert figures_run["exit"] == FIGURES_BASELINE["exit"]
+    assert sorted(figures_run["figures"]) == sorted(FIGURES_BASELINE["figures"])
+    assert sorted(figures_run["json"]) == sorted(FIGURES_BASELINE["json"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("figure", sorted(FIGURES_BASELINE["figures"]))
+def test_figure(figures_run, figure):
+    rtol = FIGURE_TOLERANCES.get(figure, RTOL)
+    expected = {"npz": FIGURES_BASELINE["figures"][figure], "exit": FIGURES_BASELINE["exit"]}
+    actual = {"npz": figures_run["figures"].get(figure), "exit": figures_run["exit"]}
+    if figure in FIGURES_BASELINE["json"]:
+        expected["json"] = FIGURES_BASELINE["json"][figure]
+        actual["json"] = figures_run["json"].get(figure)
+    assert actual["npz"] is not None, f"figures --quick no longer writes {figure}.npz"
+    assert_same(f"figure {figure}", expected, actual, rtol)
