@@ -1,0 +1,279 @@
+r"""The one interface every reduced model implements: :class:`ReducedModel`.
+
+A reduced model owns everything specific to one data model and objective — the
+layout of its state vector, its loss, gradient and (where derived) Hessian, its
+domain, its landmarks and limit, and the summary of a state — and nothing else.
+One integrator (:func:`reduced_dynamics.flow.integrate`) runs the gradient flow of
+any of them; one contract test (``tests/reduced_dynamics/models/test_contract.py``)
+checks every registered model the same way.
+
+The state is a flat float vector ``y`` of length :attr:`ReducedModel.size` (or a
+batch of them, shape ``(..., size)``); :meth:`ReducedModel.unpack` names its parts
+(e.g. ``omega`` of shape ``(H,)`` and ``mu`` of shape ``(H,)``) and
+:meth:`ReducedModel.pack` builds it from them.
+
+Adding a model: subclass :class:`ReducedModel` in one module of
+:mod:`reduced_dynamics.models`, implement the abstract methods, and add one line
+to :data:`reduced_dynamics.models.MODELS`.
+
+References
+----------
+docs/theory.md#reduced-model
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+from typing import Any, ClassVar
+
+import numpy as np
+
+from reduced_dynamics._validation import check_finite_array, check_nonnegative_int, check_positive_float
+from reduced_dynamics.setting import Setting
+
+__all__ = ["ReducedModel", "Part"]
+
+
+class Part(tuple):
+    """``(name, shape)`` of one named block of the state vector."""
+
+    __slots__ = ()
+
+    def __new__(cls, name: str, shape: tuple[int, ...]):
+        return super().__new__(cls, (name, tuple(int(s) for s in shape)))
+
+    @property
+    def name(self) -> str:
+        return self[0]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self[1]
+
+    @property
+    def size(self) -> int:
+        return int(math.prod(self[1]))
+
+
+class ReducedModel(abc.ABC):
+    """A reduced model: formulas of one data model and objective on a flat state vector.
+
+    Subclasses set the class attributes, build :attr:`parts` in ``__init__`` and
+    implement :meth:`loss`, :meth:`grad`, :meth:`margin` and :meth:`summarize`; a
+    model with a derived Hessian overrides :meth:`hessian` and sets
+    ``has_hessian = True``.
+
+    Attributes
+    ----------
+    name : str
+        Registry key (:data:`reduced_dynamics.models.MODELS`).
+    objective : {"approx", "corrected", "exact"}
+        Which objective the loss is: the large-L approximation L̃, its O(1/L)
+        correction, or the exact finite-L risk.
+    default_method : str
+        The integrator's default method for this model.
+    has_hessian : bool
+        Whether :meth:`hessian` is the derived (analytic) Hessian.
+    setting : Setting
+        The (scalar) data model.
+    n_heads : int
+        Number of heads H.
+    parts : tuple of Part
+        Named blocks of the state vector, in order.
+    """
+
+    name: ClassVar[str] = ""
+    objective: ClassVar[str] = "approx"
+    default_method: ClassVar[str] = "LSODA"
+    has_hessian: ClassVar[bool] = False
+    #: the state holds one scalar ω_h and one scalar μ_h per head (the isotropic layout): pattern
+    #: diagnostics, stage times and the drift law apply to its flows
+    scalar_heads: ClassVar[bool] = False
+    #: human-readable description of the domain, used in the status message "left the model's domain"
+    domain_text: ClassVar[str] = "the state left the model's domain"
+
+    setting: Setting
+    n_heads: int
+    parts: tuple[Part, ...]
+
+    # ------------------------------------------------------------------ layout
+    @property
+    def size(self) -> int:
+        """Length of the state vector."""
+        return sum(p.size for p in self.parts)
+
+    def unpack(self, y) -> dict[str, np.ndarray]:
+        """The named parts of ``y`` (shape ``(..., size)``), each of shape ``(..., *part.shape)`` (views)."""
+        y = np.asarray(y, dtype=np.float64)
+        if y.shape[-1:] != (self.size,):
+            raise ValueError(f"`y` must have shape (..., {self.size}) for {self!r}, got {y.shape}")
+        out, k = {}, 0
+        lead = y.shape[:-1]
+        for p in self.parts:
+            out[p.name] = y[..., k : k + p.size].reshape(lead + p.shape)
+            k += p.size
+        return out
+
+    def pack(self, **parts) -> np.ndarray:
+        """The state vector from its named parts (each of shape ``(..., *part.shape)``), validated.
+
+        Raises
+        ------
+        ValueError
+            A missing, unknown, non-finite or wrongly shaped part (named).
+        """
+        names = [p.name for p in self.parts]
+        unknown = sorted(set(parts) - set(names))
+        if unknown:
+            raise ValueError(f"unknown state part(s) {unknown} for {self!r}; its parts are {names}")
+        blocks, lead = [], None
+        for p in self.parts:
+            if p.name not in parts:
+                raise ValueError(f"`{p.name}` is required for {self!r} (shape {p.shape})")
+            a = check_finite_array(p.name, parts[p.name])
+            if a.shape[a.ndim - len(p.shape) :] != p.shape or a.ndim < len(p.shape):
+                raise ValueError(f"`{p.name}` must have shape (..., {', '.join(map(str, p.shape))}), got {a.shape}")
+            la = a.shape[: a.ndim - len(p.shape)]
+            if lead is None:
+                lead = la
+            elif la != lead:
+                raise ValueError(f"the state parts must share their leading (batch) axes, got {lead} and {la}")
+            blocks.append(a.reshape(la + (p.size,)))
+        return np.concatenate(blocks, axis=-1)
+
+    def check_state(self, y, name: str = "y0") -> np.ndarray:
+        """Validate a state vector or a batch ``(B, size)`` (finite, right length); returns a float copy."""
+        y = check_finite_array(name, y)
+        if y.ndim not in (1, 2) or y.shape[-1] != self.size:
+            raise ValueError(f"`{name}` must have shape ({self.size},) or (B, {self.size}) for {self!r}, got {y.shape}")
+        return y.astype(np.float64, copy=True)
+
+    def initial_state(self, *, seed, scale: float = 0.01, n: int | None = None) -> np.ndarray:
+        """A small random start: i.i.d. ``N(0, scale²)`` entries of every part, from ``seed``.
+
+        Parameters
+        ----------
+        seed : int >= 0 or numpy.random.Generator
+            Required (there is no default seed).
+        scale : float, > 0
+        n : int, optional
+            Number of starts; ``None`` gives one state of shape ``(size,)``, else ``(n, size)``.
+
+        Returns
+        -------
+        ndarray, shape (size,) or (n, size)
+        """
+        from reduced_dynamics.estimation.prompts import as_generator
+
+        scale = check_positive_float("scale", scale)
+        if seed is None:
+            raise ValueError("`seed` is required (an integer >= 0 or a numpy Generator)")
+        if not isinstance(seed, np.random.Generator):
+            seed = check_nonnegative_int("seed", seed)
+        rng = as_generator(seed)
+        shape = (self.size,) if n is None else (check_nonnegative_int("n", n), self.size)
+        return self._random_state(rng, shape) * scale
+
+    def _random_state(self, rng, shape):
+        """Standard normal entries of the given shape (models whose random start is laid out differently override)."""
+        return rng.standard_normal(shape)
+
+    # ------------------------------------------------------------------ formulas
+    @abc.abstractmethod
+    def loss(self, y):
+        """The objective at ``y`` (shape ``(..., size)``): float or ndarray of shape ``(...)``."""
+
+    @abc.abstractmethod
+    def grad(self, y) -> np.ndarray:
+        """Its gradient, shape ``(..., size)``."""
+
+    def hessian(self, y) -> np.ndarray:
+        """Its Hessian, shape ``(..., size, size)`` (models with ``has_hessian``)."""
+        raise NotImplementedError(f"{type(self).__name__} has no derived Hessian")
+
+    def jacobian_fd(self, y, *, step: float = 1e-5) -> np.ndarray:
+        """Forward-difference Hessian of one state (``size`` gradients), symmetrised.
+
+        The integrator hands it to implicit methods for models without a derived Hessian
+        whose gradient is too expensive for the solver's own column-by-column estimate
+        (:attr:`use_fd_jacobian`).
+        """
+        y = np.asarray(y, dtype=np.float64)
+        g0 = self.grad(y)
+        J = np.empty((self.size, self.size))
+        for i in range(self.size):
+            e = np.zeros(self.size)
+            e[i] = step
+            J[:, i] = (self.grad(y + e) - g0) / step
+        return 0.5 * (J + J.T)
+
+    #: pass :meth:`jacobian_fd` to implicit methods (instead of letting the solver estimate it)
+    use_fd_jacobian: ClassVar[bool] = False
+
+    @abc.abstractmethod
+    def margin(self, y):
+        """Distance to the edge of the domain the flow may explore: ``> 0`` inside (float or ``(...)``).
+
+        The integrator stops a flow whose margin reaches 0 (status "left the model's domain").
+        """
+
+    def in_range(self, y) -> bool:
+        """True when every state of ``y`` is strictly inside the domain."""
+        with np.errstate(all="ignore"):
+            return bool(np.all(np.asarray(self.margin(y)) > 0))
+
+    # ------------------------------------------------------------------ theory
+    def limit(self) -> dict[str, Any]:
+        """Landmarks of the flow's limit (e.g. η*, inf of the loss, the limit predictor's matrix)."""
+        return {}
+
+    @abc.abstractmethod
+    def summarize(self, y) -> dict[str, Any]:
+        """JSON-friendly scalar summaries of one state (what a run reports at its end)."""
+
+    def predictor(self, y):
+        """The predictor (``reduced_dynamics.estimation.predictors.Predictor``) that state ``y`` implements."""
+        raise NotImplementedError(f"{type(self).__name__} has no predictor for Monte Carlo risks yet")
+
+    def reference_predictors(self) -> dict:
+        """The predictors the theory compares the flow's limit with (name -> Predictor)."""
+        return {}
+
+    # ------------------------------------------------------------------ integrator hooks
+    def kernels(self, *, stationarity_tol: float, budget: int):
+        """The single-trajectory kernel the integrator calls (a fast hook may replace the generic one)."""
+        from reduced_dynamics.flow._kernels import ModelKernel
+
+        return ModelKernel(self, stationarity_tol=stationarity_tol, budget=budget)
+
+    def batch_kernels(self):
+        """The batched kernel of the batched stiff integrator (models with a Hessian)."""
+        from reduced_dynamics.flow._kernels import BatchKernel
+
+        return BatchKernel(self)
+
+    # ------------------------------------------------------------------ identity
+    def _key(self):
+        return (type(self).__name__, self.setting, self.n_heads, self._layout_key())
+
+    def _layout_key(self):
+        return ()
+
+    def __eq__(self, other):
+        return isinstance(other, ReducedModel) and self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        extra = self._layout_key()
+        tail = "".join(f", {k}={v!r}" for k, v in extra)
+        return f"{type(self).__name__}(setting={self.setting!r}, n_heads={self.n_heads}{tail})"
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-friendly identity: model name, objective, setting, H, layout."""
+        out = {"model": self.name, "objective": self.objective, "n_heads": self.n_heads}
+        out.update(self.setting.to_dict())
+        out.update({k: v for k, v in self._layout_key()})
+        return out

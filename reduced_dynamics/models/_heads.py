@@ -1,0 +1,89 @@
+"""Shared layout of the models whose state is one scalar KQ weight ω_h and one OV weight μ_h per head.
+
+The isotropic approximate loss L̃, its O(1/L) correction, the exact finite-L risk and the
+activation model all live on ``y = (ω_1..ω_H, μ_1..μ_H)``; :class:`ScalarHeadsModel` gives them
+the layout, the starts, the end-state summary (γ, η_eff, the patterns) and the predictors.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from reduced_dynamics._validation import check_positive_float, check_positive_int
+from reduced_dynamics.models._base import Part, ReducedModel
+from reduced_dynamics.setting import Setting, as_setting
+
+__all__ = ["ScalarHeadsModel", "N_HEADS_MAX"]
+
+#: Largest number of heads H of a flow (the Hessian is 2H × 2H, exp(d ωωᵀ) is H × H).
+N_HEADS_MAX = 1000
+
+
+class ScalarHeadsModel(ReducedModel):
+    """Base of the models on ``y = (ω, μ)``, ``ω, μ`` of shape ``(H,)``."""
+
+    scalar_heads = True
+
+    def __init__(self, setting: Setting, n_heads: int, *, heads_max: int = N_HEADS_MAX):
+        self.setting = as_setting(setting, type(self).__name__)
+        self.n_heads = check_positive_int("n_heads", n_heads, hi=heads_max)
+        self.parts = (Part("omega", (self.n_heads,)), Part("mu", (self.n_heads,)))
+
+    def split(self, y):
+        """``(omega, mu)`` of ``y`` (shape ``(..., 2H)``), each ``(..., H)``."""
+        y = np.asarray(y, dtype=np.float64)
+        H = self.n_heads
+        return y[..., :H], y[..., H:]
+
+    def state(self, omega, mu) -> np.ndarray:
+        """``y = (ω, μ)`` from ``omega``, ``mu`` of shape ``(..., H)`` (validated)."""
+        return self.pack(omega=omega, mu=mu)
+
+    def symmetric_state(self, scale: float = 0.01) -> np.ndarray:
+        """``ω = μ = scale·(+1, −1, +1, ...)``: a ± pair per two heads."""
+        scale = check_positive_float("scale", scale)
+        signs = np.where(np.arange(self.n_heads) % 2 == 0, 1.0, -1.0)
+        return np.concatenate([scale * signs, scale * signs])
+
+    def summarize(self, y, *, tolerances=None) -> dict:
+        """Scalar summaries of one state: loss, |∇|, γ, η_eff, Σμ, the zero-sum ratio, head counts.
+
+        Keys: ``omega, mu, loss, grad_norm, gamma, eta_eff, eta_star, inf_loss, sum_mu,
+        zero_sum_ratio, n_dummy, n_positive, n_negative`` (``inf_loss`` is None for H = 1, and for
+        the models whose infimum is not ``1 + σ² − η*``).
+        """
+        from reduced_dynamics.dynamics.diagnostics import trajectory_diagnostics
+
+        w, m = self.split(y)
+        diag = trajectory_diagnostics(w, m, tolerances=tolerances)
+        g = self.grad(y)
+        lim = self.limit()
+        return {
+            "omega": w.tolist(),
+            "mu": m.tolist(),
+            "loss": float(self.loss(y)),
+            "grad_norm": float(np.sqrt(np.sum(g * g))),
+            "gamma": float(diag.gamma),
+            "eta_eff": float(diag.eta_eff),
+            "eta_star": lim.get("eta_star"),
+            "inf_loss": lim.get("inf_loss") if self.n_heads >= 2 else None,
+            "sum_mu": float(diag.sum_mu),
+            "zero_sum_ratio": float(diag.zero_sum_ratio),
+            "n_dummy": int(diag.n_dummy),
+            "n_positive": int(diag.n_positive),
+            "n_negative": int(diag.n_negative),
+        }
+
+    def predictor(self, y):
+        """The H-head softmax model at this state (:class:`~reduced_dynamics.MultiHead`)."""
+        from reduced_dynamics.estimation.predictors import MultiHead
+
+        w, m = self.split(y)
+        return MultiHead(w, m)
+
+    def reference_predictors(self) -> dict:
+        """Debiased GD at η* (the limit of the flow for H >= 2) and vanilla GD at the same step."""
+        from reduced_dynamics.estimation.predictors import DebiasedGD, VanillaGD
+
+        eta = float(self.setting.eta_star)
+        return {"debiased_gd": DebiasedGD(eta), "gd": VanillaGD(eta)}

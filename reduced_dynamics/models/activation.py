@@ -1,0 +1,79 @@
+r"""The isotropic model with another attention activation f (affine, square, tanh): :math:`\tilde L_f`.
+
+.. math:: \tilde L_f = 1 + \sigma^2 - 2\mu^\top T_1 + \mu^\top(T_2 + cK)\mu
+
+(formulas and quadratures in :mod:`reduced_dynamics.activation_dynamics.loss`; ``f = exp`` is the
+isotropic model). The domain is where the quadratures and float64 hold; a state outside it is
+reported by the formulas, and the flow stops there (status 2). No closed-form Hessian.
+
+References
+----------
+docs/theory.md#other-activations
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from reduced_dynamics.activation_dynamics.loss import act_loss, act_loss_grad
+from reduced_dynamics.models._heads import ScalarHeadsModel
+
+__all__ = ["ActivationModel"]
+
+
+class ActivationModel(ScalarHeadsModel):
+    """L̃_f of the isotropic model with the activation of ``setting``, ``y = (ω, μ)``.
+
+    Parameters
+    ----------
+    setting : Setting
+        Scalar, isotropic, single task, ``activation`` other than ``"exp"``.
+    n_heads : int, in [1, 64]
+    """
+
+    name = "activation"
+    domain_text = "the loss left the float64 range or the range of its quadrature."
+
+    def __init__(self, setting, n_heads):
+        super().__init__(setting, n_heads, heads_max=64)
+
+    def loss(self, y):
+        return act_loss(*self.split(y), self.setting)
+
+    def grad(self, y):
+        g = act_loss_grad(*self.split(y), self.setting)
+        return np.concatenate([g.omega, g.mu], axis=-1)
+
+    def margin(self, y):
+        # no edge to approach smoothly: the formulas themselves report a state they cannot evaluate
+        y = np.asarray(y, dtype=np.float64)
+        out = np.where(np.all(np.isfinite(y), axis=-1), 1.0, -1.0)
+        return float(out) if np.ndim(out) == 0 else out
+
+    def limit(self) -> dict:
+        """``act_limit``: C_f, η*, inf L̃_f, the cubic tilt m₃, the manifold-excess coefficient B, the drift kind."""
+        from reduced_dynamics.activation_dynamics.flow import act_limit
+
+        return act_limit(self.setting).to_dict()
+
+    def summarize(self, y, *, tolerances=None) -> dict:
+        """The scalar-heads summary plus ``mu_plus, eta_claim, eta_tilt, excess`` and the end-state patterns."""
+        from reduced_dynamics.activation_dynamics.flow import eta_claim, eta_tilt
+        from reduced_dynamics.dynamics.diagnostics import trajectory_diagnostics
+
+        out = super().summarize(y, tolerances=tolerances)
+        w, m = self.split(y)
+        diag = trajectory_diagnostics(w, m, tolerances=tolerances)
+        out.update(
+            {
+                "mu_plus": float(np.sum(np.where(m > 0, m, 0.0))),
+                "eta_claim": eta_claim(w, m, self.setting),
+                "eta_tilt": eta_tilt(w, m, self.setting),
+                "excess": float(out["loss"] - self.setting.inf_loss),
+                "sign_matched": bool(diag.sign_matched),
+                "zero_sum": bool(diag.zero_sum),
+                "homogeneous": bool(diag.homogeneous),
+                "homogeneity": float(diag.homogeneity),
+            }
+        )
+        return out

@@ -1,0 +1,66 @@
+r"""The isotropic softmax model with the risk to order 1/L: :math:`R_0 + R_1/L` (the corrected loss).
+
+Formulas in :mod:`reduced_dynamics.dynamics.corrected_loss`. Domain: ``max ω_h² < 0.45``
+(the expansion needs ``1 − 2ω_hω_k > 0``); the flow stops at ``max ω² = 0.95·0.45``. No
+closed-form Hessian: implicit methods receive the central-difference Hessian of the analytic
+gradient.
+
+References
+----------
+docs/theory.md#corrected-loss
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from reduced_dynamics.dynamics.corrected_loss import (
+    MAX_OMEGA2,
+    _fd_hessian,
+    corrected_eta_star,
+    corrected_loss,
+    corrected_loss_grad,
+)
+from reduced_dynamics.models._heads import ScalarHeadsModel
+
+__all__ = ["CorrectedModel"]
+
+
+class CorrectedModel(ScalarHeadsModel):
+    """``R_0 + R_1/L`` of the isotropic softmax model, ``y = (ω, μ)`` (objective ``"corrected"``).
+
+    Parameters
+    ----------
+    setting : Setting
+        Scalar, isotropic, softmax, single task.
+    n_heads : int, in [1, 1000]
+    """
+
+    name = "corrected"
+    objective = "corrected"
+    default_method = "Radau"
+    use_fd_jacobian = True
+    domain_text = "max ω_h² reached 0.95·0.45, where the 1/L expansion (1 − 2ω_hω_k > 0) breaks down."
+
+    def loss(self, y):
+        return corrected_loss(*self.split(y), self.setting)
+
+    def grad(self, y):
+        g = corrected_loss_grad(*self.split(y), self.setting)
+        return np.concatenate([g.omega, g.mu], axis=-1)
+
+    def jacobian_fd(self, y, *, step: float = 1e-6):
+        """Central-difference Hessian of the analytic gradient (``corrected_loss_hessian_fd``)."""
+        s = self.setting
+        w, m = self.split(y)
+        return _fd_hessian(w, m, s.d, s.L, s.sigma2, h=step)
+
+    def margin(self, y):
+        w = np.asarray(y, dtype=np.float64)[..., : self.n_heads]
+        with np.errstate(over="ignore"):
+            out = 0.95 * MAX_OMEGA2 - np.max(w * w, axis=-1)
+        return float(out) if np.ndim(out) == 0 else out
+
+    def limit(self) -> dict:
+        """The corrected optimal step η*_L (docs/theory.md#corrected-loss)."""
+        return {"eta_star": float(corrected_eta_star(self.setting))}
