@@ -97,8 +97,6 @@ def _locate(fun, y_old, Q, n_iter=42):
     return hi
 
 
-
-
 def radau_batch(model, y0, t_out, *, rtol, atol, stationarity_tol, budget):
     """Integrate the flows of ``model`` from the rows of ``y0`` (shape (B, n)), output at ``t_out``.
 
@@ -169,7 +167,9 @@ def radau_batch(model, y0, t_out, *, rtol, atol, stationarity_tol, budget):
             if np.any(tiny):
                 for b in idx[tiny]:
                     status[b] = int(Status.SOLVER_FAILED)
-                    msgs[b] = f"{status_message(Status.SOLVER_FAILED, model)} The step size collapsed at t = {t[b]:.4g}."
+                    msgs[b] = (
+                        f"{status_message(Status.SOLVER_FAILED, model)} The step size collapsed at t = {t[b]:.4g}."
+                    )
                     t_stop[b], y_stop[b] = t[b], y[b]
                 done[idx[tiny]] = True
                 continue
@@ -177,7 +177,9 @@ def radau_batch(model, y0, t_out, *, rtol, atol, stationarity_tol, budget):
             if np.any(over):
                 for b in idx[over]:
                     status[b] = int(Status.BUDGET_EXHAUSTED)
-                    msgs[b] = f"{status_message(Status.BUDGET_EXHAUSTED, model, budget=budget)} Stopped at t = {t[b]:.4g}."
+                    msgs[b] = (
+                        f"{status_message(Status.BUDGET_EXHAUSTED, model, budget=budget)} Stopped at t = {t[b]:.4g}."
+                    )
                     t_stop[b], y_stop[b] = t[b], y[b]
                 done[idx[over]] = True
                 continue

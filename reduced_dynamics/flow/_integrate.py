@@ -37,7 +37,7 @@ from reduced_dynamics.dynamics.loss import LossOverflowError
 from reduced_dynamics.flow._batch import BATCH_MIN, N_TRAJ_MAX, radau_batch
 from reduced_dynamics.flow._kernels import BudgetExceeded, OutOfDomain
 from reduced_dynamics.flow._result import Flow, evaluate_along
-from reduced_dynamics.flow._single import EXPLICIT_METHODS, IMPLICIT_METHODS, lsoda_path, solve_ivp_path
+from reduced_dynamics.flow._single import IMPLICIT_METHODS, lsoda_path, solve_ivp_path
 from reduced_dynamics.flow._status import SUCCESS, Status, status_message
 
 __all__ = [

@@ -54,7 +54,9 @@ def model_name(setting: Setting, objective: str = "approx") -> str:
     sigma = setting.Sigma is not None
     tasks = setting.tasks is not None
     act = setting.activation != "exp"
-    extensions = [n for n, on in (("setting.Sigma", sigma), ("setting.tasks", tasks), ("setting.activation", act)) if on]
+    extensions = [
+        n for n, on in (("setting.Sigma", sigma), ("setting.tasks", tasks), ("setting.activation", act)) if on
+    ]
     if objective != "approx":
         if extensions:
             raise ValueError(

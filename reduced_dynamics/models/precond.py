@@ -167,4 +167,3 @@ class PrecondModel(ReducedModel):
 
         om, mu, W = self.split(y)
         return PrecondReducedModel(omega=om, mu=mu, W=W)
-
