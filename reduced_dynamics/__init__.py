@@ -24,7 +24,6 @@ from reduced_dynamics.derive.symbolic import (
     generated_loss_functions,
     sympy2numpy,
 )
-from reduced_dynamics.dynamics.batch_flow import FlowBatchResult, integrate_flow_batch
 from reduced_dynamics.dynamics.corrected_loss import corrected_loss, corrected_loss_grad
 from reduced_dynamics.dynamics.diagnostics import (
     ManifoldGap,
@@ -35,15 +34,7 @@ from reduced_dynamics.dynamics.diagnostics import (
     stage_times,
     trajectory_diagnostics,
 )
-from reduced_dynamics.dynamics.flow import (
-    FlowFinal,
-    FlowPath,
-    FlowResult,
-    flow_at_times,
-    gradient_descent,
-    initial_state,
-    integrate_flow,
-)
+from reduced_dynamics.flow import Final, Flow, Status, gradient_descent, integrate
 from reduced_dynamics.dynamics.loss import (
     MAX_EXPONENT,
     LossGradient,
@@ -101,6 +92,8 @@ from reduced_dynamics.model.training import (
     mc_risk,
     train,
 )
+from reduced_dynamics.models import MODELS, reduced_model
+from reduced_dynamics.models._heads import initial_state
 from reduced_dynamics.setting import PAPER_SETTING, Setting
 
 __version__ = "0.1.0"
@@ -137,16 +130,15 @@ __all__ = [
     "SingleHeadOptimum",
     "drift_law_gamma",
     "flow_eta_gap",
-    # flow
-    "FlowResult",
-    "FlowFinal",
-    "FlowPath",
-    "initial_state",
-    "integrate_flow",
-    "integrate_flow_batch",
-    "FlowBatchResult",
+    # reduced models and the one integrator
+    "reduced_model",
+    "MODELS",
+    "integrate",
     "gradient_descent",
-    "flow_at_times",
+    "Flow",
+    "Final",
+    "Status",
+    "initial_state",
     "StageTolerances",
     "trajectory_diagnostics",
     "stage_times",

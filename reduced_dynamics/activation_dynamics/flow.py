@@ -42,22 +42,17 @@ import dataclasses
 import math
 
 import numpy as np
-from scipy.integrate import solve_ivp
 
 from reduced_dynamics._results import FrozenResult
-from reduced_dynamics._validation import check_finite_array, check_positive_float, check_positive_int
-from reduced_dynamics.activation_dynamics.loss import act_loss, act_loss_grad, act_terms
+from reduced_dynamics._validation import check_finite_array
+from reduced_dynamics.activation_dynamics.loss import act_terms
 from reduced_dynamics.activations import Activation
 from reduced_dynamics.dynamics.diagnostics import trajectory_diagnostics
-from reduced_dynamics.dynamics.loss import LossOverflowError
 from reduced_dynamics.setting import Setting, as_setting
 
 __all__ = [
-    "ActFlowResult",
     "ActLimit",
     "EtaRegression",
-    "integrate_act_flow",
-    "act_flow_end_state",
     "eta_claim",
     "eta_tilt",
     "tilt_cubic",
@@ -70,10 +65,6 @@ __all__ = [
     "ManifoldRiskScan",
     "manifold_risk_scan",
 ]
-
-T_END = 1e5
-#: Most gradient evaluations of one flow (a stiffer flow stops with status −3).
-MAX_NFEV = 100_000
 
 
 def tilt_cubic(activation: Activation) -> float:
@@ -206,190 +197,6 @@ def eta_tilt(omega, mu, setting: Setting) -> float:
     s = _scalar_setting(setting, "eta_tilt")
     T = act_terms(omega, s)
     return float(np.sum(np.asarray(mu, dtype=np.float64) * T.T1))
-
-
-@dataclasses.dataclass(frozen=True)
-class ActFlowResult(FrozenResult):
-    """Outcome of :func:`integrate_act_flow` (arrays read-only).
-
-    Attributes
-    ----------
-    success : bool
-    status : int
-        ``solve_ivp`` status (0 reached ``t_end``); −2 the loss left the float64 range or the quadrature range;
-        −3 the flow needed more than ``MAX_NFEV`` (100000) gradient evaluations (too stiff at this setting).
-    message : str
-    t : ndarray, shape (T,)
-        Recorded times (log-spaced).
-    omega, mu : ndarray, shape (T, H)
-        The trajectory.
-    loss : ndarray, shape (T,)
-    setting : Setting
-    gamma : float
-        End state's mean ``|ω_h|`` over non-dummy heads.
-    mu_plus : float
-        Positive OV mass at the end.
-    eta_claim : float
-        ``2 C_f γ μ₊`` at the end.
-    eta_tilt : float
-        ``μᵀT_1`` at the end (the large-L slope of the predictor).
-    eta_star : float
-    excess : float
-        ``loss − (1 + σ² − η*)`` at the end.
-    sign_matched, zero_sum, homogeneous : bool
-        End-state patterns (``reduced_dynamics.dynamics.diagnostics`` tolerances).
-    zero_sum_ratio, homogeneity : float
-    grad_norm : float
-    nfev : int
-    """
-
-    success: bool
-    status: int
-    message: str
-    t: np.ndarray = dataclasses.field(repr=False)
-    omega: np.ndarray = dataclasses.field(repr=False)
-    mu: np.ndarray = dataclasses.field(repr=False)
-    loss: np.ndarray = dataclasses.field(repr=False)
-    setting: Setting = dataclasses.field(repr=False)
-    gamma: float = 0.0
-    mu_plus: float = 0.0
-    eta_claim: float = 0.0
-    eta_tilt: float = 0.0
-    eta_star: float = 0.0
-    excess: float = 0.0
-    sign_matched: bool = False
-    zero_sum: bool = False
-    homogeneous: bool = False
-    zero_sum_ratio: float = 0.0
-    homogeneity: float = 0.0
-    grad_norm: float = 0.0
-    nfev: int = 0
-
-
-def integrate_act_flow(
-    omega0,
-    mu0,
-    setting: Setting,
-    *,
-    t_end: float = T_END,
-    method: str = "LSODA",
-    rtol: float = 1e-9,
-    atol: float = 1e-12,
-    n_times: int = 60,
-) -> ActFlowResult:
-    """Integrate ``θ̇ = −∇L̃_f(θ)`` from ``(omega0, mu0)`` to ``t_end``.
-
-    Parameters
-    ----------
-    omega0, mu0 : array_like, shape (H,)
-    setting : Setting
-        Scalar, isotropic; its activation is ``f``.
-    t_end : float, in (0, 1e9]
-    method : str
-        A ``scipy.integrate.solve_ivp`` method (LSODA: the flow turns stiff on the manifold).
-    rtol, atol : float > 0
-    n_times : int, in [2, 10000]
-        Recorded times, log-spaced in ``[1e-3 t_end, t_end]`` (plus 0).
-
-    Returns
-    -------
-    ActFlowResult
-        The loss leaving the float64 range (exp) or the quadrature's range (tanh) during the run ends
-        it with status −2 and the reason in ``message``; the trajectory then holds the start and the
-        last state at which the gradient was evaluated. A start outside that range raises ``ValueError``.
-    """
-    s = _scalar_setting(setting, "integrate_act_flow")
-    omega0 = check_finite_array("omega0", omega0, min_ndim=1)
-    mu0 = check_finite_array("mu0", mu0, min_ndim=1)
-    if omega0.ndim != 1 or omega0.shape != mu0.shape:
-        raise ValueError(f"`omega0` and `mu0` must both have shape (H,), got {omega0.shape} and {mu0.shape}")
-    t_end = check_positive_float("t_end", t_end)
-    if t_end > 1e9:
-        raise ValueError(f"`t_end` must be in (0, 1e9], got {t_end}")
-    rtol, atol = check_positive_float("rtol", rtol), check_positive_float("atol", atol)
-    n_times = check_positive_int("n_times", n_times, hi=10_000)
-    H = omega0.size
-    act_loss_grad(omega0, mu0, s)  # a start outside the loss's range is bad input (ValueError / LossOverflowError)
-    failure = {}
-    last = {"t": 0.0, "y": np.concatenate([omega0, mu0]), "n": 0}
-
-    def rhs(t, y):
-        last["n"] += 1
-        if last["n"] > MAX_NFEV:
-            failure.setdefault("budget", True)
-            raise _Stop
-        try:
-            g = act_loss_grad(y[:H], y[H:], s)
-        except (LossOverflowError, ValueError) as exc:
-            failure.setdefault("why", str(exc))
-            raise _Stop from None
-        if t >= last["t"]:
-            last["t"], last["y"] = t, y.copy()
-        return -np.concatenate([g.omega, g.mu])
-
-    t_eval = np.concatenate([[0.0], np.logspace(math.log10(t_end) - 3, math.log10(t_end), max(n_times - 1, 1))])
-    y0 = np.concatenate([omega0, mu0])
-    try:
-        sol = solve_ivp(rhs, (0.0, t_end), y0, method=method, rtol=rtol, atol=atol, t_eval=t_eval)
-        status, message, success = int(sol.status), str(sol.message), bool(sol.success)
-        t, Y, nfev = sol.t, sol.y.T, int(sol.nfev)
-    except _Stop:
-        success = False
-        if failure.get("budget"):
-            status = -3
-            message = (
-                f"stopped after {MAX_NFEV} gradient evaluations at t ≈ {last['t']:.4g} (the flow is too stiff at "
-                "this setting, e.g. an extreme σ² or L); lower `t_end`"
-            )
-        else:
-            status = -2
-            message = f"the flow left the range of the loss at t ≈ {last['t']:.4g}: {failure.get('why', '')}"
-        t, Y, nfev = np.array([0.0, last["t"]]), np.stack([y0, last["y"]]), int(last["n"])
-    om, mu = Y[:, :H], Y[:, H:]
-    loss = np.array([act_loss(a, b, s) for a, b in zip(om, mu)])
-    oe, me = om[-1], mu[-1]
-    diag = trajectory_diagnostics(oe, me)
-    g = act_loss_grad(oe, me, s)
-    return ActFlowResult(
-        success=success,
-        status=status,
-        message=message,
-        t=t,
-        omega=om,
-        mu=mu,
-        loss=loss,
-        setting=s,
-        gamma=float(diag.gamma),
-        mu_plus=float(np.sum(np.where(me > 0, me, 0.0))),
-        eta_claim=eta_claim(oe, me, s),
-        eta_tilt=eta_tilt(oe, me, s),
-        eta_star=float(s.eta_star),
-        excess=float(loss[-1] - s.inf_loss),
-        sign_matched=bool(diag.sign_matched),
-        zero_sum=bool(diag.zero_sum),
-        homogeneous=bool(diag.homogeneous),
-        zero_sum_ratio=float(diag.zero_sum_ratio),
-        homogeneity=float(diag.homogeneity),
-        grad_norm=float(g.norm),
-        nfev=nfev,
-    )
-
-
-class _Stop(Exception):
-    pass
-
-
-def act_flow_end_state(
-    setting: Setting, *, n_heads: int = 2, seed, scale: float = 0.01, t_end: float = T_END
-) -> ActFlowResult:
-    """Flow from a small random start ``ω, μ ~ N(0, scale²)`` (seeded), to ``t_end``."""
-    from reduced_dynamics.estimation.prompts import as_generator
-
-    n_heads = check_positive_int("n_heads", n_heads, hi=64)
-    scale = check_positive_float("scale", scale)
-    rng = as_generator(seed)
-    z = scale * rng.standard_normal((2, n_heads))
-    return integrate_act_flow(z[0], z[1], setting, t_end=t_end)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -23,11 +23,11 @@ import numpy as np
 
 from reduced_dynamics._results import FrozenResult
 from reduced_dynamics._validation import check_heads_pair, check_nonnegative_int, check_positive_int
-from reduced_dynamics.dynamics.flow import FlowPath, flow_at_times
 from reduced_dynamics.estimation.prompts import Prompts, check_n_prompts, chunk_sizes, sample_prompts
+from reduced_dynamics.models._heads import ScalarHeadsModel
 from reduced_dynamics.setting import Setting, as_setting
 
-__all__ = ["CovariateSample", "RiskAndGrad", "mc_risk_and_grad", "mc_flow"]
+__all__ = ["CovariateSample", "RiskAndGrad", "mc_risk_and_grad", "mc_flow", "SampleRiskModel"]
 
 _CACHE_FLOATS = 2 * 10**7  # cache the covariates when n·L is at most this (160 MB)
 
@@ -221,10 +221,10 @@ def mc_risk_and_grad(omega, mu, sample: CovariateSample) -> RiskAndGrad:
     return RiskAndGrad(risk=float(tot / n), stderr=math.sqrt(var / n), grad_omega=gw / n, grad_mu=gm / n, n=n)
 
 
-def mc_flow(omega0, mu0, times, sample: CovariateSample, *, omega_rate=1.0, rtol=1e-6, atol=1e-9) -> FlowPath:
-    r"""Gradient flow of the Monte Carlo (true) risk on a fixed sample, at ``times``.
+def mc_flow(omega0, mu0, times, sample: CovariateSample, *, omega_rate=1.0, rtol=1e-6, atol=1e-9):
+    """Gradient flow of the Monte Carlo (true) risk on a fixed sample, at ``times``.
 
-    :math:`\dot\omega = -r\nabla_\omega\hat{\mathcal E}_n,\ \dot\mu = -\nabla_\mu\hat{\mathcal E}_n`
+    :math:`\\dot\\omega = -r\nabla_\\omega\\hat{\\mathcal E}_n,\\ \\dot\\mu = -\nabla_\\mu\\hat{\\mathcal E}_n`
     with :func:`mc_risk_and_grad` (explicit RK45: the window is short and not stiff).
 
     Parameters
@@ -241,19 +241,78 @@ def mc_flow(omega0, mu0, times, sample: CovariateSample, *, omega_rate=1.0, rtol
 
     Returns
     -------
-    FlowPath
+    Flow
         ``t`` (the requested times), ``omega`` and ``mu`` of shape (T, H).
+
+    Raises
+    ------
+    RuntimeError
+        The integration did not reach the last time.
 
     References
     ----------
     docs/theory.md#gradient-flow
     """
-    _check_sample(sample)
+    from reduced_dynamics.flow import integrate
 
-    def grad(w, m):
-        r = mc_risk_and_grad(w, m, sample)
-        return r.grad_omega, r.grad_mu
-
-    return flow_at_times(
-        grad, omega0, mu0, times, omega_rate=omega_rate, method="RK45", rtol=rtol, atol=atol, what="MC flow"
+    model = SampleRiskModel(sample, np.size(omega0))
+    flow = integrate(
+        model,
+        model.state(omega0, mu0),
+        times=times,
+        method="RK45",
+        rtol=rtol,
+        atol=atol,
+        stationarity_tol=0.0,
+        rates={"omega": omega_rate},
     )
+    if not flow.success:
+        raise RuntimeError(f"MC flow integration failed: {flow.message}")
+    return flow
+
+
+class SampleRiskModel(ScalarHeadsModel):
+    """The Rao–Blackwellised Monte Carlo risk on a fixed covariate sample, as a reduced model.
+
+    ``loss``/``grad`` are :func:`mc_risk_and_grad` on ``sample``: a smooth, unbiased estimate of the
+    exact risk of the reduced model (common random numbers). A cross-check objective built from a
+    sample, not from a :class:`~reduced_dynamics.Setting` alone, so it is not in the registry of
+    :func:`reduced_dynamics.reduced_model`.
+
+    Parameters
+    ----------
+    sample : CovariateSample
+    n_heads : int, in [1, 1000]
+    """
+
+    name = "sample_risk"
+    objective = "exact"
+    domain_text = "the Monte Carlo risk is not finite there."
+
+    def __init__(self, sample: CovariateSample, n_heads: int):
+        self.sample = _check_sample(sample)
+        super().__init__(sample.setting, n_heads)
+
+    def _layout_key(self):
+        return (("sample", id(self.sample)),)
+
+    def _each(self, y, fn):
+        from reduced_dynamics.models._each import each_state
+
+        return each_state(y, fn)
+
+    def loss(self, y):
+        out = self._each(y, lambda v: mc_risk_and_grad(*self.split(v), self.sample).risk)
+        return float(out) if np.ndim(out) == 0 else out
+
+    def grad(self, y):
+        def one(v):
+            r = mc_risk_and_grad(*self.split(v), self.sample)
+            return np.concatenate([r.grad_omega, r.grad_mu])
+
+        return self._each(y, one)
+
+    def margin(self, y):
+        y = np.asarray(y, dtype=np.float64)
+        out = np.where(np.all(np.isfinite(y), axis=-1), 1.0, -1.0)
+        return float(out) if np.ndim(out) == 0 else out

@@ -58,8 +58,6 @@ from reduced_dynamics._validation import (
 )
 from reduced_dynamics.crosscheck.monte_carlo import CovariateSample, mc_flow
 from reduced_dynamics.crosscheck.trajectory import TrajectoryDiscrepancy, trajectory_discrepancy
-from reduced_dynamics.dynamics.flow import FlowPath, flow_at_times
-from reduced_dynamics.dynamics.loss import approx_loss_grad, approx_loss_hessian
 from reduced_dynamics.model.circuits import circuits_from_arrays
 from reduced_dynamics.setting import Setting, as_setting
 
@@ -102,12 +100,12 @@ def sgd_omega_rate(parameterisation: str, setting: Setting) -> float:
     raise ValueError(f"`parameterisation` must be one of {', '.join(FLOW_PARAMETERISATIONS)}, got {parameterisation!r}")
 
 
-def preconditioned_flow(omega0, mu0, times, setting: Setting, *, omega_rate=1.0, rtol=1e-9, atol=1e-12) -> FlowPath:
+def preconditioned_flow(omega0, mu0, times, setting: Setting, *, omega_rate=1.0, rtol=1e-9, atol=1e-12):
     r"""Integrate :math:`\dot\omega = -r\nabla_\omega\tilde L,\ \dot\mu = -\nabla_\mu\tilde L` at ``times``.
 
-    With ``omega_rate`` ``r = 1`` this is the gradient flow of L̃ of
-    :func:`reduced_dynamics.integrate_flow` (Radau with the analytic
-    Jacobian ``−P·Hessian``, ``P = diag(r·1_H, 1_H)``).
+    :func:`reduced_dynamics.integrate` of the isotropic model with ``rates={"omega": r}``
+    (Radau with the analytic Jacobian ``−P·Hessian``, ``P = diag(r·1_H, 1_H)``); with
+    ``omega_rate`` ``r = 1`` it is the gradient flow of L̃.
 
     Parameters
     ----------
@@ -123,25 +121,36 @@ def preconditioned_flow(omega0, mu0, times, setting: Setting, *, omega_rate=1.0,
 
     Returns
     -------
-    FlowPath
+    Flow
         ``t`` (the requested times), ``omega`` and ``mu`` of shape (T, H).
+
+    Raises
+    ------
+    RuntimeError
+        The integration did not reach the last time.
 
     References
     ----------
     docs/theory.md#gradient-flow, docs/theory.md#approximate-loss
     """
+    from reduced_dynamics.flow import integrate
+    from reduced_dynamics.models import reduced_model
+
     setting = as_setting(setting, "preconditioned_flow")
-    return flow_at_times(
-        lambda w, m: approx_loss_grad(w, m, setting),
-        omega0,
-        mu0,
-        times,
-        hessian=lambda w, m: approx_loss_hessian(w, m, setting),
-        omega_rate=omega_rate,
+    model = reduced_model(setting, n_heads=np.size(omega0))
+    flow = integrate(
+        model,
+        model.state(omega0, mu0),
+        times=times,
         method="Radau",
         rtol=rtol,
         atol=atol,
+        stationarity_tol=0.0,
+        rates={"omega": omega_rate},
     )
+    if not flow.success:
+        raise RuntimeError(f"flow integration failed: {flow.message}")
+    return flow
 
 
 @dataclass(frozen=True)

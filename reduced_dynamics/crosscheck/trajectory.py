@@ -1,7 +1,7 @@
 r"""How far a measured (ω, μ) trajectory is from a reference one (docs/theory.md#gradient-flow).
 
 :func:`trajectory_discrepancy` compares, e.g., the (ω, μ) extracted along SGD
-with a reference flow (a :class:`~reduced_dynamics.dynamics.flow.FlowPath` of
+with a reference flow (a :class:`~reduced_dynamics.flow.Flow` of
 :func:`reduced_dynamics.crosscheck.preconditioned_flow` or
 :func:`reduced_dynamics.crosscheck.mc_flow`) at the same times.
 """

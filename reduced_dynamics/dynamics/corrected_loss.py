@@ -123,7 +123,6 @@ __all__ = [
     "corrected_manifold_coefficients",
     "corrected_drift_constant",
     "corrected_drift_gamma",
-    "integrate_corrected_flow",
     "mc_risk_cv",
 ]
 
@@ -567,50 +566,6 @@ def corrected_drift_gamma(t, setting, *, n_positive=1, n_negative=1, gamma0=None
         res.append(np.sqrt(lo * hi))
     out = np.array(res).reshape(t.shape)
     return float(out) if out.ndim == 0 else out
-
-
-def integrate_corrected_flow(omega0, mu0, times, setting, *, rtol=1e-9, atol=1e-12, method="Radau"):
-    r"""Gradient flow :math:`\dot\theta = -\nabla(R_0 + R_1/L)` from ``(omega0, mu0)``, output at ``times``.
-
-    Stiff solver (Radau) with the finite-difference Hessian as Jacobian. Same
-    time convention as :func:`reduced_dynamics.integrate_flow` (descent of the
-    loss itself, not of half of it).
-
-    Parameters
-    ----------
-    omega0, mu0 : array_like, shape (H,)
-    times : array_like, shape (T,)
-        Non-decreasing output times, ``times[0] >= 0``; the flow starts at 0.
-    setting : Setting
-        Scalar and isotropic.
-    rtol, atol : float
-    method : str
-        A :func:`scipy.integrate.solve_ivp` method.
-
-    Returns
-    -------
-    FlowPath
-        ``t`` (= ``times``), ``omega`` and ``mu`` of shape (T, H).
-
-    References
-    ----------
-    docs/theory.md#corrected-loss
-    """
-    from reduced_dynamics.dynamics.flow import flow_at_times
-
-    omega0, mu0, d, L, sigma2 = _prepare(omega0, mu0, setting, "integrate_corrected_flow", ("omega0", "mu0"))
-    _guard("the corrected gradient at (omega0, mu0)", *_corrected_grad_arrays(omega0, mu0, d, L, sigma2))
-    return flow_at_times(
-        lambda w, m: _corrected_grad_arrays(w, m, d, L, sigma2),
-        omega0,
-        mu0,
-        times,
-        hessian=lambda w, m: _fd_hessian(w, m, d, L, sigma2),
-        method=method,
-        rtol=rtol,
-        atol=atol,
-        what="corrected flow",
-    )
 
 
 # ------------------------------------------------- Monte Carlo verification

@@ -70,9 +70,10 @@ from reduced_dynamics._validation import (
     check_positive_float,
     check_positive_int,
 )
-from reduced_dynamics.dynamics.batch_flow import integrate_flow_batch
-from reduced_dynamics.dynamics.flow import N_EVAL_MAX, N_HEADS_MAX, T_END_MAX, initial_state
 from reduced_dynamics.dynamics.manifold import drift_law_gamma, eta_star, inf_loss, mu_gamma, single_head_optimum
+from reduced_dynamics.flow._integrate import N_TIMES_MAX as N_EVAL_MAX
+from reduced_dynamics.flow._integrate import T_END_MAX
+from reduced_dynamics.models._heads import N_HEADS_MAX, initial_state
 from reduced_dynamics.setting import as_setting
 
 __all__ = [
@@ -402,8 +403,12 @@ def _check_traj_args(n_traj, t_end, init_scale, n_eval):
 
 def _batch_from_seeds(n_heads, seed, n_traj, init_scale, setting, t_end, n_eval):
     """The flows from ``initial_state(n_heads, scale=init_scale, seed=seed + k)``, ``k < n_traj``, in one batch."""
+    from reduced_dynamics.flow import integrate
+    from reduced_dynamics.models import reduced_model
+
+    model = reduced_model(setting, n_heads=n_heads)
     starts = np.array([initial_state(n_heads, kind="random", scale=init_scale, seed=seed + k) for k in range(n_traj)])
-    return integrate_flow_batch(starts[:, 0], starts[:, 1], setting, t_end=t_end, n_eval=n_eval, t_first=1e-2)
+    return integrate(model, starts.reshape(n_traj, 2 * n_heads), t_end=t_end, n_times=n_eval, t_first=1e-2)
 
 
 def two_head_portrait_data(
@@ -422,7 +427,7 @@ def two_head_portrait_data(
 
     Panel A: linear (γ, m) window; panel B: (log10|γ|, η = 2γm) for the slow drift.
     Trajectories are integrated in 4-D from ``initial_state(2, scale=init_scale,
-    seed=seed + k)``, ``k < n_traj``, in one batch (:func:`~reduced_dynamics.dynamics.batch_flow.integrate_flow_batch`),
+    seed=seed + k)``, ``k < n_traj``, in one batch (:func:`reduced_dynamics.integrate`),
     and projected with :func:`project_plane`.
 
     Parameters
@@ -509,7 +514,7 @@ def two_head_portrait_data(
     trajs_g, trajs_m, marks_g, marks_m, t_all, offplane = [], [], [], [], [], []
     batch = _batch_from_seeds(2, seed, n_traj, init_scale, setting, t_end, n_eval)
     for k in range(n_traj):
-        res = batch.trajectory(k)
+        res = batch[k]
         plane = project_plane(res.omega, res.mu)
         gg, mm = plane.gamma, plane.m
         trajs_g.append(gg)
@@ -608,7 +613,7 @@ def general_portrait_data(
     ts, ws, ms, stages, npos, nneg, ndum = [], [], [], [], [], [], []
     batch = _batch_from_seeds(n_heads, seed, n_traj, init_scale, setting, t_end, n_eval)
     for k in range(n_traj):
-        res = batch.trajectory(k)
+        res = batch[k]
         ts.append(res.t)
         ws.append(res.omega)
         ms.append(res.mu)

@@ -147,6 +147,7 @@ def integrate(
     times=None,
     stationarity_tol=1e-10,
     budget=BUDGET,
+    rates=None,
     tolerances: StageTolerances | None = None,
 ) -> Flow:
     r"""Integrate the gradient flow :math:`\dot\theta = -\nabla\mathcal L(\theta)` of ``model`` from ``y0``.
@@ -184,6 +185,10 @@ def integrate(
         returns at once with the one-point trajectory ``t = [0]``.
     budget : int, in [1, 1e8]
         Gradient evaluations one trajectory may spend (status -2 beyond it).
+    rates : dict, optional
+        ``{part name: rate}``: integrate :math:`\dot\theta = -P\nabla\mathcal L` with ``P`` the rate of
+        each named block of the state (e.g. ``{"omega": r}`` slows or speeds ω against μ; blocks not
+        named run at rate 1). Rates in [1e-6, 1e6]; single trajectories only.
     tolerances : StageTolerances, optional
         Tolerances of the pattern diagnostics (scalar-heads models).
 
@@ -242,16 +247,44 @@ def integrate(
         row = int(np.argmax(~(margin0 > 0)))
         where = f" (row {row})" if batch else ""
         raise DomainError(f"the start `y0`{where} is outside the domain of {model!r}: {model.domain_text}")
+    P = _rate_vector(model, rates)
+    if P is not None and batch:
+        raise ValueError("`rates` applies to single trajectories (give `y0` of shape (size,))")
     opts = dict(rtol=rtol, atol=atol, stationarity_tol=stationarity_tol, budget=budget, tolerances=tolerances)
     if batch:
         if method == "batch-Radau":
             return _batch_radau(model, y0, t_out, **opts)
         return _batch_loop(model, y0, t_out, method, **opts)
-    return _single(model, y0, t_out, method, **opts)
+    return _single(model, y0, t_out, method, rates=P, **opts)
 
 
-def _single(model, y0, t_out, method, *, rtol, atol, stationarity_tol, budget, tolerances):
-    kern = model.kernels(stationarity_tol=stationarity_tol, budget=budget)
+def _rate_vector(model, rates):
+    """The diagonal of ``P`` from ``{part: rate}`` (None when every rate is 1)."""
+    if rates is None:
+        return None
+    if not isinstance(rates, dict):
+        raise ValueError(f"`rates` must be a dict {{part name: rate}}, got {rates!r}")
+    names = [p.name for p in model.parts]
+    out = []
+    for p in model.parts:
+        r = rates.get(p.name, 1.0)
+        r = check_positive_float(f"rates[{p.name!r}]", r)
+        if not 1e-6 <= r <= 1e6:
+            raise ValueError(f"`rates[{p.name!r}]` must be a number in [1e-06, 1e+06], got {r!r}")
+        out.append(np.full(p.size, r))
+    unknown = sorted(set(rates) - set(names))
+    if unknown:
+        raise ValueError(f"`rates` names unknown parts {unknown}; the parts of {model!r} are {names}")
+    return np.concatenate(out)
+
+
+def _single(model, y0, t_out, method, *, rtol, atol, stationarity_tol, budget, tolerances, rates=None):
+    if rates is None:
+        kern = model.kernels(stationarity_tol=stationarity_tol, budget=budget)
+    else:
+        from reduced_dynamics.flow._kernels import RatedKernel
+
+        kern = RatedKernel(model, rates, stationarity_tol=stationarity_tol, budget=budget)
     common = dict(model=model, method=method, rtol=rtol, atol=atol, tolerances=tolerances)
     if stationarity_tol > 0:
         with np.errstate(all="ignore"):  # a huge gradient is simply not stationary

@@ -13,7 +13,7 @@ import numpy as np
 
 from reduced_dynamics.dynamics.loss import LossOverflowError
 
-__all__ = ["ModelKernel", "BatchKernel", "BudgetExceeded", "Event", "OutOfDomain"]
+__all__ = ["ModelKernel", "RatedKernel", "BatchKernel", "BudgetExceeded", "Event", "OutOfDomain"]
 
 
 class BudgetExceeded(Exception):
@@ -102,6 +102,23 @@ class ModelKernel:
     def grad_norm(self, y) -> float:
         g = self.rhs_array(0.0, y)
         return math.sqrt(float(g @ g))
+
+
+class RatedKernel(ModelKernel):
+    """``−P∇loss`` with a constant diagonal rate ``P`` (a flow whose blocks run at different speeds)."""
+
+    def __init__(self, model, rates, *, stationarity_tol: float, budget: int):
+        super().__init__(model, stationarity_tol=stationarity_tol, budget=budget)
+        self.P = np.asarray(rates, dtype=np.float64)
+
+    def rhs_array(self, t, y):
+        return self.P * super().rhs_array(t, y)
+
+    def rhs(self, y, t):
+        return self.P * super().rhs(y, t)
+
+    def jac(self, y, t):
+        return self.P[:, None] * super().jac(y, t)
 
 
 class BatchKernel:

@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from reduced_dynamics._validation import check_positive_float, check_positive_int
+from reduced_dynamics._validation import (
+    check_finite_array,
+    check_nonnegative_int,
+    check_positive_float,
+    check_positive_int,
+)
 from reduced_dynamics.models._base import Part, ReducedModel
 from reduced_dynamics.setting import Setting, as_setting
 
-__all__ = ["ScalarHeadsModel", "N_HEADS_MAX"]
+__all__ = ["ScalarHeadsModel", "N_HEADS_MAX", "initial_state"]
 
 #: Largest number of heads H of a flow (the Hessian is 2H × 2H, exp(d ωωᵀ) is H × H).
 N_HEADS_MAX = 1000
@@ -87,3 +92,61 @@ class ScalarHeadsModel(ReducedModel):
 
         eta = float(self.setting.eta_star)
         return {"debiased_gd": DebiasedGD(eta), "gd": VanillaGD(eta)}
+
+
+def initial_state(n_heads, *, kind="random", scale=0.01, seed=None, omega0=None, mu0=None):
+    """Initial state for the flow.
+
+    Parameters
+    ----------
+    n_heads : int, in [1, 1000]
+        Number of heads H.
+    kind : {"random", "symmetric", "given"}
+        ``random``: i.i.d. ``N(0, scale²)`` entries drawn from ``seed``;
+        ``symmetric``: ``ω = scale·(+1, −1, +1, ...)``, ``μ = ω`` (a ± pair per two heads);
+        ``given``: use ``omega0`` and ``mu0``.
+    scale : float, > 0
+        Size of the initial entries.
+    seed : int >= 0 or numpy.random.Generator
+        Required for ``kind="random"`` (there is no default seed); unused otherwise.
+    omega0, mu0 : array_like, shape (H,), optional
+        Used by ``given``.
+
+    Returns
+    -------
+    ndarray, shape (2, H)
+        Row 0 is ``omega0``, row 1 is ``mu0`` (so ``w0, m0 = initial_state(...)`` works; its
+        ``ravel()`` is the state vector ``y = (ω, μ)`` of a scalar-heads model, the same numbers
+        as ``model.initial_state(seed=...)`` for ``kind="random"``).
+
+    Examples
+    --------
+    >>> initial_state(4, kind="symmetric", scale=0.1)
+    array([[ 0.1, -0.1,  0.1, -0.1],
+           [ 0.1, -0.1,  0.1, -0.1]])
+    """
+    n_heads = check_positive_int("n_heads", n_heads, hi=N_HEADS_MAX)
+    if kind == "given" or (omega0 is not None or mu0 is not None):
+        if omega0 is None or mu0 is None:
+            raise ValueError("`omega0` and `mu0` must both be given for kind='given'")
+        omega0 = check_finite_array("omega0", omega0, ndim=1)
+        mu0 = check_finite_array("mu0", mu0, ndim=1)
+        if omega0.shape != (n_heads,) or mu0.shape != (n_heads,):
+            raise ValueError(
+                f"`omega0` and `mu0` must have shape ({n_heads},) for n_heads={n_heads}, got {omega0.shape} and {mu0.shape}"
+            )
+        return np.stack([omega0, mu0])
+    scale = check_positive_float("scale", scale)
+    if kind == "random":
+        if seed is None:
+            raise ValueError("`seed` is required for kind='random' (an integer >= 0 or a numpy Generator)")
+        if not isinstance(seed, np.random.Generator):
+            seed = check_nonnegative_int("seed", seed)
+        from reduced_dynamics.estimation.prompts import as_generator
+
+        rng = as_generator(seed)
+        return rng.standard_normal((2, n_heads)) * scale
+    if kind == "symmetric":
+        signs = np.where(np.arange(n_heads) % 2 == 0, 1.0, -1.0)
+        return np.stack([scale * signs, scale * signs])
+    raise ValueError(f"`kind` must be one of 'random', 'symmetric', 'given', got {kind!r}")

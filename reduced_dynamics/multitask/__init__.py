@@ -26,12 +26,9 @@ from reduced_dynamics.multitask.attention import (
     train_mt_attention,
 )
 from reduced_dynamics.multitask.flow import (
-    MultitaskFlowResult,
     RoleFrequencies,
     antipodal_pairs,
     classify_heads,
-    integrate_mt_flow,
-    random_mt_state,
     role_frequencies,
     role_kind,
 )
@@ -60,7 +57,6 @@ __all__ = [
     "ExtractedCircuits",
     "LimitPredictor",
     "MultitaskAttention",
-    "MultitaskFlowResult",
     "MultitaskPrompts",
     "MultitaskTrainResult",
     "RoleFrequencies",
@@ -70,7 +66,6 @@ __all__ = [
     "effective_weights",
     "extract_reduced",
     "init_mt_attention",
-    "integrate_mt_flow",
     "limit_loss_per_task",
     "limit_predictor",
     "mt_attention_loss_grad",
@@ -79,7 +74,6 @@ __all__ = [
     "mt_loss",
     "mt_loss_per_task",
     "per_task_risks",
-    "random_mt_state",
     "reduced_mt_predict",
     "role_frequencies",
     "role_kind",

@@ -1,9 +1,10 @@
 r"""Gradient flow of the multi-task approximate loss and the classification of its heads.
 
 The flow :math:`\dot\theta = -\nabla\tilde L(\theta)` (the package's time convention,
-docs/conventions.md) of :func:`reduced_dynamics.multitask.loss.mt_loss`, integrated with
-``scipy.integrate.solve_ivp`` from a small random start (i.i.d. :math:`N(0, \text{scale}^2)`
-entries, the single-task default scale 0.01).
+docs/conventions.md) of :func:`reduced_dynamics.multitask.loss.mt_loss` is integrated by
+:func:`reduced_dynamics.integrate` on the model of a setting with ``tasks``
+(:class:`reduced_dynamics.models.multitask.MultitaskModel`), from a small random start
+(``model.initial_state(seed=..., scale=0.01)``: i.i.d. :math:`N(0, \text{scale}^2)` entries).
 
 Head roles (:func:`classify_heads`). Head :math:`h` contributes to task :math:`n` the vector
 :math:`\mu^{(h)}_n\,\omega^{(h)}_{S_n}`; call it *active* for task :math:`n` when its norm
@@ -26,159 +27,23 @@ import dataclasses
 from collections import Counter
 
 import numpy as np
-from scipy.integrate import solve_ivp
 
 from reduced_dynamics._results import FrozenResult
 from reduced_dynamics._validation import check_finite_array, check_positive_float, check_positive_int
-from reduced_dynamics.estimation.prompts import as_generator
 from reduced_dynamics.multitask.loss import (
     check_state,
-    effective_weights,
-    mt_gradient,
-    mt_loss,
-    mt_loss_per_task,
     support_mask,
 )
 from reduced_dynamics.setting import Setting, as_setting
 
 __all__ = [
-    "MultitaskFlowResult",
     "RoleFrequencies",
-    "random_mt_state",
-    "integrate_mt_flow",
     "classify_heads",
     "role_frequencies",
 ]
 
 #: Default end time of the flow (the structure is settled well before; see the theory text).
 T_END = 2000.0
-
-
-@dataclasses.dataclass(frozen=True)
-class MultitaskFlowResult(FrozenResult):
-    """End state of one multi-task flow.
-
-    Attributes
-    ----------
-    success : bool
-    status : int
-        ``solve_ivp`` status (0: reached ``t_end``).
-    message : str
-    omega : ndarray, shape (H, d)
-        Per-head, per-feature KQ weights at ``t_end``.
-    mu : ndarray, shape (H, N)
-        Per-head, per-task OV weights at ``t_end``.
-    omega0, mu0 : ndarray
-        The start.
-    t_end : float
-    loss : float
-        :math:`\\tilde L` at the end.
-    loss_per_task : ndarray, shape (N,)
-    grad_norm : float
-        Norm of the gradient at the end.
-    A : ndarray, shape (N, d)
-        Effective weights :math:`M^\\top\\Omega`.
-    roles : tuple of str
-        :func:`classify_heads` of the end state.
-    nfev : int
-    """
-
-    success: bool
-    status: int
-    message: str
-    omega: np.ndarray
-    mu: np.ndarray
-    omega0: np.ndarray
-    mu0: np.ndarray
-    t_end: float
-    loss: float
-    loss_per_task: np.ndarray
-    grad_norm: float
-    A: np.ndarray
-    roles: tuple
-    nfev: int
-
-
-def random_mt_state(n_heads: int, setting: Setting, *, scale: float = 0.01, seed):
-    """Small random start: ``omega`` (H, d) and ``mu`` (H, N) with i.i.d. ``N(0, scale²)`` entries.
-
-    Parameters
-    ----------
-    n_heads : int, in [1, 64]
-    setting : Setting
-    scale : float > 0
-    seed : int >= 0 or numpy.random.Generator
-
-    Returns
-    -------
-    ndarray, shape (H, d + N)
-        ``[:, :d]`` is omega, ``[:, d:]`` is mu.
-    """
-    H = check_positive_int("n_heads", n_heads, hi=64)
-    setting = as_setting(setting, "random_mt_state")
-    scale = check_positive_float("scale", scale)
-    rng = as_generator(seed)
-    return scale * rng.standard_normal((H, setting.d + setting.n_tasks))
-
-
-def integrate_mt_flow(
-    omega0, mu0, setting: Setting, *, t_end: float = T_END, method: str = "LSODA", rtol: float = 1e-8, atol=1e-10
-) -> MultitaskFlowResult:
-    """Integrate the multi-task gradient flow from ``(omega0, mu0)`` to ``t_end``.
-
-    Parameters
-    ----------
-    omega0 : array_like, shape (H, d)
-    mu0 : array_like, shape (H, N)
-    setting : Setting
-        Scalar, with ``tasks`` (or the single task).
-    t_end : float > 0
-    method : str
-        A ``solve_ivp`` method (LSODA by default: the flow is stiff near the end).
-    rtol, atol : float > 0
-
-    Returns
-    -------
-    MultitaskFlowResult
-    """
-    setting = as_setting(setting, "integrate_mt_flow").require_softmax("integrate_mt_flow")
-    omega0, mu0 = check_state(omega0, mu0, setting)
-    if omega0.ndim != 2:
-        raise ValueError(f"`omega0` must have shape (H, d), got {omega0.shape}")
-    t_end = check_positive_float("t_end", t_end)
-    rtol = check_positive_float("rtol", rtol)
-    atol = check_positive_float("atol", atol)
-    H, d = omega0.shape
-    N = mu0.shape[1]
-
-    def rhs(_t, y):
-        g = mt_gradient(y[: H * d].reshape(H, d), y[H * d :].reshape(H, N), setting)
-        return -np.concatenate([g.omega.ravel(), g.mu.ravel()])
-
-    y0 = np.concatenate([omega0.ravel(), mu0.ravel()])
-    try:
-        sol = solve_ivp(rhs, (0.0, t_end), y0, method=method, rtol=rtol, atol=atol, t_eval=[t_end])
-    except ValueError as exc:  # overflow inside the loss
-        raise ValueError(f"the multi-task flow left the float64 range: {exc}") from None
-    y = sol.y[:, -1] if sol.y.shape[1] else y0
-    omega, mu = y[: H * d].reshape(H, d), y[H * d :].reshape(H, N)
-    g = mt_gradient(omega, mu, setting)
-    return MultitaskFlowResult(
-        success=bool(sol.success),
-        status=int(sol.status),
-        message=str(sol.message),
-        omega=omega,
-        mu=mu,
-        omega0=omega0,
-        mu0=mu0,
-        t_end=t_end,
-        loss=mt_loss(omega, mu, setting),
-        loss_per_task=mt_loss_per_task(omega, mu, setting),
-        grad_norm=float(np.sqrt((g.omega**2).sum() + (g.mu**2).sum())),
-        A=effective_weights(omega, mu, setting),
-        roles=classify_heads(omega, mu, setting),
-        nfev=int(sol.nfev),
-    )
 
 
 def classify_heads(omega, mu, setting: Setting, *, rel_tol: float = 0.1) -> tuple:
@@ -270,7 +135,7 @@ def role_frequencies(
 ) -> RoleFrequencies:
     """Integrate the flow from ``n_seeds`` random starts and count the head patterns.
 
-    Start ``i`` uses ``random_mt_state(n_heads, setting, scale=scale, seed=seed + i)``.
+    Start ``i`` is ``model.initial_state(seed=seed + i, scale=scale)`` of the multi-task model.
 
     Parameters
     ----------
@@ -291,20 +156,27 @@ def role_frequencies(
     seed = check_positive_int("seed", seed + 1, hi=2**62) - 1 if isinstance(seed, int) else seed
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise ValueError(f"`seed` must be an integer >= 0, got {seed!r}")
-    d = setting.d
     pats: Counter = Counter()
     kinds: Counter = Counter()
     losses, oms, mus, failures = [], [], [], 0
+    from reduced_dynamics.flow import integrate
+    from reduced_dynamics.models import reduced_model
+
+    model = reduced_model(setting, n_heads=H)
+    if model.name != "multitask":
+        raise ValueError(f"`setting` must be a multi-task setting for role_frequencies, got the {model.name} model")
+    t_end = check_positive_float("t_end", t_end)
     for i in range(n_seeds):
-        s0 = random_mt_state(H, setting, scale=scale, seed=seed + i)
-        res = integrate_mt_flow(s0[:, :d], s0[:, d:], setting, t_end=t_end)
+        res = integrate(model, model.initial_state(seed=seed + i, scale=scale), times=[t_end], stationarity_tol=0)
         failures += int(not res.success)
-        pats[pattern_of(res.roles)] += 1
-        for r in res.roles:
+        om, mu = model.split(res.states[-1])
+        roles = classify_heads(om, mu, setting)
+        pats[pattern_of(roles)] += 1
+        for r in roles:
             kinds[role_kind(r)] += 1
-        losses.append(res.loss_per_task)
-        oms.append(res.omega)
-        mus.append(res.mu)
+        losses.append(model.loss_per_task(res.states[-1]))
+        oms.append(om)
+        mus.append(mu)
     total = H * n_seeds
     return RoleFrequencies(
         n_heads=H,

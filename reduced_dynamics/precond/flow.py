@@ -1,8 +1,11 @@
 r"""Gradient flow of the preconditioned reduced model in ``(ω, μ, W)`` and its limit.
 
 The flow is :math:`\dot\theta = -\nabla\tilde L_\Sigma(\theta)` with ``θ = (ω, μ, W)``
-(:func:`reduced_dynamics.precond.loss.precond_loss_grad`), the package's time convention
-(docs/conventions.md, "Time convention of the flow").
+(:func:`reduced_dynamics.precond.loss.precond_loss_grad`), integrated by
+:func:`reduced_dynamics.integrate` on the model ``reduced_model(setting, n_heads=H)`` of a
+setting with ``Sigma`` (:class:`reduced_dynamics.models.precond.PrecondModel`), in the package's
+time convention (docs/conventions.md, "Time convention of the flow"). This module holds the
+closed forms: the limit and the normalisation of a state.
 
 **Scale.** :math:`\tilde L_\Sigma` is invariant under ``(ω, W) → (ω/s, sW)``, so the flow conserves
 ``|W|_F² − |ω|²`` (the generator ``(−ω, W)`` is orthogonal to the gradient). Reports normalise the
@@ -31,44 +34,25 @@ docs/theory.md#non-isotropic-covariates
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.integrate import solve_ivp
 
 from reduced_dynamics._results import FrozenResult
 from reduced_dynamics._validation import check_finite_array, check_positive_float, check_positive_int
-from reduced_dynamics.dynamics.loss import LossOverflowError
-from reduced_dynamics.precond.loss import PrecondOverflowError, c_sigma, precond_loss, precond_loss_grad, sigma_of
+from reduced_dynamics.models.precond import D_FLOW_MAX, N_HEADS_MAX
+from reduced_dynamics.precond.loss import c_sigma, sigma_of
 from reduced_dynamics.precond.metrics import scale_free_distance
 from reduced_dynamics.setting import Setting, as_setting
 
 __all__ = [
     "PrecondLimit",
     "NormalisedPrecond",
-    "PrecondFlowResult",
     "precond_limit",
     "normalise_precond_state",
-    "integrate_precond_flow",
     "PrecondInitialState",
     "precond_initial_state",
-    "precond_flow_end_state",
 ]
-
-#: Largest final time of a flow.
-T_END_MAX = 1e8
-#: Largest number of heads of a flow.
-N_HEADS_MAX = 16
-#: Largest dimension of a flow (the state has 2H + d² variables; the stiff solver's Jacobian is its square).
-D_FLOW_MAX = 40
-#: Status messages of :func:`integrate_precond_flow`.
-STATUS_MESSAGES = {
-    0: "Reached t_end. For H >= 2 the flow never stops (it drifts toward γ = 0); increase `t_end` to follow it.",
-    2: "Left the overflow-safe region: an exponent ω_h ω_k tr(ΣW_hᵀΣW_k) reached the cap. "
-    "Try a smaller `init_scale` or a smaller start.",
-    -1: "Integration failed (see the solver message). Try method='Radau' or looser `rtol`/`atol`.",
-}
 
 
 def _tau(W, S):
@@ -249,242 +233,6 @@ def normalise_precond_state(omega, mu, W, setting) -> NormalisedPrecond:
 
 
 @dataclass(frozen=True)
-class PrecondFlowResult(FrozenResult):
-    """A trajectory of the preconditioned flow (:func:`integrate_precond_flow`).
-
-    Attributes
-    ----------
-    success : bool
-        ``status == 0``.
-    status : int
-        0 reached ``t_end``; 2 left the overflow-safe region (the trajectory stops at the last safe
-        output time); -1 solver failure.
-    message : str
-    t : float
-        Final time reached.
-    omega, mu : ndarray, shape (H,)
-        Final state.
-    W : ndarray, shape (d, d) or (H, d, d)
-        Final KQ matrix (raw scale).
-    loss : float
-        :math:`\\tilde L_\\Sigma` at the final state.
-    normalised : NormalisedPrecond
-        The final state with the scale moved into ``γ`` and the distances to ``Σ⁻¹``, ``I``, ``Γ*``.
-    limit : PrecondLimit
-        The limit predictor of this setting.
-    t_path : ndarray, shape (n,)
-        Output times (0 and log-spaced).
-    omega_path, mu_path : ndarray, shape (n, H)
-    W_path : ndarray, shape (n, d, d) or (n, H, d, d)
-    loss_path : ndarray, shape (n,)
-    distance_path : ndarray, shape (n,) or (n, H)
-        ``scale_free_distance(W, Σ⁻¹)`` along the path.
-    setting : Setting
-    nfev : int
-    seconds : float
-        Wall time.
-    """
-
-    success: bool
-    status: int
-    message: str
-    t: float
-    omega: np.ndarray
-    mu: np.ndarray
-    W: np.ndarray
-    loss: float
-    normalised: NormalisedPrecond
-    limit: PrecondLimit
-    t_path: np.ndarray
-    omega_path: np.ndarray
-    mu_path: np.ndarray
-    W_path: np.ndarray
-    loss_path: np.ndarray
-    distance_path: np.ndarray
-    setting: Setting
-    nfev: int
-    seconds: float
-
-    def summary(self) -> dict:
-        """JSON-friendly summary (what ``run --json`` prints for a setting with ``Sigma``)."""
-        n = self.normalised
-        return {
-            "success": self.success,
-            "status": self.status,
-            "message": self.message,
-            "t": self.t,
-            "omega": self.omega.tolist(),
-            "mu": self.mu.tolist(),
-            "W": self.W.tolist(),
-            "loss": self.loss,
-            "gamma": n.gamma,
-            "eta_eff": n.eta_eff,
-            "W_normalised": n.W.tolist(),
-            "distance_sigma_inv": np.asarray(n.distance_sigma_inv).tolist(),
-            "distance_identity": np.asarray(n.distance_identity).tolist(),
-            "distance_limit": np.asarray(n.distance_limit).tolist(),
-            "zero_sum_ratio": n.zero_sum_ratio,
-            "sign_matched": n.sign_matched,
-            "limit": {
-                "lam": self.limit.lam,
-                "eta_eff": self.limit.eta_eff,
-                "loss": self.limit.loss,
-                "distance_sigma_inv": self.limit.distance_sigma_inv,
-                "P": self.limit.P.tolist(),
-            },
-            "nfev": self.nfev,
-            "seconds": self.seconds,
-        }
-
-
-class _Overflow(Exception):
-    pass
-
-
-def integrate_precond_flow(
-    omega0,
-    mu0,
-    W0,
-    setting,
-    *,
-    t_end=1e4,
-    method="LSODA",
-    rtol=1e-9,
-    atol=1e-12,
-    n_times=200,
-    t_first=1e-2,
-) -> PrecondFlowResult:
-    r"""Integrate :math:`\dot\theta = -\nabla\tilde L_\Sigma(\theta)` in ``θ = (ω, μ, W)`` from ``(omega0, mu0, W0)``.
-
-    Parameters
-    ----------
-    omega0, mu0 : array_like, shape (H,)
-        Initial state, ``1 <= H <= 16``.
-    W0 : array_like, shape (d, d) or (H, d, d)
-        Initial shared KQ matrix, or one per head.
-    setting : Setting
-        Scalar, ``d <= 40``; ``Sigma`` (None = ``I_d``). Softmax, single task.
-    t_end : float, in (0, 1e8]
-    method : {"LSODA", "Radau", "BDF"}
-    rtol : float, in [1e-13, 1e-2]
-    atol : float, in (0, 1]
-    n_times : int, in [2, 100000]
-        Output times: 0 and ``n_times − 1`` log-spaced from ``t_first`` to ``t_end``.
-    t_first : float, in (0, t_end)
-
-    Returns
-    -------
-    PrecondFlowResult
-        ``status`` 2 (not an exception) when the state leaves the overflow-safe region on the way.
-
-    Raises
-    ------
-    ValueError
-        A bad argument, named with its allowed range.
-    PrecondOverflowError
-        (a ``LossOverflowError`` and a ``ValueError``) The initial state is already outside the
-        overflow-safe region.
-    """
-    setting = as_setting(setting, "integrate_precond_flow")
-    if setting.d > D_FLOW_MAX:
-        raise ValueError(f"`setting.d` must be <= {D_FLOW_MAX} for the flow (2H + d² variables), got {setting.d}")
-    omega0, mu0, W0 = _check_state(omega0, mu0, W0, setting, names=("omega0", "mu0", "W0"))
-    H = check_positive_int("H", omega0.shape[0], hi=N_HEADS_MAX)
-    t_end = check_positive_float("t_end", t_end)
-    if t_end > T_END_MAX:
-        raise ValueError(f"`t_end` must be a number in (0, {T_END_MAX:g}], got {t_end!r}")
-    if method not in ("LSODA", "Radau", "BDF"):
-        raise ValueError(f"`method` must be one of ['LSODA', 'Radau', 'BDF'], got {method!r}")
-    rtol = check_positive_float("rtol", rtol)
-    if not 1e-13 <= rtol <= 1e-2:
-        raise ValueError(f"`rtol` must be a number in [1e-13, 0.01], got {rtol!r}")
-    atol = check_positive_float("atol", atol)
-    if atol > 1.0:
-        raise ValueError(f"`atol` must be a number in (0, 1], got {atol!r}")
-    n_times = check_positive_int("n_times", n_times, hi=100_000)
-    if n_times < 2:
-        raise ValueError(f"`n_times` must be an integer in [2, 100000], got {n_times!r}")
-    t_first = check_positive_float("t_first", t_first)
-    if t_first >= t_end:
-        raise ValueError(f"`t_first` must be a number in (0, t_end = {t_end:g}), got {t_first!r}")
-    try:
-        precond_loss(omega0, mu0, W0, setting)
-    except LossOverflowError as exc:
-        raise PrecondOverflowError(
-            f"the start (`omega0`, `mu0`, `W0`) is outside the overflow-safe region: {exc}"
-        ) from None
-    wshape = W0.shape
-
-    def split(y):
-        return y[:H], y[H : 2 * H], y[2 * H :].reshape(wshape)
-
-    def rhs(_t, y):
-        om, m, W = split(y)
-        try:
-            g = precond_loss_grad(om, m, W, setting)
-        except LossOverflowError:
-            raise _Overflow from None
-        return -np.concatenate([g.omega, g.mu, g.W.ravel()])
-
-    t_eval = np.concatenate([[0.0], np.geomspace(t_first, t_end, n_times - 1)])
-    y0 = np.concatenate([omega0, mu0, W0.ravel()])
-    t0 = time.perf_counter()
-    status, message, nfev = 0, STATUS_MESSAGES[0], 0
-    ts, ys = [0.0], [y0]
-    try:
-        sol = solve_ivp(rhs, (0.0, t_end), y0, method=method, t_eval=t_eval, rtol=rtol, atol=atol)
-        nfev = int(sol.nfev)
-        if sol.status < 0:
-            status, message = -1, f"{STATUS_MESSAGES[-1]} Solver: {sol.message}"
-        ts = list(sol.t)
-        ys = list(sol.y.T)
-    except _Overflow:
-        status, message = 2, STATUS_MESSAGES[2]
-        # redo up to the overflow one output interval at a time to keep the safe part of the path
-        ts, ys = [0.0], [y0]
-        for a, b in zip(t_eval[:-1], t_eval[1:]):
-            try:
-                part = solve_ivp(rhs, (a, b), ys[-1], method=method, rtol=rtol, atol=atol)
-            except _Overflow:
-                break
-            nfev += int(part.nfev)
-            if part.status < 0:
-                break
-            ts.append(b)
-            ys.append(part.y[:, -1])
-    seconds = time.perf_counter() - t0
-    ts = np.asarray(ts)
-    ys = np.asarray(ys)
-    om_p, mu_p = ys[:, :H], ys[:, H : 2 * H]
-    W_p = ys[:, 2 * H :].reshape((len(ts), *wshape))
-    loss_p = np.array([precond_loss(a, b, c, setting) for a, b, c in zip(om_p, mu_p, W_p)])
-    Si = np.linalg.inv(sigma_of(setting))
-    dist_p = np.asarray(scale_free_distance(W_p, Si))
-    om, m, W = om_p[-1], mu_p[-1], W_p[-1]
-    return PrecondFlowResult(
-        success=status == 0,
-        status=status,
-        message=message,
-        t=float(ts[-1]),
-        omega=om,
-        mu=m,
-        W=W,
-        loss=float(loss_p[-1]),
-        normalised=normalise_precond_state(om, m, W, setting),
-        limit=precond_limit(setting),
-        t_path=ts,
-        omega_path=om_p,
-        mu_path=mu_p,
-        W_path=W_p,
-        loss_path=loss_p,
-        distance_path=dist_p,
-        setting=setting,
-        nfev=nfev,
-        seconds=seconds,
-    )
-
-
-@dataclass(frozen=True)
 class PrecondInitialState(FrozenResult):
     """A random start of the preconditioned flow (:func:`precond_initial_state`).
 
@@ -552,37 +300,3 @@ def precond_initial_state(n_heads, setting, *, seed, scale=0.01, kind="symmetric
     else:
         W = np.broadcast_to(np.eye(d), shape).copy()
     return PrecondInitialState(omega=omega, mu=mu, W=W)
-
-
-def precond_flow_end_state(
-    setting,
-    *,
-    seed,
-    n_heads=2,
-    t_end=1e4,
-    scale=0.01,
-    kind="symmetric",
-    w_init="random",
-    per_head=False,
-    n_times=200,
-) -> PrecondFlowResult:
-    """Integrate the preconditioned flow from a seeded random start (:func:`precond_initial_state`).
-
-    Parameters
-    ----------
-    setting : Setting
-    seed : int >= 0
-    n_heads : int, in [1, 16], default 2
-    t_end : float, default 1e4
-    scale, kind, w_init, per_head
-        As in :func:`precond_initial_state`.
-    n_times : int, default 200
-
-    Returns
-    -------
-    PrecondFlowResult
-    """
-    om, mu, W = precond_initial_state(
-        n_heads, setting, seed=seed, scale=scale, kind=kind, w_init=w_init, per_head=per_head
-    )
-    return integrate_precond_flow(om, mu, W, setting, t_end=t_end, n_times=n_times)
