@@ -43,7 +43,9 @@ Small-B limit (:func:`sigma_mt_limit_loss_per_task`, :func:`sigma_mt_limit`). Al
 
 (``e_i`` the eigenvalues of ``Σ_{S_nS_n}``, the block on the support): the preconditioned limit
 (``Γ* = (Σ + λI)⁻¹``) of the sub-problem on ``S_n`` with covariance ``Σ_{S_nS_n}``. It is reachable by
-the flow's leading order when ``H >= N + 1`` (``A`` free under ``1ᵀM = 0``).
+the flow's leading order when ``H >= N + 1`` (``A`` free under ``1ᵀM = 0``). The exact finite-L risk
+of the limit predictor (debiased preconditioned GD with ``A_n``, :func:`sigma_mt_dpgd_risk`) is
+``(σ² + tr(D_nΣ)/s_n)/L + (1 − 1/L) × (limit loss)``, so ``A_n^*`` is also its exact minimiser at every L.
 
 Overflow: an exponent ``τ_hk`` above ``reduced_dynamics.dynamics.loss.MAX_EXPONENT`` raises
 :class:`SigmaTasksOverflowError` (a :class:`~reduced_dynamics.dynamics.loss.LossOverflowError` and a
@@ -83,6 +85,7 @@ __all__ = [
     "sigma_mt_hessian",
     "sigma_mt_limit_loss_per_task",
     "sigma_mt_limit",
+    "sigma_mt_dpgd_risk",
     "sigma_mt_risk_expansion",
 ]
 
@@ -415,6 +418,61 @@ def sigma_mt_limit(setting: Setting) -> SigmaTasksLimit:
         A[n][np.ix_(idx, idx)] = (U / (e + lam[n])) @ U.T
         loss[n] = setting.sigma2 + lam[n] / sizes[n] * np.sum(e / (e + lam[n]))
     return SigmaTasksLimit(A=A, lam=lam, loss=loss)
+
+
+def sigma_mt_dpgd_risk(A, setting: Setting) -> np.ndarray:
+    r"""Exact finite-L risk per task of debiased preconditioned GD ``ŷ_n = (1/L) Σ_l y_{l,n}(x_l − x̄)ᵀ A_n x_q``, shape ``(..., N)``.
+
+    *Derivation* (as :mod:`reduced_dynamics.precond.exact`, with the task's prior ``E β_nβ_nᵀ = D_n/s_n``).
+    ``ŷ_n = b̂ᵀx_q``, ``b̂ = (1/L) A_nᵀ Xᵀ C y_n`` (``C`` the centring projection), ``W = XᵀCX ~ W_d(m, Σ)``,
+    ``m = L − 1``, ``E W = mΣ``, ``E[W F W] = m(m+1) ΣFΣ + m tr(FΣ) Σ`` (symmetric ``F``), noise covariance
+    ``σ² W``; averaging ``σ² + E(β − b̂)ᵀΣ(β − b̂)`` gives
+
+    .. math::
+        \mathcal E_n = \sigma^2 + \frac{\operatorname{tr}(D_n\Sigma)}{s_n}
+          - \frac{2m}{L s_n}\operatorname{tr}(D_n\Sigma A_n\Sigma)
+          + \frac{m}{L^2 s_n}\Big[(m+1)\operatorname{tr}(D_n\Sigma A_n\Sigma A_n^\top\Sigma)
+          + \big(\operatorname{tr}(D_n\Sigma) + s_n\sigma^2\big)\operatorname{tr}(A_n\Sigma A_n^\top\Sigma)\Big]
+
+    ``= (σ² + tr(D_nΣ)/s_n)/L + (1 − 1/L) ×`` :func:`sigma_mt_limit_loss_per_task` (tests). For one task on
+    all features it is ``dpgd_risk(A, 1, setting)`` of :mod:`reduced_dynamics.precond.exact`.
+
+    Parameters
+    ----------
+    A : array_like, shape (..., N, d, d)
+    setting : Setting
+        Scalar, ``L >= 2``.
+
+    Returns
+    -------
+    ndarray, shape (..., N)
+    """
+    setting = as_setting(setting, "sigma_mt_dpgd_risk").require_scalar("sigma_mt_dpgd_risk")
+    A = check_finite_array("A", A, min_ndim=3)
+    d, N, L = setting.d, setting.n_tasks, setting.L
+    if A.shape[-3:] != (N, d, d):
+        raise ValueError(f"`A` must have shape (..., N, d, d) = (..., {N}, {d}, {d}), got {A.shape}")
+    if L < 2:
+        raise ValueError(f"`setting.L` must be >= 2 for debiased GD, got {L}")
+    S = sigma_matrix(setting)
+    mask, sizes, _ = task_constants(setting)
+    m = L - 1.0
+    trDS = mask @ np.diag(S)
+    with np.errstate(over="ignore", invalid="ignore"):
+        SAS = S @ A @ S  # (..., N, d, d)
+        t1 = np.einsum("nj,...njj->...n", mask, SAS)  # tr(D Σ A Σ)
+        ASA = A @ S @ np.swapaxes(A, -1, -2)  # A Σ Aᵀ
+        SASAS = S @ ASA @ S
+        t2 = np.einsum("nj,...njj->...n", mask, SASAS)  # tr(D Σ A Σ Aᵀ Σ)
+        t3 = np.einsum("...nij,ji->...n", ASA, S)  # tr(A Σ Aᵀ Σ)
+        out = (
+            setting.sigma2
+            + trDS / sizes
+            - 2.0 * m / (L * sizes) * t1
+            + m / (L * L * sizes) * ((m + 1.0) * t2 + (trDS + sizes * setting.sigma2) * t3)
+        )
+    _finite("sigma_mt_dpgd_risk", value=out)
+    return out
 
 
 @dataclasses.dataclass(frozen=True)
