@@ -31,7 +31,6 @@ from reduced_dynamics.dynamics.diagnostics import (
     stage_times,
     trajectory_diagnostics,
 )
-from reduced_dynamics.flow import Final, Flow, Status, gradient_descent, integrate
 from reduced_dynamics.dynamics.loss import (
     MAX_EXPONENT,
     LossGradient,
@@ -72,6 +71,7 @@ from reduced_dynamics.estimation.risk import (
     estimate_risk,
     estimate_risks,
 )
+from reduced_dynamics.flow import Final, Flow, Status, gradient_descent, integrate
 from reduced_dynamics.model.attention import (
     MODEL_KINDS,
     AttentionModel,

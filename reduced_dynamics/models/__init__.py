@@ -33,6 +33,7 @@ MODELS = {
     "precond": "reduced_dynamics.models.precond:PrecondModel",
     "activation": "reduced_dynamics.models.activation:ActivationModel",
     "multitask": "reduced_dynamics.models.multitask:MultitaskModel",
+    "precond_multitask": "reduced_dynamics.models.precond_multitask:PrecondMultitaskModel",
 }
 
 OBJECTIVES = ("approx", "corrected", "exact")
@@ -71,10 +72,7 @@ def model_name(setting: Setting, objective: str = "approx") -> str:
             "(derived: an activation alone, Σ, tasks, Σ with tasks)"
         )
     if sigma and tasks:
-        name = "precond_multitask"
-        if name not in MODELS:
-            raise ValueError("`setting.Sigma` together with `setting.tasks` is not available in this version")
-        return name
+        return "precond_multitask"
     if sigma:
         return "precond"
     if tasks:

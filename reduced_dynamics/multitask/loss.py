@@ -94,6 +94,12 @@ def check_state(omega, mu, setting: Setting) -> tuple[np.ndarray, np.ndarray]:
     omega, mu : ndarray
     """
     setting = as_setting(setting, "the multi-task reduced model").require_softmax("the multi-task reduced model")
+    if setting.Sigma is not None:
+        # the isotropic multi-task loss would silently ignore Σ: the model with both is its own
+        raise ValueError(
+            "`setting.Sigma` is not part of the isotropic multi-task loss; the model with Σ and tasks is "
+            "reduced_model(setting, n_heads=H) (reduced_dynamics.multitask.sigma_loss)"
+        )
     omega = check_finite_array("omega", omega, min_ndim=2)
     mu = check_finite_array("mu", mu, min_ndim=2)
     d, N = setting.d, setting.n_tasks

@@ -28,6 +28,7 @@ CASES = {
     "precond": (SIGMA, "approx", 2, 0.3),
     "activation": (Setting(d=5, L=40, sigma2=0.1, activation="square", activation_c=0.5), "approx", 2, 0.3),
     "multitask": (Setting(d=4, L=40, sigma2=0.1, tasks=((0, 1, 2), (1, 2, 3))), "approx", 2, 0.3),
+    "precond_multitask": (SIGMA.replace(tasks=((0, 1, 2), (1, 2, 3))), "approx", 2, 0.1),
 }
 
 
@@ -77,7 +78,7 @@ def test_hessian_matches_central_differences_of_the_gradient(name):
         e = np.zeros(m.size)
         e[i] = h
         fd[:, i] = (m.grad(y + e) - m.grad(y - e)) / (2 * h)
-    assert np.allclose(H, H.T, rtol=0, atol=1e-12)
+    assert np.max(np.abs(H - H.T)) <= 1e-13 * max(1.0, float(np.max(np.abs(H))))
     assert np.max(np.abs(H - fd)) / max(1.0, float(np.max(np.abs(H)))) < 1e-6
 
 
@@ -120,6 +121,37 @@ def test_multitask_reduces_to_isotropic_with_one_task_on_all_features():
     m = reduced_model(PAPER.replace(tasks=((0, 1, 2, 3, 4),)), n_heads=2)
     v = m.loss(m.state(np.repeat(OMEGA[:, None], 5, axis=1), MU[:, None]))
     assert abs(v - _isotropic_value(OMEGA, MU)) < 1e-13
+
+
+def test_precond_multitask_reduces_to_multitask_at_identity():
+    """Σ = I, B_h = diag(ω⁽ʰ⁾): the composed loss is the isotropic multi-task loss (written independently)."""
+    tasks = ((0, 1, 2), (1, 2, 3))
+    comp = reduced_model(Setting(d=4, L=40, sigma2=0.1, Sigma=np.eye(4), tasks=tasks), n_heads=2)
+    mt = reduced_model(Setting(d=4, L=40, sigma2=0.1, tasks=tasks), n_heads=2)
+    assert comp.name == "precond_multitask" and mt.name == "multitask"
+    rng = np.random.default_rng(5)
+    om, mu = 0.3 * rng.standard_normal((2, 4)), rng.standard_normal((2, 2))
+    B = np.stack([np.diag(w) for w in om])
+    assert abs(comp.loss(comp.state(B, mu)) - mt.loss(mt.state(om, mu))) < 1e-13
+
+
+def test_precond_multitask_reduces_to_precond_with_one_task():
+    """One task on all features, B_h = ω_h W: the composed loss is L̃_Σ of the preconditioned model."""
+    S = SIGMA.Sigma
+    comp = reduced_model(SIGMA.replace(tasks=((0, 1, 2, 3),)), n_heads=2)
+    pre = reduced_model(SIGMA, n_heads=2)
+    W = np.random.default_rng(6).standard_normal((4, 4)) / 2
+    B = np.stack([OMEGA[0] * W, OMEGA[1] * W])
+    assert abs(comp.loss(comp.state(B, MU[:, None])) - pre.loss(pre.state(OMEGA, MU, W))) < 1e-12
+    assert S is not None
+
+
+def test_isotropic_multitask_loss_refuses_sigma():
+    """The isotropic multi-task formulas would ignore Σ: they refuse it, naming `setting.Sigma`."""
+    from reduced_dynamics.multitask.loss import mt_loss
+
+    with pytest.raises(ValueError, match="setting.Sigma"):
+        mt_loss(np.zeros((2, 4)), np.zeros((2, 2)), SIGMA.replace(tasks=((0, 1, 2), (1, 2, 3))))
 
 
 def test_activation_model_with_exp_is_the_isotropic_model():

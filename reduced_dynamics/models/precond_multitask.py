@@ -1,0 +1,123 @@
+r"""Σ and several tasks together: per head a full KQ block ``B_h`` and an OV weight per task.
+
+.. math:: \tilde L = \sum_n \Big[\sigma^2 + \tfrac{1}{|S_n|}\operatorname{tr}\big(D_n(I-\Sigma A_n)\Sigma(I-\Sigma A_n)^\top\big)
+          + c_n\,\mu_n^\top K\mu_n\Big],\quad A_n = \sum_h \mu^{(h)}_n B_h,\quad K_{hk} = e^{\operatorname{tr}(\Sigma B_h^\top\Sigma B_k)}
+
+with ``c_n = (tr(D_nΣ)/|S_n| + σ²)/L`` (derived from the same moment statements as its two parents in
+:mod:`reduced_dynamics.multitask.sigma_derive`; formulas, Hessian and limit in
+:mod:`reduced_dynamics.multitask.sigma_loss`). It reduces to the multi-task model at Σ = I with
+``B_h = diag(ω⁽ʰ⁾)``, to the preconditioned model with one task on all features and ``B_h = ω_h W_h``,
+and to L̃ with both. The limit: per task ``A_n* = (Σ_{S_nS_n} + λ_n I)⁻¹`` on the support block.
+
+References
+----------
+docs/theory.md#sigma-with-several-tasks
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from reduced_dynamics._validation import check_positive_int
+from reduced_dynamics.dynamics.loss import MAX_EXPONENT
+from reduced_dynamics.models._base import Part, ReducedModel
+from reduced_dynamics.setting import as_setting
+
+__all__ = ["PrecondMultitaskModel"]
+
+#: Largest dimension (the state has H d² + H N variables and a dense Hessian).
+D_MAX = 12
+
+
+class PrecondMultitaskModel(ReducedModel):
+    """L̃ of the composed model under x ~ N(0, Σ) with several tasks, ``y = (vec B, vec M)``.
+
+    Parameters
+    ----------
+    setting : Setting
+        Scalar, softmax; ``Sigma`` and ``tasks``; ``d <= 12``.
+    n_heads : int, in [1, 16]
+    """
+
+    name = "precond_multitask"
+    has_hessian = True
+    domain_text = "an exponent tr(ΣB_hᵀΣB_k) reached 0.95·MAX_EXPONENT (overflow-safe region)."
+
+    def __init__(self, setting, n_heads):
+        self.setting = as_setting(setting, "PrecondMultitaskModel")
+        if self.setting.d > D_MAX:
+            raise ValueError(
+                f"`setting.d` must be <= {D_MAX} for the model with Σ and tasks (H d² + H N variables), got {self.setting.d}"
+            )
+        self.n_heads = check_positive_int("n_heads", n_heads, hi=16)
+        H, d, N = self.n_heads, self.setting.d, self.setting.n_tasks
+        self.parts = (Part("B", (H, d, d)), Part("mu", (H, N)))
+
+    def split(self, y):
+        p = self.unpack(y)
+        return p["B"], p["mu"]
+
+    def state(self, B, mu):
+        return self.pack(B=B, mu=mu)
+
+    def loss(self, y):
+        from reduced_dynamics.multitask.sigma_loss import sigma_mt_loss
+
+        return sigma_mt_loss(*self.split(y), self.setting)
+
+    def loss_per_task(self, y):
+        from reduced_dynamics.multitask.sigma_loss import sigma_mt_loss_per_task
+
+        return sigma_mt_loss_per_task(*self.split(y), self.setting)
+
+    def grad(self, y):
+        from reduced_dynamics.multitask.sigma_loss import sigma_mt_gradient
+
+        g = sigma_mt_gradient(*self.split(y), self.setting)
+        lead = np.shape(y)[:-1]
+        return np.concatenate([g.B.reshape(lead + (-1,)), g.mu.reshape(lead + (-1,))], axis=-1)
+
+    def hessian(self, y):
+        from reduced_dynamics.multitask.sigma_loss import sigma_mt_hessian
+
+        return sigma_mt_hessian(*self.split(y), self.setting)
+
+    def margin(self, y):
+        from reduced_dynamics.multitask.sigma_loss import sigma_matrix
+
+        B, _ = self.split(y)
+        S = sigma_matrix(self.setting)
+        with np.errstate(over="ignore", invalid="ignore"):
+            SB = S @ B
+            tau = np.einsum("...hji,...kji->...hk", SB, SB)  # tr(ΣB_hᵀΣB_k) = <ΣB_h, ΣB_k>_F
+            worst = np.max(np.where(np.isfinite(tau), tau, np.inf), axis=(-1, -2))
+        out = 0.95 * MAX_EXPONENT - worst
+        return float(out) if np.ndim(out) == 0 else out
+
+    def limit(self) -> dict:
+        """Per task: ``A_n*``, ``λ_n`` and the minimum of the limit loss (:func:`~reduced_dynamics.multitask.sigma_loss.sigma_mt_limit`)."""
+        from reduced_dynamics.multitask.sigma_loss import sigma_mt_limit
+
+        lim = sigma_mt_limit(self.setting)
+        return {"A": lim.A.tolist(), "lam": lim.lam.tolist(), "loss_per_task": lim.loss.tolist()}
+
+    def summarize(self, y) -> dict:
+        """Loss (total, per task), |∇|, the effective matrices A_n and their relative distance to A_n*."""
+        from reduced_dynamics.multitask.sigma_loss import sigma_mt_effective, sigma_mt_limit
+
+        B, mu = self.split(y)
+        A = sigma_mt_effective(B, mu, self.setting)
+        lim = sigma_mt_limit(self.setting)
+        dist = np.linalg.norm(A - lim.A, axis=(-1, -2)) / np.linalg.norm(lim.A, axis=(-1, -2))
+        g = self.grad(y)
+        return {
+            "B": B.tolist(),
+            "mu": mu.tolist(),
+            "loss": float(self.loss(y)),
+            "loss_per_task": np.asarray(self.loss_per_task(y)).tolist(),
+            "grad_norm": float(np.sqrt(np.sum(g * g))),
+            "A": A.tolist(),
+            "distance_limit": dist.tolist(),
+            "sum_mu": mu.sum(axis=0).tolist(),
+            "limit": {"lam": lim.lam.tolist(), "loss_per_task": lim.loss.tolist()},
+        }
