@@ -18,104 +18,10 @@ from pathlib import Path
 import numpy as np
 
 from reduced_dynamics._validation import check_heads_pair
-from reduced_dynamics.activation_dynamics.flow import act_limit, drift_gamma, integrate_act_flow
-from reduced_dynamics.cli._common import Progress, parse_floats, prepare_out, write_flow_run
-from reduced_dynamics.dynamics.flow import initial_state
+from reduced_dynamics.cli._common import Progress, parse_floats, prepare_out
 from reduced_dynamics.io import atomic_write_json, to_jsonable
 
-__all__ = ["run_activation", "risk_activation"]
-
-
-def run_activation(args, setting) -> int:
-    """``run`` with ``--activation`` other than exp; returns the exit code (bad input raises ``ValueError``)."""
-    t0 = time.perf_counter()
-    if getattr(args, "n_init", None) is not None:
-        raise ValueError("`--n-init` is not supported with `--activation` other than exp (one flow per run)")
-    if not setting.isotropic:
-        raise ValueError("`--activation` other than exp cannot be combined with `--sigma` yet (isotropic only)")
-    if setting.tasks is not None:
-        raise ValueError("`--activation` other than exp cannot be combined with `--tasks` yet (single task only)")
-    if (args.omega0 is None) != (args.mu0 is None):
-        raise ValueError("`--omega0` and `--mu0` must be given together")
-    if not 0.0 < args.t_end <= 1e9:
-        raise ValueError(f"`--t-end` must be in (0, 1e9], got {args.t_end}")
-    method = args.method or "LSODA"
-    rtol = 1e-9 if args.rtol is None else args.rtol
-    atol = 1e-12 if args.atol is None else args.atol
-    for flag, v in (("--rtol", rtol), ("--atol", atol)):
-        if not 0.0 < v < 1.0:
-            raise ValueError(f"`{flag}` must be in (0, 1), got {v}")
-    if args.omega0 is not None:
-        w0, m0 = check_heads_pair(parse_floats(args.omega0, "--omega0"), parse_floats(args.mu0, "--mu0"))
-        w0, m0 = initial_state(args.heads, kind="given", omega0=w0, mu0=m0)
-    else:
-        w0, m0 = initial_state(args.heads, kind=args.init, scale=args.init_scale, seed=args.seed)
-    progress = Progress("run", quiet=args.quiet)
-    progress.stage(f"integrating the flow of L̃_f, f = {setting.activation}, H={len(w0)} to t={args.t_end:g}")
-    res = integrate_act_flow(w0, m0, setting, t_end=args.t_end, method=method, rtol=rtol, atol=atol)
-    lim = act_limit(setting)
-    pred = drift_gamma(args.t_end, setting)
-    out = {
-        "status": res.status,
-        "success": res.success,
-        "message": res.message,
-        "activation": setting.activation,
-        "activation_c": setting.activation_c,
-        "c_f": lim.c_f,
-        "omega": res.omega[-1],
-        "mu": res.mu[-1],
-        "omega0": w0,
-        "mu0": m0,
-        "t_end": float(res.t[-1]),
-        "loss": float(res.loss[-1]),
-        "excess": res.excess,
-        "gamma": res.gamma,
-        "mu_plus": res.mu_plus,
-        "eta_claim": res.eta_claim,
-        "eta_tilt": res.eta_tilt,
-        "eta_star": res.eta_star,
-        "sign_matched": res.sign_matched,
-        "zero_sum": res.zero_sum,
-        "homogeneous": res.homogeneous,
-        "zero_sum_ratio": res.zero_sum_ratio,
-        "homogeneity": res.homogeneity,
-        "grad_norm": res.grad_norm,
-        "gamma_drift_law": None if np.isnan(pred) else pred,
-        "limit": lim.to_dict(),
-        "setting": setting.to_dict(),
-        "nfev": res.nfev,
-        "seconds": time.perf_counter() - t0,
-    }
-    if args.out:
-        write_flow_run(
-            args,
-            out,
-            "flow_act",
-            n_heads=len(w0),
-            setting=setting,
-            lead=dict(f=setting.activation, C=float(setting.activation_c)),
-            arrays=dict(t=res.t, omega=res.omega, mu=res.mu, loss=res.loss),
-        )
-    if args.json:
-        print(json.dumps(to_jsonable(out)))
-    else:
-        w, m = res.omega[-1], res.mu[-1]
-        print(
-            f"reduced flow of L̃_f, f = {setting.activation} (C = {setting.activation_c:g}, C_f = {lim.c_f:g}), "
-            f"H={len(w)}, d={setting.d}, L={setting.L}, σ²={setting.sigma2:g}: {res.message}"
-        )
-        print(f"  ω = {np.array2string(w, precision=5)}  μ = {np.array2string(m, precision=5)}")
-        print(
-            f"  γ = {res.gamma:.5f} (drift law {pred:.5f})  η claimed 2C_fγμ₊ = {res.eta_claim:.5f}  "
-            f"measured μᵀT₁ = {res.eta_tilt:.5f}  η* = {res.eta_star:.5f}"
-        )
-        print(
-            f"  loss {res.loss[-1]:.6f} (limit {lim.inf_loss:.6f}, excess {res.excess:.3g}; Bγ² with B = {lim.B:.4g})  "
-            f"sign matched {res.sign_matched}, zero-sum {res.zero_sum}, homogeneous {res.homogeneous}"
-        )
-        for k, v in out.get("files", {}).items():
-            print(f"  wrote {k}: {v}")
-    return 0 if res.success else 1
+__all__ = ["risk_activation"]
 
 
 def risk_activation(args, setting) -> int:

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
-from reduced_dynamics._validation import check_positive_float, check_positive_int
+from reduced_dynamics._validation import check_positive_int
 from reduced_dynamics.cli._common import Progress, prepare_out
 from reduced_dynamics.io import atomic_write_json, to_jsonable
 from reduced_dynamics.multitask.attention import mt_attention_predict, train_mt_attention
-from reduced_dynamics.multitask.flow import antipodal_pairs, integrate_mt_flow, random_mt_state
+from reduced_dynamics.multitask.flow import antipodal_pairs
 from reduced_dynamics.multitask.predictors import (
     limit_predictor,
     per_task_risks,
@@ -29,7 +29,7 @@ from reduced_dynamics.multitask.predictors import (
     weighted_dgd_predict,
 )
 
-__all__ = ["run_multitask", "train_multitask"]
+__all__ = ["train_multitask"]
 
 
 def _emit(args, out, name) -> int:
@@ -63,50 +63,6 @@ def _text(out) -> str:
 
 def _tasks_text(setting) -> str:
     return ",".join(f"{t[0] + 1}-{t[-1] + 1}" if len(t) > 1 else f"{t[0] + 1}" for t in setting.tasks)
-
-
-def run_multitask(args, setting) -> int:
-    """``run --tasks``: the multi-task reduced flow from a small random start (``--heads``, ``--seed``, ``--t-end``).
-
-    Returns the exit code (0); bad input raises ``ValueError`` naming the flag.
-    """
-    t0 = time.perf_counter()
-    if getattr(args, "init", "random") != "random":
-        raise ValueError("`--init` must be 'random' with `--tasks` (the multi-task flow starts at random)")
-    for attr, flag in (("omega0", "--omega0"), ("mu0", "--mu0"), ("n_init", "--n-init")):
-        if getattr(args, attr, None) is not None:
-            raise ValueError(f"`{flag}` is not supported with `--tasks`")
-    H = check_positive_int("heads", args.heads, hi=64)
-    t_end = check_positive_float("t-end", args.t_end)
-    scale = check_positive_float("init-scale", getattr(args, "init_scale", 0.01))
-    x0 = random_mt_state(H, setting, scale=scale, seed=args.seed)
-    kw = {}
-    for attr in ("rtol", "atol"):
-        v = getattr(args, attr, None)
-        if v is not None:
-            kw[attr] = check_positive_float(attr, v)
-    res = integrate_mt_flow(x0[:, : setting.d], x0[:, setting.d :], setting, t_end=t_end, **kw)
-    lim = limit_predictor(H, setting)
-    out = {
-        "command": "run",
-        "tasks": _tasks_text(setting),
-        "success": res.success,
-        "message": res.message,
-        "omega": res.omega,
-        "mu": res.mu,
-        "roles": list(res.roles),
-        "antipodal_pairs": antipodal_pairs(res.omega, res.mu),
-        "A": res.A,
-        "loss": res.loss,
-        "loss_per_task": res.loss_per_task,
-        "grad_norm": res.grad_norm,
-        "limit": {"regime": lim.regime, "A": lim.A, "loss_per_task": lim.loss_per_task},
-        "setting": setting.to_dict(),
-        "config": {"heads": H, "seed": args.seed, "t_end": t_end, "init_scale": scale},
-        "seconds": time.perf_counter() - t0,
-    }
-    _emit(args, out, "run_multitask.json")
-    return 0 if res.success else 3
 
 
 def train_multitask(args, setting) -> int:

@@ -15,7 +15,7 @@ from reduced_dynamics.cli._common import (
     prepare_out,
 )
 from reduced_dynamics.cli._setting import add_setting_arguments, setting_from_args
-from reduced_dynamics.cli.run import T_END_MAX
+from reduced_dynamics.flow._integrate import T_END_MAX
 from reduced_dynamics.io import atomic_savez, output_stem
 
 HELP = "Phase portraits: the invariant two-head plane (γ, m) and projections of the general-H flow."

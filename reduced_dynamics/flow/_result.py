@@ -195,7 +195,7 @@ class Flow(FrozenResult):
         """The last state (for a batch: a tuple, one per trajectory) and its summaries."""
         if self.is_batch:
             return tuple(self[i].final for i in range(self.n_traj))
-        values = self.model.summarize(self.states[-1], **self._summary_kw())
+        values = self.model.summarize(self.states[-1], t=float(self.t[-1]), **self._summary_kw())
         return Final(t=float(self.t[-1]), values=values)
 
     def _summary_kw(self):
@@ -305,6 +305,8 @@ class Flow(FrozenResult):
                 out[k] = jsonable(stop[k])
             return out
         out.update(self.final.to_dict())
+        for k, v in self.model.unpack(self.states[0]).items():
+            out[f"{k}0"] = jsonable(v)
         if self.model.scalar_heads:
             out["stage_times"] = self.stage_times.to_dict()
         return out

@@ -229,8 +229,9 @@ class ReducedModel(abc.ABC):
         return {}
 
     @abc.abstractmethod
-    def summarize(self, y) -> dict[str, Any]:
-        """JSON-friendly scalar summaries of one state (what a run reports at its end)."""
+    def summarize(self, y, *, t=None) -> dict[str, Any]:
+        """JSON-friendly scalar summaries of one state (what a run reports at its end); ``t`` its time, for
+        models with a time law (e.g. the drift of γ)."""
 
     def predictor(self, y):
         """The predictor (``reduced_dynamics.estimation.predictors.Predictor``) that state ``y`` implements."""
@@ -275,5 +276,7 @@ class ReducedModel(abc.ABC):
         """JSON-friendly identity: model name, objective, setting, H, layout."""
         out = {"model": self.name, "objective": self.objective, "n_heads": self.n_heads}
         out.update(self.setting.to_dict())
+        if self.setting.Sigma is not None:
+            out["sigma_eigenvalues"] = np.linalg.eigvalsh(self.setting.Sigma).tolist()
         out.update({k: v for k, v in self._layout_key()})
         return out

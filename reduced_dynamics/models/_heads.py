@@ -50,7 +50,7 @@ class ScalarHeadsModel(ReducedModel):
         signs = np.where(np.arange(self.n_heads) % 2 == 0, 1.0, -1.0)
         return np.concatenate([scale * signs, scale * signs])
 
-    def summarize(self, y, *, tolerances=None) -> dict:
+    def summarize(self, y, *, t=None, tolerances=None) -> dict:
         """Scalar summaries of one state: loss, |∇|, γ, η_eff, Σμ, the zero-sum ratio, head counts.
 
         Keys: ``omega, mu, loss, grad_norm, gamma, eta_eff, eta_star, inf_loss, sum_mu,

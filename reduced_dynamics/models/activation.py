@@ -56,12 +56,12 @@ class ActivationModel(ScalarHeadsModel):
 
         return act_limit(self.setting).to_dict()
 
-    def summarize(self, y, *, tolerances=None) -> dict:
+    def summarize(self, y, *, t=None, tolerances=None) -> dict:
         """The scalar-heads summary plus ``mu_plus, eta_claim, eta_tilt, excess`` and the end-state patterns."""
-        from reduced_dynamics.activation_dynamics.flow import eta_claim, eta_tilt
+        from reduced_dynamics.activation_dynamics.flow import drift_gamma, eta_claim, eta_tilt
         from reduced_dynamics.dynamics.diagnostics import trajectory_diagnostics
 
-        out = super().summarize(y, tolerances=tolerances)
+        out = super().summarize(y, t=t, tolerances=tolerances)
         w, m = self.split(y)
         diag = trajectory_diagnostics(w, m, tolerances=tolerances)
         out.update(
@@ -74,6 +74,13 @@ class ActivationModel(ScalarHeadsModel):
                 "zero_sum": bool(diag.zero_sum),
                 "homogeneous": bool(diag.homogeneous),
                 "homogeneity": float(diag.homogeneity),
+                "activation": self.setting.activation,
+                "activation_c": self.setting.activation_c,
+                "c_f": self.setting.activation_fn.c_f,
+                "limit": self.limit(),
             }
         )
+        if t is not None and t > 0:
+            pred = float(drift_gamma(t, self.setting))
+            out["gamma_drift_law"] = None if np.isnan(pred) else pred
         return out

@@ -83,9 +83,20 @@ class MultitaskModel(ReducedModel):
         out = 0.95 * _EXP_MAX - np.max(G, axis=(-1, -2))
         return float(out) if np.ndim(out) == 0 else out
 
-    def summarize(self, y) -> dict:
-        """Loss (total and per task), |∇|, the effective weights A = Mᵀ Ω and the head roles."""
-        from reduced_dynamics.multitask.flow import classify_heads
+    def limit(self) -> dict:
+        """The limit predictor of the flow with H heads (regime, per-task weights A, per-task loss)."""
+        from reduced_dynamics.multitask.predictors import limit_predictor
+
+        lim = limit_predictor(self.n_heads, self.setting)
+        return {
+            "regime": lim.regime,
+            "A": np.asarray(lim.A).tolist(),
+            "loss_per_task": np.asarray(lim.loss_per_task).tolist(),
+        }
+
+    def summarize(self, y, *, t=None) -> dict:
+        """Loss (total and per task), |∇|, the effective weights A = Mᵀ Ω, the head roles and antipodal pairs."""
+        from reduced_dynamics.multitask.flow import antipodal_pairs, classify_heads
         from reduced_dynamics.multitask.loss import effective_weights
 
         om, mu = self.split(y)
@@ -98,4 +109,6 @@ class MultitaskModel(ReducedModel):
             "grad_norm": float(np.sqrt(np.sum(g * g))),
             "A": effective_weights(om, mu, self.setting).tolist(),
             "roles": list(classify_heads(om, mu, self.setting)),
+            "antipodal_pairs": antipodal_pairs(om, mu),
+            "limit": self.limit(),
         }

@@ -137,7 +137,7 @@ class PrecondModel(ReducedModel):
             "P": lim.P.tolist(),
         }
 
-    def summarize(self, y) -> dict:
+    def summarize(self, y, *, t=None) -> dict:
         """Loss, the state, and its normalisation (γ, η_eff, distances of W to Σ⁻¹, I, Γ*), with the limit."""
         from reduced_dynamics.precond.flow import normalise_precond_state
 

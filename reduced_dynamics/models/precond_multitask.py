@@ -101,7 +101,7 @@ class PrecondMultitaskModel(ReducedModel):
         lim = sigma_mt_limit(self.setting)
         return {"A": lim.A.tolist(), "lam": lim.lam.tolist(), "loss_per_task": lim.loss.tolist()}
 
-    def summarize(self, y) -> dict:
+    def summarize(self, y, *, t=None) -> dict:
         """Loss (total, per task), |∇|, the effective matrices A_n and their relative distance to A_n*."""
         from reduced_dynamics.multitask.sigma_loss import sigma_mt_effective, sigma_mt_limit
 
