@@ -14,9 +14,6 @@ Examples
 True
 """
 
-# The rounding-safe forms of the Theorem 1(c) ratio live beside the other closed forms of the
-# theorem in proofs_check (which imports only submodules of this package, so no import cycle).
-from proofs_check.closed_forms import bound_slack, risk_ratio_excess
 from reduced_dynamics.crosscheck import SgdFlowComparison, SingleHeadMcOptimum, sgd_vs_flow, single_head_mc_optimum
 from reduced_dynamics.derive.symbolic import (
     GeneratedLossFunctions,
@@ -63,6 +60,7 @@ from reduced_dynamics.dynamics.manifold import (
     mu_gamma,
     single_head_optimum,
 )
+from reduced_dynamics.estimation.closed_forms import bound_slack, risk_ratio_excess
 from reduced_dynamics.estimation.predictors import (
     BayesRidge,
     DebiasedGD,
