@@ -90,6 +90,7 @@ import sympy as sp
 
 from reduced_dynamics._results import FrozenResult
 from reduced_dynamics._validation import check_finite_array, check_positive_int
+from reduced_dynamics.estimation.closed_forms import gd_risk
 from reduced_dynamics.setting import as_setting
 
 __all__ = [
@@ -450,8 +451,9 @@ def dgd_risk(eta, setting):
     r"""Exact finite-L risk of debiased GD with step η, :math:`A_0` of the expansion.
 
     :math:`1 + \sigma^2 - 2\eta(L-1)/L + \eta^2(L-1)(L+d+\sigma^2 d)/L^2`
-    (docs/theory.md#finite-l-results; equal to
-    :func:`proofs_check.closed_forms.gd_risk` with ``debiased=True``, tested).
+    (docs/theory.md#finite-l-results), evaluated by the library's one implementation,
+    :func:`reduced_dynamics.estimation.closed_forms.gd_risk` with ``debiased=True``; this
+    function adds the expansion's conventions (``eta=None`` means η*, ``|eta| <= 1e6``, softmax).
 
     Parameters
     ----------
@@ -463,9 +465,8 @@ def dgd_risk(eta, setting):
     -------
     float or ndarray
     """
-    d, L, s2 = _arrays(setting)
-    eta = _eta_arg(eta, setting)
-    return _out(1 + s2 - 2 * eta * (L - 1) / L + eta**2 * (L - 1) * (L + d + s2 * d) / L**2)
+    _arrays(setting)  # validates: isotropic, softmax
+    return _out(gd_risk(_eta_arg(eta, setting), setting, debiased=True))
 
 
 def exact_manifold_coefficients(eta, setting) -> ExactManifoldCoefficients:
@@ -497,7 +498,7 @@ def exact_manifold_coefficients(eta, setting) -> ExactManifoldCoefficients:
     d, L, s2 = _arrays(setting)
     eta = _eta_arg(eta, setting)
     k = (1 + s2) * d
-    a0 = 1 + s2 - 2 * eta * (L - 1) / L + eta**2 * (L - 1) * (L + d + s2 * d) / L**2
+    a0 = gd_risk(eta, setting, debiased=True)  # R_dgd(η), the library's one implementation
     a2 = -2 * eta * (L - 1) * (d + 2) * ((L + k + 2) * eta - L) / L**3
     a4 = (
         eta
