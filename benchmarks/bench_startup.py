@@ -9,6 +9,7 @@ each case and its ratio to the median of ``python -c "import numpy"`` are printe
 
 * ``import numpy``: the floor -- every command needs numpy;
 * ``import reduced_dynamics``: target <= 2x numpy;
+* ``from reduced_dynamics import Setting``: the first real use (numpy and the data model);
 * ``python -m reduced_dynamics --help``: the command list with each command's one-line help;
 * ``python -m reduced_dynamics exact-risk``: end to end at a small state (H = 1, d = 5, L = 40,
   ``--tol 1e-8``, a few ms of quadrature): target <= 3x numpy.
@@ -50,6 +51,7 @@ EXACT_RISK = ["exact-risk", "--d", "5", "--L", "40", "--omega", "0.3", "--mu", "
 CASES = {
     "import numpy": ["-c", "import numpy"],
     "import reduced_dynamics": ["-c", "import reduced_dynamics"],
+    "from reduced_dynamics import Setting": ["-c", "from reduced_dynamics import Setting"],
     "reduced-dynamics --help": ["-m", "reduced_dynamics", "--help"],
     "reduced-dynamics exact-risk": ["-m", "reduced_dynamics", *EXACT_RISK],
 }
@@ -115,7 +117,7 @@ def main() -> None:
             times[label].append(run_once(argv))
     base = statistics.median(times["import numpy"])
     print(
-        f"{'case':<30} {'median ms':>10} {'min ms':>8} {'max ms':>8} {'ratio':>7} {'target':>7}  heavy modules loaded"
+        f"{'case':<38} {'median ms':>10} {'min ms':>8} {'max ms':>8} {'ratio':>7} {'target':>7}  heavy modules loaded"
     )
     for label, argv in CASES.items():
         med = statistics.median(times[label])
@@ -123,7 +125,7 @@ def main() -> None:
         mark = "" if target is None else f"<= {target:g}" + (" ok" if med / base <= target else " MISS")
         heavy = ", ".join(heavy_loaded(argv)) or "-"
         print(
-            f"{label:<30} {med * 1e3:10.1f} {min(times[label]) * 1e3:8.1f} {max(times[label]) * 1e3:8.1f} "
+            f"{label:<38} {med * 1e3:10.1f} {min(times[label]) * 1e3:8.1f} {max(times[label]) * 1e3:8.1f} "
             f"{med / base:7.2f} {mark:>7}  {heavy}"
         )
 
