@@ -8,7 +8,7 @@ builds ONE :class:`~reduced_dynamics.setting.Setting` from them
 :func:`build_parser` returns the complete parser (all subcommands), e.g. for
 the documentation's CLI reference. :func:`main` imports only the module of the
 command it runs: ``reduced-dynamics --help`` reads the one-line helps from
-:data:`COMMAND_HELP` and imports no command at all (start-up: benchmarks/bench_startup.py).
+``COMMAND_HELP`` and imports no command at all (start-up: benchmarks/bench_startup.py).
 Bad input (``ValueError``), an overflow of ``exp(d ωωᵀ)`` (``OverflowError``) and
 an unwritable output path (``OSError``) each become one line on stderr and exit
 status 2, never a traceback; the line names the flag the user typed (the
