@@ -72,6 +72,7 @@ bench: $(STAMP_TEST)
 	$(PY) benchmarks/bench_train.py $(BENCH_ARGS)
 	$(PY) benchmarks/bench_exact.py $(BENCH_ARGS)
 	$(PY) benchmarks/bench_sweep.py $(BENCH_ARGS)
+	$(PY) benchmarks/bench_startup.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) results build *.egg-info

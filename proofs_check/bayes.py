@@ -59,11 +59,11 @@ import mpmath
 import numpy as np
 
 from reduced_dynamics._results import FrozenResult
+from reduced_dynamics.estimation.closed_forms import _mp_broadcast
 from reduced_dynamics.estimation.prompts import as_generator
 from reduced_dynamics.setting import Setting
 
 from .closed_forms import (
-    _mp_broadcast,
     bound_relative_slack,
     bound_slack,
     risk_ratio_bound,

@@ -33,7 +33,7 @@ from proofs_check.closed_forms import bayes_risk_limit
 from reduced_dynamics._validation import check_positive_float
 from reduced_dynamics.estimation.risk import estimate_risks
 from reduced_dynamics.precond.bayes import bayes_ratio_sigma, bayes_risk_sigma_finite, bayes_risk_sigma_limit
-from reduced_dynamics.precond.covariance import covariance_from_eigs
+from reduced_dynamics.precond.covariance import covariance_from_eigs, precond_setting
 from reduced_dynamics.precond.exact import dpgd_risk, optimal_dpgd, pgd_risk, precond_optimal_eta
 from reduced_dynamics.precond.metrics import scale_free_distance
 from reduced_dynamics.precond.predictors import debiased_precond_gd, precond_gd
@@ -57,6 +57,10 @@ def default_sigma(setting, *, seed, lo: float = 0.5, hi: float = 4.0) -> np.ndar
     """Σ of dimension ``setting.d`` with eigenvalues evenly spread over [lo, hi] in a random orthogonal basis.
 
     The basis is the Q of the QR factorisation of a seeded Gaussian matrix (signs fixed by ``R``).
+    With the default ``lo, hi`` it is the library's
+    :func:`~reduced_dynamics.precond.covariance.example_covariance`, the Σ that
+    :func:`~reduced_dynamics.precond.covariance.precond_setting` (re-exported here) gives a setting
+    without one.
 
     Parameters
     ----------
@@ -78,14 +82,6 @@ def default_sigma(setting, *, seed, lo: float = 0.5, hi: float = 4.0) -> np.ndar
     if not (lo <= hi <= 1e12):
         raise ValueError(f"`lo` and `hi` must satisfy 0 < lo <= hi <= 1e12, got {lo!r}, {hi!r}")
     return covariance_from_eigs(np.linspace(lo, hi, d), seed=seed)
-
-
-def precond_setting(setting) -> Setting:
-    """The check's setting: ``setting`` itself if it has ``Sigma``, else ``setting`` with ``default_sigma(setting, seed=0)``."""
-    setting = as_setting(setting, NAME)
-    if setting.Sigma is not None:
-        return setting
-    return setting.replace(Sigma=default_sigma(setting, seed=0))
 
 
 def _mc_part(s, n_prompts, seed):

@@ -14,185 +14,110 @@ Examples
 True
 """
 
-from reduced_dynamics.crosscheck import SgdFlowComparison, SingleHeadMcOptimum, sgd_vs_flow, single_head_mc_optimum
-from reduced_dynamics.derive.symbolic import (
-    GeneratedLossFunctions,
-    derive_approx_loss,
-    generated_loss_functions,
-    sympy2numpy,
-)
-from reduced_dynamics.dynamics.corrected_loss import corrected_loss, corrected_loss_grad
-from reduced_dynamics.dynamics.diagnostics import (
-    ManifoldGap,
-    StageTimes,
-    StageTolerances,
-    TrajectoryDiagnostics,
-    manifold_gap,
-    stage_times,
-    trajectory_diagnostics,
-)
-from reduced_dynamics.dynamics.loss import (
-    MAX_EXPONENT,
-    LossGradient,
-    LossOverflowError,
-    approx_loss,
-    approx_loss_grad,
-    approx_loss_hessian,
-    optimal_mu,
-)
-from reduced_dynamics.dynamics.manifold import (
-    SingleHeadOptimum,
-    drift_law_gamma,
-    eta_star,
-    flow_eta_gap,
-    inf_loss,
-    manifold_loss,
-    mu_gamma,
-    single_head_optimum,
-)
-from reduced_dynamics.estimation.predictors import (
-    BayesRidge,
-    DebiasedGD,
-    LinearAttention,
-    MultiHead,
-    Predictor,
-    SingleHead,
-    VanillaGD,
-    Zero,
-    conditional_loss,
-)
-from reduced_dynamics.estimation.prompts import Prompts, sample_prompts
-from reduced_dynamics.estimation.risk import (
-    ControlVariateEstimate,
-    RiskDifference,
-    RiskEstimate,
-    RiskResult,
-    control_variate_risk,
-    estimate_risk,
-    estimate_risks,
-)
-from reduced_dynamics.flow import Final, Flow, Status, gradient_descent, integrate
-from reduced_dynamics.model.attention import (
-    MODEL_KINDS,
-    AttentionModel,
-    ReducedModel,
-    make_model,
-)
-from reduced_dynamics.model.circuits import Circuits, PatternMetrics, extract_circuits, pattern_metrics
-from reduced_dynamics.model.training import (
-    CrossCheck,
-    LengthGeneralisation,
-    TrainConfig,
-    TrainResult,
-    cross_check,
-    length_generalisation,
-    mc_risk,
-    train,
-)
-from reduced_dynamics.models import MODELS, reduced_model
-from reduced_dynamics.models._heads import initial_state
-from reduced_dynamics.setting import PAPER_SETTING, Setting
+# Lazy loading (SPEC 1, reduced_dynamics._lazy): ``import reduced_dynamics`` imports none of the
+# package's modules (no sympy, scipy.integrate, matplotlib, dask or proofs_check); each public name
+# is imported from its module on first access and then cached here. To add or remove an export,
+# edit ``_LAZY``: ``__all__`` is its list of keys, in order.
+
+from __future__ import annotations
+
+from reduced_dynamics._lazy import attach
 
 __version__ = "0.1.0"
 
-__all__ = [
+#: public name -> module defining it (the order is ``__all__``'s)
+_LAZY = {
     # the data model
-    "Setting",
-    "PAPER_SETTING",
+    "Setting": "reduced_dynamics.setting",
+    "PAPER_SETTING": "reduced_dynamics.setting",
     # rounding-safe Theorem 1(c) ratio: r - 1 and U - r without cancellation
-    "risk_ratio_excess",
-    "bound_slack",
+    "risk_ratio_excess": "reduced_dynamics.estimation.closed_forms",
+    "bound_slack": "reduced_dynamics.estimation.closed_forms",
     # approximate loss (fast numerics)
-    "MAX_EXPONENT",
-    "LossOverflowError",
-    "approx_loss",
-    "approx_loss_grad",
-    "approx_loss_hessian",
-    "optimal_mu",
-    "LossGradient",
+    "MAX_EXPONENT": "reduced_dynamics.dynamics.loss",
+    "LossOverflowError": "reduced_dynamics.dynamics.loss",
+    "approx_loss": "reduced_dynamics.dynamics.loss",
+    "approx_loss_grad": "reduced_dynamics.dynamics.loss",
+    "approx_loss_hessian": "reduced_dynamics.dynamics.loss",
+    "optimal_mu": "reduced_dynamics.dynamics.loss",
+    "LossGradient": "reduced_dynamics.dynamics.loss",
     # exact O(1/L) expansion of the risk
-    "corrected_loss",
-    "corrected_loss_grad",
+    "corrected_loss": "reduced_dynamics.dynamics.corrected_loss",
+    "corrected_loss_grad": "reduced_dynamics.dynamics.corrected_loss",
     # symbolic derivation
-    "derive_approx_loss",
-    "generated_loss_functions",
-    "GeneratedLossFunctions",
-    "sympy2numpy",
+    "derive_approx_loss": "reduced_dynamics.derive.symbolic",
+    "generated_loss_functions": "reduced_dynamics.derive.symbolic",
+    "GeneratedLossFunctions": "reduced_dynamics.derive.symbolic",
+    "sympy2numpy": "reduced_dynamics.derive.symbolic",
     # closed-form landmarks
-    "eta_star",
-    "inf_loss",
-    "mu_gamma",
-    "manifold_loss",
-    "single_head_optimum",
-    "SingleHeadOptimum",
-    "drift_law_gamma",
-    "flow_eta_gap",
+    "eta_star": "reduced_dynamics.dynamics.manifold",
+    "inf_loss": "reduced_dynamics.dynamics.manifold",
+    "mu_gamma": "reduced_dynamics.dynamics.manifold",
+    "manifold_loss": "reduced_dynamics.dynamics.manifold",
+    "single_head_optimum": "reduced_dynamics.dynamics.manifold",
+    "SingleHeadOptimum": "reduced_dynamics.dynamics.manifold",
+    "drift_law_gamma": "reduced_dynamics.dynamics.manifold",
+    "flow_eta_gap": "reduced_dynamics.dynamics.manifold",
     # reduced models and the one integrator
-    "reduced_model",
-    "MODELS",
-    "integrate",
-    "gradient_descent",
-    "Flow",
-    "Final",
-    "Status",
-    "initial_state",
-    "StageTolerances",
-    "trajectory_diagnostics",
-    "stage_times",
-    "manifold_gap",
-    "TrajectoryDiagnostics",
-    "StageTimes",
-    "ManifoldGap",
+    "reduced_model": "reduced_dynamics.models",
+    "MODELS": "reduced_dynamics.models",
+    "integrate": "reduced_dynamics.flow",
+    "gradient_descent": "reduced_dynamics.flow",
+    "Flow": "reduced_dynamics.flow",
+    "Final": "reduced_dynamics.flow",
+    "Status": "reduced_dynamics.flow",
+    "initial_state": "reduced_dynamics.models._heads",
+    "StageTolerances": "reduced_dynamics.dynamics.diagnostics",
+    "trajectory_diagnostics": "reduced_dynamics.dynamics.diagnostics",
+    "stage_times": "reduced_dynamics.dynamics.diagnostics",
+    "manifold_gap": "reduced_dynamics.dynamics.diagnostics",
+    "TrajectoryDiagnostics": "reduced_dynamics.dynamics.diagnostics",
+    "StageTimes": "reduced_dynamics.dynamics.diagnostics",
+    "ManifoldGap": "reduced_dynamics.dynamics.diagnostics",
     # data
-    "Prompts",
-    "sample_prompts",
+    "Prompts": "reduced_dynamics.estimation.prompts",
+    "sample_prompts": "reduced_dynamics.estimation.prompts",
     # predictors
-    "Predictor",
-    "MultiHead",
-    "SingleHead",
-    "VanillaGD",
-    "DebiasedGD",
-    "LinearAttention",
-    "BayesRidge",
-    "Zero",
-    "conditional_loss",
+    "Predictor": "reduced_dynamics.estimation.predictors",
+    "MultiHead": "reduced_dynamics.estimation.predictors",
+    "SingleHead": "reduced_dynamics.estimation.predictors",
+    "VanillaGD": "reduced_dynamics.estimation.predictors",
+    "DebiasedGD": "reduced_dynamics.estimation.predictors",
+    "LinearAttention": "reduced_dynamics.estimation.predictors",
+    "BayesRidge": "reduced_dynamics.estimation.predictors",
+    "Zero": "reduced_dynamics.estimation.predictors",
+    "conditional_loss": "reduced_dynamics.estimation.predictors",
     # Monte Carlo risk engine
-    "RiskEstimate",
-    "RiskDifference",
-    "ControlVariateEstimate",
-    "RiskResult",
-    "estimate_risks",
-    "estimate_risk",
-    "control_variate_risk",
+    "RiskEstimate": "reduced_dynamics.estimation.risk",
+    "RiskDifference": "reduced_dynamics.estimation.risk",
+    "ControlVariateEstimate": "reduced_dynamics.estimation.risk",
+    "RiskResult": "reduced_dynamics.estimation.risk",
+    "estimate_risks": "reduced_dynamics.estimation.risk",
+    "estimate_risk": "reduced_dynamics.estimation.risk",
+    "control_variate_risk": "reduced_dynamics.estimation.risk",
     # numpy attention models and training
-    "MODEL_KINDS",
-    "AttentionModel",
-    "ReducedModel",
-    "make_model",
-    "TrainConfig",
-    "TrainResult",
-    "train",
-    "mc_risk",
-    "cross_check",
-    "length_generalisation",
-    "CrossCheck",
-    "LengthGeneralisation",
-    "Circuits",
-    "PatternMetrics",
-    "extract_circuits",
-    "pattern_metrics",
-    "sgd_vs_flow",
-    "SgdFlowComparison",
-    "single_head_mc_optimum",
-    "SingleHeadMcOptimum",
-]
+    "MODEL_KINDS": "reduced_dynamics.model.attention",
+    "AttentionModel": "reduced_dynamics.model.attention",
+    "ReducedModel": "reduced_dynamics.model.attention",
+    "make_model": "reduced_dynamics.model.attention",
+    "TrainConfig": "reduced_dynamics.model.training",
+    "TrainResult": "reduced_dynamics.model.training",
+    "train": "reduced_dynamics.model.training",
+    "mc_risk": "reduced_dynamics.model.training",
+    "cross_check": "reduced_dynamics.model.training",
+    "length_generalisation": "reduced_dynamics.model.training",
+    "CrossCheck": "reduced_dynamics.model.training",
+    "LengthGeneralisation": "reduced_dynamics.model.training",
+    "Circuits": "reduced_dynamics.model.circuits",
+    "PatternMetrics": "reduced_dynamics.model.circuits",
+    "extract_circuits": "reduced_dynamics.model.circuits",
+    "pattern_metrics": "reduced_dynamics.model.circuits",
+    "sgd_vs_flow": "reduced_dynamics.crosscheck.sgd_flow",
+    "SgdFlowComparison": "reduced_dynamics.crosscheck.sgd_flow",
+    "single_head_mc_optimum": "reduced_dynamics.crosscheck.single_head_mc",
+    "SingleHeadMcOptimum": "reduced_dynamics.crosscheck.single_head_mc",
+}
 
+__all__ = list(_LAZY)
 
-def __getattr__(name):
-    # the rounding-safe Theorem 1(c) ratio still lives in proofs_check (moved into the library by the
-    # layering change); resolved on first use so that importing the package does not import the checks
-    if name in ("bound_slack", "risk_ratio_excess"):
-        from proofs_check import closed_forms
-
-        return getattr(closed_forms, name)
-    raise AttributeError(f"module 'reduced_dynamics' has no attribute {name!r}")
+__getattr__, __dir__ = attach(__name__, _LAZY)

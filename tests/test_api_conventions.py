@@ -74,17 +74,19 @@ MODEL_DIMENSION = {
 PROPORTIONAL_LIMIT = {
     "reduced_dynamics.risk_ratio_excess",
     "reduced_dynamics.bound_slack",
-    "proofs_check.gd_risk_limit",
-    "proofs_check.bayes_risk_limit",
-    "proofs_check.risk_ratio_bound",
-    "proofs_check.risk_ratio_limit",
+    # the closed forms are defined in the library; proofs_check (and proofs_check.closed_forms)
+    # re-export the same objects, so each is listed once, under its library name
+    "reduced_dynamics.estimation.closed_forms.gd_risk_limit",
+    "reduced_dynamics.estimation.closed_forms.bayes_risk_limit",
+    "reduced_dynamics.estimation.closed_forms.risk_ratio_bound",
+    "reduced_dynamics.estimation.closed_forms.risk_ratio_limit",
+    "reduced_dynamics.estimation.closed_forms.bound_relative_slack",
+    "reduced_dynamics.estimation.closed_forms.gd_risk_limit_mp",
+    "reduced_dynamics.estimation.closed_forms.bayes_risk_limit_mp",
+    "reduced_dynamics.estimation.closed_forms.risk_ratio_limit_mp",
+    "reduced_dynamics.estimation.closed_forms.risk_ratio_bound_mp",
     "proofs_check.bayes.bound_relative_slack_mp",
     "proofs_check.bayes.bound_rho_mp",
-    "proofs_check.closed_forms.bound_relative_slack",
-    "proofs_check.closed_forms.gd_risk_limit_mp",
-    "proofs_check.closed_forms.bayes_risk_limit_mp",
-    "proofs_check.closed_forms.risk_ratio_limit_mp",
-    "proofs_check.closed_forms.risk_ratio_bound_mp",
 }
 # Setting is the data model itself: its fields are d, L, sigma2, Sigma and
 # Setting.replace(**changes) takes field names, as dataclasses.replace does.

@@ -164,6 +164,14 @@ class PublicApi(SphinxDirective):
             ]
             if mod == package:
                 extra = []
+            # functions and classes the module only re-exports from another package (proofs_check.closed_forms
+            # re-exports the library's closed forms): linked to where they are documented, not repeated
+            foreign = [
+                n
+                for n in extra
+                if _is_code(getattr(module, n, None)) and not getattr(module, n).__module__.startswith(package)
+            ]
+            extra = [n for n in extra if n not in foreign]
             title = f"``{mod}``"
             lines += [title, "-" * len(title), "", f".. automodule:: {mod}", ""]  # its docstring, in full
             if names:
@@ -172,6 +180,9 @@ class PublicApi(SphinxDirective):
                 lead = "Also in this module" if names else "In this module"
                 lines += [f"{lead}, not re-exported at the top level (``from {mod} import ...``):", ""]
                 lines += _render([(n, getattr(module, n)) for n in extra], relative=True)
+            if foreign:
+                refs = ", ".join(f":obj:`~{getattr(module, n).__module__}.{n}`" for n in foreign)
+                lines += [f"Also in this module, re-exported from the library: {refs}.", ""]
             if mod == package and reexported:
                 for n in reexported:
                     claimed[n] = self.env.docname

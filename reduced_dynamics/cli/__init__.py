@@ -6,7 +6,9 @@ Every command that depends on the data model takes ``--d --L --sigma2`` and
 builds ONE :class:`~reduced_dynamics.setting.Setting` from them
 (``reduced_dynamics.cli._setting``), which it passes on.
 :func:`build_parser` returns the complete parser (all subcommands), e.g. for
-the documentation's CLI reference.
+the documentation's CLI reference. :func:`main` imports only the module of the
+command it runs: ``reduced-dynamics --help`` reads the one-line helps from
+``COMMAND_HELP`` and imports no command at all (start-up: benchmarks/bench_startup.py).
 Bad input (``ValueError``), an overflow of ``exp(d ωωᵀ)`` (``OverflowError``) and
 an unwritable output path (``OSError``) each become one line on stderr and exit
 status 2, never a traceback; the line names the flag the user typed (the
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import re
 import sys
 import warnings
@@ -42,6 +45,31 @@ COMMANDS = {
     "sweep-table": "reduced_dynamics.cli.sweep_table",
     "single-head": "reduced_dynamics.cli.single_head",
     "exact-risk": "reduced_dynamics.cli.exact_risk",
+}
+
+#: command name -> its one-line help, the ``HELP`` of its module, so that ``--help`` lists the
+#: commands without importing them (tests/reduced_dynamics/cli/test_parser.py checks that they agree)
+COMMAND_HELP = {
+    "run": "Integrate the reduced (ω, μ) gradient flow and summarise it (defaults: the paper's setting, H = 2).",
+    "risk": "Monte Carlo risks of multi-head attention, single head, GD, debiased GD and Bayes ridge.",
+    "check": (
+        "Run the numerical checks of the theory (docs/theory.md#gradient-flow, #theorem-1) and print predicted / "
+        "measured / tolerance / PASS, FAIL, ERROR or SKIPPED (exit 1 if any check FAILs or ERRORs)."
+    ),
+    "train": "train an attention model (numpy, fresh prompts each step) and extract its (omega, mu) circuits",
+    "portrait": "Phase portraits: the invariant two-head plane (γ, m) and projections of the general-H flow.",
+    "figures": "Regenerate the figures (PNG + .npz data each) from the registry in reduced_dynamics.figures.registry.",
+    "sweep": (
+        "Run a sweep (a TOML spec: command, fixed parameters, axes, seeds) over all cores or a dask cluster; "
+        "results cached in --out, resumable, tabulated in --out/table.csv."
+    ),
+    "sweep-table": (
+        "Collect every finished point of a sweep folder into DIR/table.csv (and DIR/table.parquet with pyarrow)."
+    ),
+    "single-head": "Exact finite-L optimum (omega, mu, risk) of the single head and its large-L limit omega_limit.",
+    "exact-risk": (
+        "Exact finite-L risk of the reduced model at (omega, mu) by deterministic quadrature (no Monte Carlo)."
+    ),
 }
 
 
@@ -76,19 +104,51 @@ def _once(action):
     action.__class__ = type(f"Once{base.__name__}", (base,), {"__call__": __call__})
 
 
-def _available():
-    out = {}
-    for name, modname in COMMANDS.items():
-        try:
-            out[name] = importlib.import_module(modname)
-        except ModuleNotFoundError as exc:
-            if exc.name != modname:
-                raise
-    return out
+def _available() -> list[str]:
+    """The commands whose module is installed (found without importing it)."""
+    return [name for name, modname in COMMANDS.items() if importlib.util.find_spec(modname) is not None]
+
+
+def _fill(name: str, p: argparse.ArgumentParser) -> None:
+    """Import command ``name``'s module and give its parser ``p`` the options, epilog and defaults."""
+    if getattr(p, "_rd_filled", False):
+        return
+    mod = importlib.import_module(COMMANDS[name])
+    p.epilog = getattr(mod, "EPILOG", None) or exit_codes_epilog()
+    mod.add_arguments(p)
+    for action in p._actions:
+        if action.option_strings and not isinstance(action, (argparse._HelpAction, argparse._AppendAction)):
+            _once(action)
+    p.set_defaults(_module=mod, _flags=flag_names(p, getattr(mod, "PARAM_FLAGS", None)))
+    p._rd_filled = True
+
+
+class _LazySubParsers(argparse._SubParsersAction):
+    """Subcommands whose parser is filled (its module imported) only when the command is chosen."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        name = values[0]
+        if name in self._name_parser_map:
+            _fill(name, self._name_parser_map[name])
+        super().__call__(parser, namespace, values, option_string)
+
+
+def _parser(*, lazy: bool) -> argparse.ArgumentParser:
+    parser = _Parser(prog="reduced-dynamics", description=__doc__.splitlines()[0])
+    action = _LazySubParsers if lazy else argparse._SubParsersAction
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser, action=action)
+    for name in _available():
+        help_ = COMMAND_HELP[name]
+        p = sub.add_parser(name, help=help_, description=help_, epilog=exit_codes_epilog())
+        if not lazy:
+            _fill(name, p)
+    return parser
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The complete ``reduced-dynamics`` argument parser, with every subcommand and its options.
+
+    Imports every command's module (:func:`main` imports only the one it runs).
 
     Returns
     -------
@@ -96,18 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
         ``parse_args(["run", "--d", "3"])`` gives the namespace a command's
         ``main`` receives; ``format_help()`` is the top-level ``--help``.
     """
-    parser = _Parser(prog="reduced-dynamics", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    modules = _available()
-    for name, mod in modules.items():
-        epilog = getattr(mod, "EPILOG", None) or exit_codes_epilog()
-        p = sub.add_parser(name, help=mod.HELP, description=mod.HELP, epilog=epilog)
-        mod.add_arguments(p)
-        for action in p._actions:
-            if action.option_strings and not isinstance(action, (argparse._HelpAction, argparse._AppendAction)):
-                _once(action)
-        p.set_defaults(_module=mod, _flags=flag_names(p, getattr(mod, "PARAM_FLAGS", None)))
-    return parser
+    return _parser(lazy=False)
 
 
 def _error_line(args, kind: str, exc: BaseException) -> str:
@@ -122,7 +171,7 @@ def main(argv=None) -> int:
     (one line on stderr naming the flag), 3 when a run fails numerically
     (``train`` diverged), 130 on Ctrl-C.
     """
-    parser = build_parser()
+    parser = _parser(lazy=True)  # a command's module is imported when the command is parsed
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # a usage error (one line written, status 2) or --help (status 0)

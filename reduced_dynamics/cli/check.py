@@ -1,4 +1,9 @@
-"""``reduced-dynamics check``: run every check of the theory and print a PASS/FAIL table."""
+"""``reduced-dynamics check``: run every check of the theory and print a PASS/FAIL table.
+
+The checks live in the separate package :mod:`proofs_check` (which imports the library); this
+command is its front end and imports it inside :func:`main` only -- the one exception to the rule
+that the library never imports the checker (tests/test_layering.py).
+"""
 
 from __future__ import annotations
 
@@ -61,6 +66,9 @@ def _table(results) -> str:
 
 
 def main(args) -> int:
+    # The one place the library imports its checker package (tests/test_layering.py): this command is
+    # the checker's front end. Imported when the command runs, so no other command and not
+    # ``import reduced_dynamics`` loads proofs_check.
     from proofs_check.checks import run_checks
 
     setting = setting_from_args(args)

@@ -72,7 +72,7 @@ def add_arguments(parser) -> None:
 def _gd_risk():
     """``proofs_check.closed_forms.gd_risk`` if importable now, else None."""
     try:
-        mod = importlib.import_module("proofs_check.closed_forms")
+        mod = importlib.import_module("reduced_dynamics.estimation.closed_forms")
     except ImportError:
         return None
     return getattr(mod, "gd_risk", None)

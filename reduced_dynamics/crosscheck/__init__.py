@@ -12,36 +12,29 @@ Modules
     The single head's Monte Carlo optimum.
 """
 
-from reduced_dynamics.crosscheck.monte_carlo import CovariateSample, RiskAndGrad, mc_flow, mc_risk_and_grad
-from reduced_dynamics.crosscheck.sgd_flow import (
-    FLOW_PARAMETERISATIONS,
-    SgdFlowComparison,
-    preconditioned_flow,
-    sgd_omega_rate,
-    sgd_vs_flow,
-)
-from reduced_dynamics.crosscheck.single_head_mc import (
-    SingleHeadMcOptimum,
-    SingleHeadProfile,
-    single_head_mc_optimum,
-    single_head_profile,
-)
-from reduced_dynamics.crosscheck.trajectory import TrajectoryDiscrepancy, trajectory_discrepancy
+from __future__ import annotations
 
-__all__ = [
-    "TrajectoryDiscrepancy",
-    "trajectory_discrepancy",
-    "FLOW_PARAMETERISATIONS",
-    "sgd_omega_rate",
-    "preconditioned_flow",
-    "SgdFlowComparison",
-    "sgd_vs_flow",
-    "CovariateSample",
-    "RiskAndGrad",
-    "mc_risk_and_grad",
-    "mc_flow",
-    "SingleHeadProfile",
-    "single_head_profile",
-    "SingleHeadMcOptimum",
-    "single_head_mc_optimum",
-]
+from reduced_dynamics._lazy import attach
+
+#: public name -> module defining it, imported on first access (reduced_dynamics._lazy)
+_LAZY = {
+    "TrajectoryDiscrepancy": "reduced_dynamics.crosscheck.trajectory",
+    "trajectory_discrepancy": "reduced_dynamics.crosscheck.trajectory",
+    "FLOW_PARAMETERISATIONS": "reduced_dynamics.crosscheck.sgd_flow",
+    "sgd_omega_rate": "reduced_dynamics.crosscheck.sgd_flow",
+    "preconditioned_flow": "reduced_dynamics.crosscheck.sgd_flow",
+    "SgdFlowComparison": "reduced_dynamics.crosscheck.sgd_flow",
+    "sgd_vs_flow": "reduced_dynamics.crosscheck.sgd_flow",
+    "CovariateSample": "reduced_dynamics.crosscheck.monte_carlo",
+    "RiskAndGrad": "reduced_dynamics.crosscheck.monte_carlo",
+    "mc_risk_and_grad": "reduced_dynamics.crosscheck.monte_carlo",
+    "mc_flow": "reduced_dynamics.crosscheck.monte_carlo",
+    "SingleHeadProfile": "reduced_dynamics.crosscheck.single_head_mc",
+    "single_head_profile": "reduced_dynamics.crosscheck.single_head_mc",
+    "SingleHeadMcOptimum": "reduced_dynamics.crosscheck.single_head_mc",
+    "single_head_mc_optimum": "reduced_dynamics.crosscheck.single_head_mc",
+}
+
+__all__ = list(_LAZY)
+
+__getattr__, __dir__ = attach(__name__, _LAZY)

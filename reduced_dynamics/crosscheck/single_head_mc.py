@@ -22,7 +22,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import minimize_scalar
 
 from reduced_dynamics._results import FrozenResult
 from reduced_dynamics._validation import check_finite_array, check_positive_float
@@ -178,6 +177,8 @@ def single_head_mc_optimum(
     >>> 0.3 < r.omega < 0.8
     True
     """
+    from scipy.optimize import minimize_scalar  # on use: scipy.optimize is slow to import
+
     from reduced_dynamics.dynamics.manifold import single_head_optimum
 
     setting = (

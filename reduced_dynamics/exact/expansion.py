@@ -84,13 +84,17 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import sympy as sp
 
 from reduced_dynamics._results import FrozenResult
 from reduced_dynamics._validation import check_finite_array, check_positive_int
+from reduced_dynamics.estimation.closed_forms import gd_risk
 from reduced_dynamics.setting import as_setting
+
+if TYPE_CHECKING:  # sympy is imported by the symbolic functions when they run, not with the module
+    import sympy as sp
 
 __all__ = [
     "MAX_SYMBOLIC_ORDER",
@@ -140,19 +144,29 @@ def expansion_symbols() -> ExpansionSymbols:
     -------
     ExpansionSymbols
     """
+    import sympy as sp
+
     L, d, s2, eta = sp.symbols("L d sigma2 eta", positive=True)
     return ExpansionSymbols(L=L, d=d, sigma2=s2, eta=eta)
 
 
-_X = sp.Symbol("x")  # b_l, a centred sample
-_T = sp.Symbol("tau")  # τ = γ r
+@functools.cache
+def _x_tau():
+    """The symbols ``x`` (b_l, a centred sample) and ``tau`` (τ = γ r)."""
+    import sympy as sp
+
+    return sp.Symbol("x"), sp.Symbol("tau")
 
 
 def _B(k):
+    import sympy as sp
+
     return sp.Symbol(f"B{k}")
 
 
 def _P(k):
+    import sympy as sp
+
     return sp.Symbol(f"P{k}")
 
 
@@ -239,6 +253,8 @@ def power_sum_moment(ks) -> sp.Expr:
     >>> power_sum_moment([2, 2])   # E (Σ g²)² = L(L + 2)
     L**2 + 2*L
     """
+    import sympy as sp
+
     ks = [check_positive_int("ks", k, hi=64) for k in ks]
     if len(ks) > 16:
         raise ValueError(f"`ks` must have at most 16 entries, got {len(ks)}")
@@ -269,6 +285,9 @@ def softmax_series_coefficients(order: int) -> tuple[sp.Expr, ...]:
     -------
     tuple of sympy.Expr, length ``order + 1``
     """
+    import sympy as sp
+
+    _X, _T = _x_tau()
     order = check_positive_int("order", order, hi=9)
     L = expansion_symbols().L
     den = 1 + sum(_T**k * _B(k) / (L * sp.factorial(k)) for k in range(2, order + 1))
@@ -278,6 +297,9 @@ def softmax_series_coefficients(order: int) -> tuple[sp.Expr, ...]:
 
 def _sum_over_l(poly) -> sp.Expr:
     """Σ_l of a polynomial in x = b_l (coefficients in the B's): x^m → B_m, B_0 = L, B_1 = 0."""
+    import sympy as sp
+
+    _X, _T = _x_tau()
     L = expansion_symbols().L
     p = sp.Poly(sp.expand(poly), _X)
     out = 0
@@ -288,6 +310,8 @@ def _sum_over_l(poly) -> sp.Expr:
 
 def _expect_in_g(expr) -> sp.Expr:
     """E over the iid N(0,1) g of a polynomial in the centred power sums B_k (coefficients may contain L)."""
+    import sympy as sp
+
     L = expansion_symbols().L
     bsyms = sorted((s for s in expr.free_symbols if s.name.startswith("B")), key=lambda s: int(s.name[1:]))
     sub = {}
@@ -346,6 +370,9 @@ def derive_manifold_expansion(order: int = 4) -> SymbolicManifoldExpansion:
     -------
     SymbolicManifoldExpansion
     """
+    import sympy as sp
+
+    _X, _T = _x_tau()
     if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 0:
         raise ValueError(f"`order` must be an even integer in [0, {MAX_SYMBOLIC_ORDER}], got {order!r}")
     order = int(order)
@@ -450,8 +477,9 @@ def dgd_risk(eta, setting):
     r"""Exact finite-L risk of debiased GD with step η, :math:`A_0` of the expansion.
 
     :math:`1 + \sigma^2 - 2\eta(L-1)/L + \eta^2(L-1)(L+d+\sigma^2 d)/L^2`
-    (docs/theory.md#finite-l-results; equal to
-    :func:`proofs_check.closed_forms.gd_risk` with ``debiased=True``, tested).
+    (docs/theory.md#finite-l-results), evaluated by the library's one implementation,
+    :func:`reduced_dynamics.estimation.closed_forms.gd_risk` with ``debiased=True``; this
+    function adds the expansion's conventions (``eta=None`` means η*, ``|eta| <= 1e6``, softmax).
 
     Parameters
     ----------
@@ -463,9 +491,8 @@ def dgd_risk(eta, setting):
     -------
     float or ndarray
     """
-    d, L, s2 = _arrays(setting)
-    eta = _eta_arg(eta, setting)
-    return _out(1 + s2 - 2 * eta * (L - 1) / L + eta**2 * (L - 1) * (L + d + s2 * d) / L**2)
+    _arrays(setting)  # validates: isotropic, softmax
+    return _out(gd_risk(_eta_arg(eta, setting), setting, debiased=True))
 
 
 def exact_manifold_coefficients(eta, setting) -> ExactManifoldCoefficients:
@@ -497,7 +524,7 @@ def exact_manifold_coefficients(eta, setting) -> ExactManifoldCoefficients:
     d, L, s2 = _arrays(setting)
     eta = _eta_arg(eta, setting)
     k = (1 + s2) * d
-    a0 = 1 + s2 - 2 * eta * (L - 1) / L + eta**2 * (L - 1) * (L + d + s2 * d) / L**2
+    a0 = gd_risk(eta, setting, debiased=True)  # R_dgd(η), the library's one implementation
     a2 = -2 * eta * (L - 1) * (d + 2) * ((L + k + 2) * eta - L) / L**3
     a4 = (
         eta
@@ -602,6 +629,9 @@ def pathwise_gamma_coefficients(g, r2, eta, setting, *, order=4):
     -------
     ndarray, shape (order // 2 + 1, n)
     """
+    import sympy as sp
+
+    _X, _T = _x_tau()
     setting = as_setting(setting, "pathwise_gamma_coefficients")
     setting.require_scalar("pathwise_gamma_coefficients")
     setting.require_isotropic("pathwise_gamma_coefficients").require_softmax("pathwise_gamma_coefficients")

@@ -65,7 +65,7 @@ def approx_vs_mc_data(setting, *, quick=False, seed) -> FigureData:
         r = estimate_risks(preds, at_L, n_prompts=n, seed=seed + 7 * L, conditional=True)
         for j, nm in enumerate(labels):
             mc[i, j], se[i, j] = r[nm].risk, r[nm].stderr
-    from proofs_check.closed_forms import gd_risk
+    from reduced_dynamics.estimation.closed_forms import gd_risk
 
     # γ → 0 limit of the two-head relative error: L̃ → 1+σ²−η*, the predictor → debiased GD(η*) (exact risk)
     exact = np.array(

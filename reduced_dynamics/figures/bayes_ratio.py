@@ -35,7 +35,7 @@ def bayes_ratio_data(setting, *, quick=False) -> FigureData:
         ``xi (N,)``, ``sigma2 (N,)``, ``ratio, bound, condition (N, N)`` (rows: σ², columns: ξ;
         ``condition`` is σ² + 1/ξ > 1), ``point_xi, point_sigma2`` (the setting's point).
     """
-    from proofs_check.closed_forms import bayes_risk_limit, gd_risk_limit, risk_ratio_bound
+    from reduced_dynamics.estimation.closed_forms import bayes_risk_limit, gd_risk_limit, risk_ratio_bound
 
     nx = 40 if quick else 161
     xi = np.geomspace(1e-2, 1e2, nx)
@@ -140,7 +140,7 @@ def plot_bayes_ratio(data, *, fig=None):
 
 def _key_numbers(data) -> dict:
     """Smallest slack, largest ratio, and ratio and bound at the setting's point."""
-    from proofs_check.closed_forms import bayes_risk_limit, gd_risk_limit, risk_ratio_bound
+    from reduced_dynamics.estimation.closed_forms import bayes_risk_limit, gd_risk_limit, risk_ratio_bound
 
     px, ps = float(data["point_xi"]), float(data["point_sigma2"])
     sl = data["bound"] - data["ratio"]

@@ -14,7 +14,6 @@ docs/theory.md#non-isotropic-covariates
 from __future__ import annotations
 
 import numpy as np
-from matplotlib.figure import Figure
 
 from reduced_dynamics.figures._base import FigureData
 from reduced_dynamics.plots.style import OKABE_ITO, new_figure, styled
@@ -163,6 +162,8 @@ def plot_precond_flow(data, *, fig=None):
         ax.set_yticks([])
     cax = fig.add_subplot(gm[0, 3])
     fig.colorbar(im, cax=cax, label="entry (scaled to tr(ΣWΣW) = d)")
+    from matplotlib.figure import Figure
+
     if isinstance(fig, Figure):  # tight_layout cannot fit the square maps; fixed margins instead
         fig.subplots_adjust(left=0.05, right=0.95, bottom=0.12, top=0.9)
     return fig

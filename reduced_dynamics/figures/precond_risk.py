@@ -1,7 +1,7 @@
 r"""Figure ``precond_risk``: risk vs L under x ~ N(0, Σ) for preconditioned vs plain debiased GD vs Bayes, and the Bayes ratio.
 
 At the setting's ``d``, ``σ²`` and the covariance of issue 11 (eigenvalues evenly spread over
-[0.5, 4] in a random basis, :func:`proofs_check.precond_predictors.default_sigma`; every quantity
+[0.5, 4] in a random basis, :func:`reduced_dynamics.precond.covariance.precond_setting`; every quantity
 shown depends on Σ only through its spectrum):
 
 (a) exact risks vs L of debiased preconditioned GD at the optimal preconditioner
@@ -65,9 +65,9 @@ def precond_risk_data(setting, *, quick=False, seed) -> FigureData:
         :attr:`~reduced_dynamics.precond.bayes.BayesRatioSigma.sup_ratio`), ``null_ratio, null_bound, null_rho (S,)``,
         ``point_snr``.
     """
-    from proofs_check.precond_predictors import precond_setting
     from reduced_dynamics.estimation.risk import estimate_risks
     from reduced_dynamics.precond.bayes import bayes_ratio_sigma, bayes_risk_sigma_finite
+    from reduced_dynamics.precond.covariance import precond_setting
     from reduced_dynamics.precond.exact import dpgd_risk, optimal_dpgd, precond_optimal_eta
     from reduced_dynamics.precond.metrics import scale_free_distance
     from reduced_dynamics.precond.predictors import debiased_precond_gd

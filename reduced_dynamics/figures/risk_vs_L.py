@@ -40,8 +40,8 @@ def risk_vs_L_data(setting, *, quick=False, seed) -> FigureData:
         excess_stderr (K, 5)``, ``exact_gd, exact_debiased_gd, approx_two_head, approx_single_head,
         bayes_limit (K,)``, ``two_head_state (K, 4)`` (ω₁, ω₂, μ₁, μ₂ at the flow's end).
     """
-    from proofs_check.closed_forms import bayes_risk_limit, gd_optimal_eta, gd_optimal_risk
     from reduced_dynamics.dynamics.loss import approx_loss
+    from reduced_dynamics.estimation.closed_forms import bayes_risk_limit, gd_optimal_eta, gd_optimal_risk
     from reduced_dynamics.estimation.predictors import BayesRidge, DebiasedGD, MultiHead, SingleHead, VanillaGD
     from reduced_dynamics.estimation.risk import estimate_risks
 

@@ -93,7 +93,7 @@ def trained_risk_vs_L_data(setting, *, quick=False, seed) -> FigureData:
         paired difference from debiased GD at η*(L)); ``dgd_mc, dgd_mc_stderr, dgd_eta_star_L,
         dgd_eta_star_Ltrain, gd_eta_Ltrain, bayes, bayes_stderr (K,)``.
     """
-    from proofs_check.closed_forms import bayes_risk_finite, gd_optimal_eta, gd_risk
+    from reduced_dynamics.estimation.closed_forms import bayes_risk_finite, gd_optimal_eta, gd_risk
     from reduced_dynamics.model.attention import make_model
     from reduced_dynamics.model.circuits import extract_circuits
 

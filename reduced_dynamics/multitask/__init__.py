@@ -15,72 +15,43 @@ References
 docs/theory.md#extensions
 """
 
-from reduced_dynamics.multitask.attention import (
-    ExtractedCircuits,
-    MultitaskAttention,
-    MultitaskTrainResult,
-    extract_reduced,
-    init_mt_attention,
-    mt_attention_loss_grad,
-    mt_attention_predict,
-    train_mt_attention,
-)
-from reduced_dynamics.multitask.flow import (
-    RoleFrequencies,
-    antipodal_pairs,
-    classify_heads,
-    role_frequencies,
-    role_kind,
-)
-from reduced_dynamics.multitask.loss import (
-    effective_weights,
-    limit_loss_per_task,
-    mt_gradient,
-    mt_loss,
-    mt_loss_per_task,
-    support_mask,
-)
-from reduced_dynamics.multitask.predictors import (
-    LimitPredictor,
-    MultitaskPrompts,
-    TaskRisks,
-    limit_predictor,
-    per_task_risks,
-    reduced_mt_predict,
-    sample_mt_prompts,
-    support_dgd_weights,
-    support_ridge_predict,
-    weighted_dgd_predict,
-)
+from __future__ import annotations
 
-__all__ = [
-    "ExtractedCircuits",
-    "LimitPredictor",
-    "MultitaskAttention",
-    "MultitaskPrompts",
-    "MultitaskTrainResult",
-    "RoleFrequencies",
-    "TaskRisks",
-    "antipodal_pairs",
-    "classify_heads",
-    "effective_weights",
-    "extract_reduced",
-    "init_mt_attention",
-    "limit_loss_per_task",
-    "limit_predictor",
-    "mt_attention_loss_grad",
-    "mt_attention_predict",
-    "mt_gradient",
-    "mt_loss",
-    "mt_loss_per_task",
-    "per_task_risks",
-    "reduced_mt_predict",
-    "role_frequencies",
-    "role_kind",
-    "sample_mt_prompts",
-    "support_dgd_weights",
-    "support_mask",
-    "support_ridge_predict",
-    "train_mt_attention",
-    "weighted_dgd_predict",
-]
+from reduced_dynamics._lazy import attach
+
+#: public name -> module defining it, imported on first access (reduced_dynamics._lazy)
+_LAZY = {
+    "ExtractedCircuits": "reduced_dynamics.multitask.attention",
+    "LimitPredictor": "reduced_dynamics.multitask.predictors",
+    "MultitaskAttention": "reduced_dynamics.multitask.attention",
+    "MultitaskPrompts": "reduced_dynamics.multitask.predictors",
+    "MultitaskTrainResult": "reduced_dynamics.multitask.attention",
+    "RoleFrequencies": "reduced_dynamics.multitask.flow",
+    "TaskRisks": "reduced_dynamics.multitask.predictors",
+    "antipodal_pairs": "reduced_dynamics.multitask.flow",
+    "classify_heads": "reduced_dynamics.multitask.flow",
+    "effective_weights": "reduced_dynamics.multitask.loss",
+    "extract_reduced": "reduced_dynamics.multitask.attention",
+    "init_mt_attention": "reduced_dynamics.multitask.attention",
+    "limit_loss_per_task": "reduced_dynamics.multitask.loss",
+    "limit_predictor": "reduced_dynamics.multitask.predictors",
+    "mt_attention_loss_grad": "reduced_dynamics.multitask.attention",
+    "mt_attention_predict": "reduced_dynamics.multitask.attention",
+    "mt_gradient": "reduced_dynamics.multitask.loss",
+    "mt_loss": "reduced_dynamics.multitask.loss",
+    "mt_loss_per_task": "reduced_dynamics.multitask.loss",
+    "per_task_risks": "reduced_dynamics.multitask.predictors",
+    "reduced_mt_predict": "reduced_dynamics.multitask.predictors",
+    "role_frequencies": "reduced_dynamics.multitask.flow",
+    "role_kind": "reduced_dynamics.multitask.flow",
+    "sample_mt_prompts": "reduced_dynamics.multitask.predictors",
+    "support_dgd_weights": "reduced_dynamics.multitask.predictors",
+    "support_mask": "reduced_dynamics.multitask.loss",
+    "support_ridge_predict": "reduced_dynamics.multitask.predictors",
+    "train_mt_attention": "reduced_dynamics.multitask.attention",
+    "weighted_dgd_predict": "reduced_dynamics.multitask.predictors",
+}
+
+__all__ = list(_LAZY)
+
+__getattr__, __dir__ = attach(__name__, _LAZY)

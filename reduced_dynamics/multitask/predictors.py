@@ -30,7 +30,6 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-from scipy.optimize import minimize
 
 from reduced_dynamics._results import FrozenResult
 from reduced_dynamics._validation import check_finite_array, check_positive_int
@@ -222,6 +221,8 @@ def limit_predictor(n_heads: int, setting: Setting) -> LimitPredictor:
     -------
     LimitPredictor
     """
+    from scipy.optimize import minimize  # on use: scipy.optimize is slow to import
+
     H = check_positive_int("n_heads", n_heads, hi=64)
     setting = as_setting(setting, "limit_predictor")
     N, d = setting.n_tasks, setting.d

@@ -1,6 +1,8 @@
 """Shared plotting style, figure helpers and the trajectory summary drawn by ``reduced-dynamics run``.
 
-Matplotlib runs headless (Agg). The palette is Okabe–Ito (colour-blind safe).
+Matplotlib runs headless (Agg, selected when the package first draws or applies its style:
+matplotlib is imported then, not with this module, so the figure modules' data functions do
+not load it). The palette is Okabe–Ito (colour-blind safe).
 Plot functions of the package draw inside :func:`style` (a ``rc_context``: the
 caller's global rcParams are left alone), take ``ax=None`` (or ``fig=None`` for
 multi-panel plots: a :class:`~matplotlib.figure.Figure` or a
@@ -14,13 +16,8 @@ import contextlib
 import functools
 import io
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure, FigureBase
+from cycler import cycler  # matplotlib's own dependency, light: STYLE without importing matplotlib
 
 from reduced_dynamics.io import atomic_write_bytes
 
@@ -49,13 +46,24 @@ STYLE = {
     "legend.fontsize": 8.5,
     "axes.grid": True,
     "grid.alpha": 0.3,
-    "axes.prop_cycle": matplotlib.cycler(color=OKABE_ITO),
+    "axes.prop_cycle": cycler(color=OKABE_ITO),
 }
+
+
+@functools.cache
+def _pyplot():
+    """``matplotlib.pyplot``, imported on first use with the headless Agg backend selected."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 def style() -> contextlib.AbstractContextManager:
     """Context manager applying :data:`STYLE` temporarily (``with style(): ...``)."""
-    return plt.rc_context(STYLE)
+    return _pyplot().rc_context(STYLE)
 
 
 def styled(func):
@@ -71,11 +79,14 @@ def styled(func):
 
 def apply_style() -> None:
     """Set :data:`STYLE` globally (for scripts that want the package's look everywhere)."""
-    plt.rcParams.update(STYLE)
+    _pyplot().rcParams.update(STYLE)
 
 
 def new_figure(fig=None, *, figsize):
     """Return ``fig`` if given (a Figure or SubFigure to draw into), else a new Figure of size ``figsize``."""
+    plt = _pyplot()
+    from matplotlib.figure import FigureBase
+
     if fig is None:
         return plt.figure(figsize=figsize)
     if not isinstance(fig, FigureBase):
@@ -85,6 +96,9 @@ def new_figure(fig=None, *, figsize):
 
 def new_axes(ax=None, *, figsize):
     """Return ``ax`` if given, else the Axes of a new Figure of size ``figsize``."""
+    plt = _pyplot()
+    from matplotlib.axes import Axes
+
     if ax is None:
         return plt.figure(figsize=figsize).add_subplot()
     if not isinstance(ax, Axes):
@@ -94,12 +108,17 @@ def new_axes(ax=None, *, figsize):
 
 def tight_layout(fig) -> None:
     """``fig.tight_layout()`` for a top-level Figure; a SubFigure is laid out by its parent (no-op)."""
+    from matplotlib.figure import Figure
+
     if isinstance(fig, Figure):
         fig.tight_layout()
 
 
 def save_figure(fig, path) -> None:
     """Save ``fig`` (a Figure, or the Figure holding a SubFigure) as PNG atomically and close it."""
+    plt = _pyplot()
+    from matplotlib.figure import Figure
+
     fig = fig.figure if not isinstance(fig, Figure) else fig
     buf = io.BytesIO()
     with style():
@@ -175,7 +194,9 @@ def plot_flow_summary(result, *, fig=None):
     if result.n_heads >= 2:
         excess = result.loss[pos] - inf_loss(setting)
         ax1.loglog(t[pos], np.where(excess > 0, excess, np.nan), label=r"$\tilde L-\inf\tilde L$")
-    trans = matplotlib.transforms.blended_transform_factory(ax1.transData, ax1.transAxes)
+    from matplotlib.transforms import blended_transform_factory
+
+    trans = blended_transform_factory(ax1.transData, ax1.transAxes)
     for k, (name, ts) in enumerate(result.stage_times.to_dict().items()):
         if ts is not None and ts > 0:
             ax1.axvline(ts, color="0.4", lw=0.7, ls=":")

@@ -78,7 +78,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import brentq
 
 from reduced_dynamics._results import FrozenResult
 from reduced_dynamics._validation import check_finite_array
@@ -126,6 +125,7 @@ def _limit_params(setting):
 
 def _bayes_u(e, w, s2, xi) -> float:
     """``u = B − σ²`` solving ``u = Φ(ξ(σ² + u))`` (normalised spectrum)."""
+    from scipy.optimize import brentq  # on use: scipy.optimize is slow to import
 
     def g(u):
         k = xi * (s2 + u)

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from reduced_dynamics.setting import as_setting
+from reduced_dynamics.setting import Setting, as_setting
 
-__all__ = ["EXAMPLE_EIGS_RANGE", "covariance_from_eigs", "example_covariance"]
+__all__ = ["EXAMPLE_EIGS_RANGE", "covariance_from_eigs", "example_covariance", "precond_setting"]
 
 #: smallest and largest eigenvalue of :func:`example_covariance`
 EXAMPLE_EIGS_RANGE = (0.5, 4.0)
@@ -95,3 +95,33 @@ def example_covariance(setting, *, seed: int) -> np.ndarray:
         raise ValueError(f"`setting` must have a scalar d for example_covariance, got d = {d!r}")
     lo, hi = EXAMPLE_EIGS_RANGE
     return covariance_from_eigs(np.linspace(lo, hi, int(d)), seed=seed)
+
+
+def precond_setting(setting) -> Setting:
+    """``setting`` itself if it has a ``Sigma``, else ``setting`` with the example covariance (seed 0).
+
+    The covariance of the ``precond_risk`` check and figure: the setting's own Σ when set,
+    otherwise :func:`example_covariance` ``(setting, seed=0)`` (eigenvalues evenly spread over
+    [0.5, 4] in the random basis of seed 0).
+
+    Parameters
+    ----------
+    setting : Setting
+        Scalar ``d``.
+
+    Returns
+    -------
+    Setting
+        With ``Sigma`` set.
+
+    Examples
+    --------
+    >>> from reduced_dynamics import Setting
+    >>> s = precond_setting(Setting(d=5, L=40, sigma2=0.1))
+    >>> np.round(np.linalg.eigvalsh(s.Sigma), 3).tolist()
+    [0.5, 1.375, 2.25, 3.125, 4.0]
+    """
+    setting = as_setting(setting, "precond_setting")
+    if setting.Sigma is not None:
+        return setting
+    return setting.replace(Sigma=example_covariance(setting, seed=0))

@@ -116,10 +116,12 @@ _PARSERS: dict = {}
 def _subparser(command: str):
     """The real ``reduced-dynamics <command>`` subparser (cached per process)."""
     if command not in _PARSERS:
+        import argparse
+
         from reduced_dynamics.cli import build_parser
 
         parser = build_parser()
-        sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
         _PARSERS[command] = (parser, sub.choices[command])
     return _PARSERS[command]
 

@@ -1,12 +1,13 @@
 """The complete parser (for the docs' CLI reference) and the one data-model option group of every command."""
 
 import argparse
+import importlib
 import subprocess
 import sys
 
 import pytest
 
-from reduced_dynamics.cli import COMMANDS, build_parser, main
+from reduced_dynamics.cli import COMMAND_HELP, COMMANDS, _parser, build_parser, main
 
 SETTING_COMMANDS = ["run", "risk", "check", "train", "portrait"]
 
@@ -61,3 +62,33 @@ def test_module_and_script_entry_agree():
     assert proc.returncode == 0
     for name in COMMANDS:
         assert name in proc.stdout
+
+
+def test_the_static_help_table_is_each_modules_help():
+    """`--help` reads COMMAND_HELP instead of importing the commands: it must say what each module's HELP says."""
+    assert list(COMMAND_HELP) == list(COMMANDS)
+    for name, modname in COMMANDS.items():
+        assert COMMAND_HELP[name] == importlib.import_module(modname).HELP, name
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_the_lazy_parser_gives_each_command_the_complete_parser(command, capsys):
+    """main() fills a command's parser only when it is chosen: its --help is the complete parser's, character for character."""
+    full = _subparsers(build_parser())[command].format_help()
+    lazy = _parser(lazy=True)
+    unfilled = _subparsers(lazy)[command]
+    assert [a.dest for a in unfilled._actions] == ["help"]  # nothing imported or added before it is chosen
+    with pytest.raises(SystemExit) as exc:
+        lazy.parse_args([command, "--help"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out == full
+    assert main([command, "--help"]) == 0
+    assert capsys.readouterr().out == full
+
+
+def test_the_lazy_parser_parses_like_the_complete_one():
+    argv = ["exact-risk", "--d", "3", "--L", "12", "--omega", "0.2", "--mu", "1.0", "--grad"]
+    a, b = build_parser().parse_args(argv), _parser(lazy=True).parse_args(argv)
+    assert vars(a).keys() == vars(b).keys()
+    assert {k: v for k, v in vars(a).items() if k != "_module"} == {k: v for k, v in vars(b).items() if k != "_module"}
+    assert a._module is b._module

@@ -6,7 +6,6 @@ single check uses Z = 3; families of checks on one fixed seed use Z = 4.
 
 from __future__ import annotations
 
-import importlib
 import math
 import tracemalloc
 
@@ -392,13 +391,9 @@ def test_loose_problem_keywords_are_rejected():
         estimate_risks([Zero()], n=300, d=D, L=L, sigma2=S2, seed=4)
 
 
-def test_gd_risk_module_probe_is_consistent_with_importlib():
-    """Sanity of the optional dependency used by the CLI (skip-free)."""
-    try:
-        importlib.import_module("proofs_check.closed_forms")
-        available = True
-    except ImportError:
-        available = False
+def test_gd_risk_module_probe_is_the_librarys_closed_form():
+    """The CLI's `exact` column comes from the library's own closed form, not from the checker package."""
     from reduced_dynamics.cli.risk import _gd_risk
+    from reduced_dynamics.estimation.closed_forms import gd_risk
 
-    assert (_gd_risk() is not None) <= available
+    assert _gd_risk() is gd_risk
