@@ -267,9 +267,27 @@ def flag_names(parser, extra: dict | None = None) -> dict[str, str]:
     return out
 
 
-_BACKTICKED = re.compile(r"`([A-Za-z_][A-Za-z0-9_\-]*)`")
+_BACKTICKED = re.compile(r"`([A-Za-z_][A-Za-z0-9_.\-]*)`")
 
 
 def rename_params(message: str, names: dict[str, str]) -> str:
     """Replace every backticked parameter name in ``message`` that has a flag by ```--flag```."""
     return _BACKTICKED.sub(lambda m: f"`{names[m.group(1)]}`" if m.group(1) in names else m.group(0), message)
+
+
+def _num(x: float) -> str:
+    """Six decimals while that is readable, else six significant digits (1e4-sized risks stay one token)."""
+    return f"{x:.6f}" if abs(x) < 1e4 else f"{x:.6g}"
+
+
+def risk_table(estimates, exact) -> str:
+    """The risk table: columns as wide as their widest entry, always separated by two spaces."""
+    header = ["estimator", "risk", "stderr", "exact", "(mc-exact)/se"]
+    rows = []
+    for name, est in estimates.items():
+        ex = exact[name]
+        z = f"{(est.risk - ex) / est.stderr:.2f}" if ex is not None and est.stderr > 0 else "-"
+        rows.append([name, _num(est.risk), _num(est.stderr), _num(ex) if ex is not None else "-", z])
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    fmt = lambda r: "  ".join([r[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(r[1:], widths[1:]))])  # noqa: E731
+    return "\n".join(fmt(r) for r in [header, *rows])

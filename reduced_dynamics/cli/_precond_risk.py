@@ -164,7 +164,7 @@ def risk_precond(args, setting) -> int:
     if args.json:
         print(json.dumps(to_jsonable(out), indent=2))
         return 0
-    from reduced_dynamics.cli.risk import table
+    from reduced_dynamics.cli._common import risk_table as table
 
     eigs = ", ".join(f"{v:.4g}" for v in np.linalg.eigvalsh(S))
     print(

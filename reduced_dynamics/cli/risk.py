@@ -21,6 +21,8 @@ import numpy as np
 
 from reduced_dynamics._validation import check_positive_int
 from reduced_dynamics.cli._common import Progress, add_quiet, exit_codes_epilog, nonempty, parse_floats, prepare_out
+from reduced_dynamics.cli._common import risk_table as table
+from reduced_dynamics.cli._dispatch import SETTING_FLAGS
 from reduced_dynamics.cli._setting import (
     add_extension_arguments,
     add_setting_arguments,
@@ -39,7 +41,7 @@ EPILOG = exit_codes_epilog() + (
     "  risk_d5_L40_sigma2-0.1_prompts200000_seed0_omega-0.1,-0.1_mu-4.4,-4.4_conditional0.json"
 )
 #: library parameter names -> the flags of this command (for the one error line)
-PARAM_FLAGS = {"n_prompts": "--prompts", "n": "--prompts"}
+PARAM_FLAGS = {"n_prompts": "--prompts", "n": "--prompts", **SETTING_FLAGS}
 
 #: γ of the default two-head point on the solution manifold
 DEFAULT_GAMMA = 0.1
@@ -78,19 +80,43 @@ def _gd_risk():
     return getattr(mod, "gd_risk", None)
 
 
+def _risk_activation(args, setting, t0):
+    from reduced_dynamics.cli._activation import risk_activation
+
+    return risk_activation(args, setting)
+
+
+def _risk_precond(args, setting, t0):
+    from reduced_dynamics.cli._precond_risk import risk_precond
+
+    return risk_precond(args, setting)
+
+
+#: the reduced model of the setting (reduced_dynamics.models.model_name) -> how ``risk`` estimates its risks;
+#: a model without an entry is refused in one line
+HANDLERS = {
+    "isotropic": lambda args, setting, t0: _main_isotropic(args, setting, t0),
+    "activation": _risk_activation,
+    "precond": _risk_precond,
+    "multitask": lambda args, setting, t0: _main_multitask(args, setting, t0),
+}
+
+
 def main(args) -> int:
+    from reduced_dynamics.models import model_name
+
     t0 = time.perf_counter()
     setting = setting_from_args(args)
-    if setting.activation != "exp":  # another attention activation f: the reduced model with f vs debiased GD
-        from reduced_dynamics.cli._activation import risk_activation
+    name = model_name(setting)
+    if name not in HANDLERS:
+        raise ValueError(
+            f"`risk` has no Monte Carlo estimators for the {name} model yet (Σ with several tasks: "
+            "`--sigma/--sigma-eigs` together with `--tasks`); `run` integrates its reduced flow"
+        )
+    return HANDLERS[name](args, setting, t0)
 
-        return risk_activation(args, setting)
-    if setting.tasks is not None:
-        return _main_multitask(args, setting, t0)
-    if setting.Sigma is not None:
-        from reduced_dynamics.cli._precond_risk import risk_precond
 
-        return risk_precond(args, setting)
+def _main_isotropic(args, setting, t0) -> int:
     d, L, sigma2 = setting.d, setting.L, setting.sigma2
     eta = eta_star(setting)
     if check_positive_int("prompts", args.prompts) < 2:
@@ -253,21 +279,3 @@ def _main_multitask(args, setting, t0) -> int:
     if args.out is not None:
         print(f"  wrote {out['file']}")
     return 0
-
-
-def _num(x: float) -> str:
-    """Six decimals while that is readable, else six significant digits (1e4-sized risks stay one token)."""
-    return f"{x:.6f}" if abs(x) < 1e4 else f"{x:.6g}"
-
-
-def table(estimates, exact) -> str:
-    """The risk table: columns as wide as their widest entry, always separated by two spaces."""
-    header = ["estimator", "risk", "stderr", "exact", "(mc-exact)/se"]
-    rows = []
-    for name, est in estimates.items():
-        ex = exact[name]
-        z = f"{(est.risk - ex) / est.stderr:.2f}" if ex is not None and est.stderr > 0 else "-"
-        rows.append([name, _num(est.risk), _num(est.stderr), _num(ex) if ex is not None else "-", z])
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    fmt = lambda r: "  ".join([r[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(r[1:], widths[1:]))])  # noqa: E731
-    return "\n".join(fmt(r) for r in [header, *rows])

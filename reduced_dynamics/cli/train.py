@@ -7,6 +7,7 @@ import sys
 
 from reduced_dynamics._validation import check_positive_int
 from reduced_dynamics.cli._common import Progress, add_quiet, check_range, exit_codes_epilog, nonempty, prepare_out
+from reduced_dynamics.cli._dispatch import SETTING_FLAGS
 from reduced_dynamics.cli._setting import (
     add_extension_arguments,
     add_setting_arguments,
@@ -47,8 +48,10 @@ EPILOG = exit_codes_epilog(numerical=True) + (
 PARAM_FLAGS = {
     "n_heads": "--heads",
     "parameterisation": "--param",
-    "n_prompts": "--n-eval",
+    "n_prompts": "--eval-prompts",
+    "n-eval": "--eval-prompts",
     "checkpoint_every": "--checkpoint-every",
+    **SETTING_FLAGS,
 }
 
 
@@ -74,7 +77,8 @@ def add_arguments(parser) -> None:
     a("--resume", action="store_true", help="continue from OUT/checkpoint.npz")
     a("--force", action="store_true", help="replace the run already in OUT (its checkpoint and final files)")
     a("--checkpoint-every", type=int, default=None, help="steps between checkpoints (default max(1000, steps/20))")
-    a("--n-eval", type=int, default=20_000, help="fresh prompts for the risk estimate (default 20000)")
+    a("--eval-prompts", type=int, default=None, help="fresh prompts for the risk estimate (default 20000)")
+    a("--n-eval", type=int, default=None, help="old spelling of --eval-prompts (kept for 0.2; prints a note)")
     a("--progress", action="store_true", help="report progress on stderr (the default now; kept for old scripts)")
     a("--json", action="store_true", help="print the summary as JSON on stdout")
     add_quiet(parser)
@@ -105,9 +109,30 @@ def check_out(out, *, resume: bool, force: bool) -> None:
         (path / name).unlink()
 
 
+def _resolve_eval_prompts(args) -> None:
+    """``--eval-prompts`` (or its old spelling ``--n-eval``, with a one-line note) into ``args.n_eval``."""
+    if args.n_eval is not None:
+        if args.eval_prompts is not None:
+            raise ValueError("`--n-eval` is the old spelling of `--eval-prompts`: give one of them")
+        sys.stderr.write(
+            "reduced-dynamics train: note: `--n-eval` is now `--eval-prompts` (the old spelling works in 0.2)\n"
+        )
+    else:
+        args.n_eval = 20_000 if args.eval_prompts is None else args.eval_prompts
+
+
 def main(args) -> int:
+    from reduced_dynamics.models import model_name
+
+    _resolve_eval_prompts(args)
     setting = setting_from_args(args)
-    if setting.tasks is not None:  # multi-task regression (--tasks): its own reduced model and trainer
+    name = model_name(setting)
+    if name == "precond_multitask":
+        raise ValueError(
+            "`train` has no trainer for Σ with several tasks yet (`--sigma/--sigma-eigs` together with `--tasks`); "
+            "`run` integrates its reduced flow"
+        )
+    if name == "multitask":  # the N-output attention model and its trainer
         from reduced_dynamics.cli._multitask import train_multitask
 
         return train_multitask(args, setting)
