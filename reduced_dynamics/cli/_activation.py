@@ -1,12 +1,9 @@
-"""``run --activation NAME``: the reduced flow of the approximate loss with an attention activation f.
+"""``risk --activation NAME``: Monte Carlo risks of the reduced model with an attention activation f.
 
-``run`` dispatches here when its setting's activation is not ``exp`` (``setting.activation != "exp"``):
-``run_activation(args, setting)`` integrates ``θ̇ = −∇L̃_f(θ)`` from the start ``run`` would use
-(``--init``, ``--init-scale``, ``--seed`` or ``--omega0/--mu0``) to ``--t-end`` and prints (``--json``)
-or writes (``--out``) the end state with its patterns, the effective step claimed (``2 C_f γ μ₊``)
-and measured (``μᵀT₁``, the exact large-L slope), ``η*``, the drift-law prediction of γ and the
-limit predictor (docs/theory.md#other-activations). Exit 0, or 1 when the solver did not reach
-``--t-end`` (status and reason in the output).
+``risk`` hands a setting whose activation is not ``exp`` here (its model is ``activation``):
+:func:`risk_activation` compares the reduced model with f against debiased GD at η* and at
+``C_f μᵀω``, paired and Rao–Blackwellised (docs/theory.md#other-activations). ``run --activation``
+goes through the one run path (``reduced_dynamics.cli.run``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``run`` and ``train`` with ``--tasks``: the multi-task reduced flow and the N-output attention model.
 
 ``run`` / ``train`` dispatch here when their setting has tasks (``setting.tasks is not None``):
-``run_multitask(args, setting)`` and ``train_multitask(args, setting)`` return the exit code.
+``train_multitask(args, setting)`` returns the exit code (``run --tasks`` goes through the one run path).
 Both print (``--json``) or write (``--out``) ``omega`` (H × d per-feature KQ weights), ``mu``
 (H × N per-task OV weights) and ``roles`` (per head: ``T<n><sign>`` dedicated, mixed signs
 superposed, one sign shared, or ``dummy``; docs/theory.md#extensions).
@@ -68,11 +68,11 @@ def _tasks_text(setting) -> str:
 def train_multitask(args, setting) -> int:
     """``train --tasks``: train the N-output attention model with Adam.
 
-    Uses ``--heads --steps --batch --lr --seed --n-eval --param --out --resume --force``.
+    Uses ``--heads --steps --batch --lr --seed --eval-prompts --param --out --resume --force``.
     ``--param separate`` (default) trains separate ``Q, K, V, O`` per head (PyTorch-default init),
     ``--param merged`` the circuits ``KQ, OV`` directly; ``--optimizer`` must be adam. With ``--out`` a
     resumable checkpoint ``OUT/checkpoint_multitask.npz`` is written every ``--checkpoint-every`` steps;
-    ``--resume`` continues it. Reports per-task risks with standard errors on ``--n-eval`` fresh prompts,
+    ``--resume`` continues it. Reports per-task risks with standard errors on ``--eval-prompts`` fresh prompts,
     for the trained model, the reduced model at its extracted (ω, μ), debiased GD on each support and
     Bayes ridge on each support (common prompts).
     """
@@ -85,9 +85,9 @@ def train_multitask(args, setting) -> int:
     parameterisation = "separate" if kind == "separate" else "circuit"
     H = check_positive_int("heads", args.heads, hi=64)
     steps = check_positive_int("steps", args.steps, hi=10**7)
-    n_eval = check_positive_int("n-eval", getattr(args, "n_eval", 20_000), hi=10**7)
+    n_eval = check_positive_int("eval-prompts", getattr(args, "n_eval", 20_000), hi=10**7)
     if n_eval < 2:
-        raise ValueError(f"`--n-eval` must be >= 2 (for a standard error), got {n_eval}")
+        raise ValueError(f"`--eval-prompts` must be >= 2 (for a standard error), got {n_eval}")
     every = getattr(args, "checkpoint_every", None)
     every = max(1000, steps // 20) if every is None else check_positive_int("checkpoint-every", every, hi=10**7)
     resume, force = bool(getattr(args, "resume", False)), bool(getattr(args, "force", False))
