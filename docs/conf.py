@@ -92,6 +92,13 @@ nitpick_ignore_regex = [
 # ---------------------------------------------------------------- HTML
 html_theme = "alabaster"
 html_title = f"reduced-dynamics {release}"
-html_static_path = []
-html_theme_options = {"description": "Reduced (ω, μ) dynamics of multi-head softmax attention", "fixed_sidebar": True}
+html_static_path = ["_static"]
+html_css_files = ["rd.css"]  # figures scaled to the text column
+# Wider than alabaster's 940 px: the tables of docs/findings/ have up to ten columns.
+html_theme_options = {
+    "description": "Reduced (ω, μ) dynamics of multi-head softmax attention",
+    "fixed_sidebar": True,
+    "page_width": "1240px",
+    "body_max_width": "none",  # the basic theme's 800 px cap would undo page_width
+}
 html_show_sourcelink = False

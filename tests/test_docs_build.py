@@ -2,12 +2,16 @@
 
 - the gallery shows every committed figure, each with a caption and its key numbers;
 - the CLI page renders the help of every subcommand of the real parser;
-- the API pages cover every group of the package layout.
+- the API pages cover every group of the package layout;
+- the Python examples of docs/index.md and docs/python.md run and print the numbers they quote;
+- the findings pages (docs/findings/) cite only commands, checks, figures, scripts and files that exist.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import io
 import re
 import sys
 from pathlib import Path
@@ -123,3 +127,88 @@ def test_index_python_example_runs_and_prints_the_quoted_numbers(capsys):
     assert "$\\gamma = 0.08055$" in text and round(final.gamma, 5) == 0.08055
     assert "5.6 \\cdot 10^{-5}" in text and round(final.eta_star - final.eta_eff, 7) == pytest.approx(5.6e-5, abs=5e-7)
     assert "ratio 1.0003" in text and round(res.gamma[-1] / res.drift_law()[-1], 4) == 1.0003
+
+
+# ----------------------------------------------------------------------------- the Python tour (docs/python.md)
+
+
+def _tour_blocks() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", (DOCS / "python.md").read_text(encoding="utf-8"), re.S)
+
+
+def _run(code: str, name: str) -> tuple[dict, list[str]]:
+    out, namespace = io.StringIO(), {"__name__": name}
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, f"docs/python.md ({name})", "exec"), namespace)
+    return namespace, out.getvalue().splitlines()
+
+
+def test_python_tour_has_its_two_sessions():
+    assert len(_tour_blocks()) == 2
+
+
+def test_python_tour_isotropic_session_prints_the_quoted_numbers():
+    """The first session: γ over the drift law, ±μ_γ(0.1), and the Bayes-ratio excess and slack at ξ = 1/8."""
+    _, lines = _run(_tour_blocks()[0], "tour_isotropic")
+    ratio = float(lines[3])  # γ(t_end) / drift law
+    assert abs(ratio - 1.0003) < 5e-5
+    assert re.search(r"4\.3953\d*\s+-4\.3953", lines[-2])  # optimal_mu([0.1, -0.1]) = ±μ_γ(0.1) = ±4.3954
+    excess, slack = map(float, lines[-1].split())
+    assert abs(excess - 0.93657) < 1e-5 and abs(slack - 0.14876) < 1e-5
+
+
+def test_python_tour_extensions_session_prints_the_quoted_numbers():
+    """The second session: Σ (flow, exact optimal preconditioner) and square attention."""
+    text = (DOCS / "python.md").read_text(encoding="utf-8")
+    _, lines = _run(_tour_blocks()[1], "tour_extensions")
+    dist_sigma_inv, dist_limit = map(float, lines[0].split())
+    kappa, risk_opt, risk_sigma_inv, dist_opt = map(float, lines[1].split())
+    gamma, eta_claim, eta_tilt = map(float, lines[2].split())
+    assert round(dist_sigma_inv, 4) == 0.1311 and "Σ⁻¹ 0.1311" in text
+    assert f"{dist_limit:.1e}" == "1.9e-04" and "1.9e-4" in text
+    assert round(kappa, 5) == 0.29375 and round(risk_opt, 5) == 0.39592 and round(risk_sigma_inv, 5) == 0.40958
+    assert round(dist_opt, 4) == 0.1310
+    assert round(gamma, 4) == 0.0229 and round(eta_claim, 4) == 0.8819 and round(eta_tilt, 4) == 0.8787
+    for quoted in ("0.29375", "0.39592", "0.40958", "0.1310", "γ = 0.0229", "0.8819", "0.8787"):
+        assert quoted in text, quoted
+
+
+# ----------------------------------------------------------------------------- the findings pages
+
+
+#: Pages that cite commands next to their numbers (and the README, which points at them).
+CITING_PAGES = sorted((DOCS / "findings").glob("*.md")) + [
+    DOCS / "python.md",
+    DOCS / "layout.md",
+    DOCS / "cli.md",
+    ROOT / "README.md",
+]
+COMMAND = re.compile(r"\breduced-dynamics\s+([a-z][\w-]*)")
+ONLY = re.compile(r"\breduced-dynamics\s+(check|figures)\b[^`\n]*?--only\s+([\w,]+)")
+SCRIPT = re.compile(r"(?<![\w/])((?:scripts|benchmarks|examples/sweeps)/[\w/.-]+\.(?:py|toml))\b")
+REPO_FILE = re.compile(r"`((?:figures|examples)/[\w/.-]+\.(?:png|json|npz|md))`")
+
+
+@pytest.mark.parametrize("page", CITING_PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_findings_pages_cite_commands_scripts_and_files_that_exist(page):
+    """Every ``reduced-dynamics <command>``, ``check/figures --only <name>``, script and committed file cited exists."""
+    from proofs_check.checks import CHECKS
+    from reduced_dynamics.cli import COMMANDS
+    from reduced_dynamics.figures.registry import FIGURES
+
+    text = page.read_text(encoding="utf-8")
+    bad = sorted({c for c in COMMAND.findall(text) if c not in COMMANDS and c != "COMMAND"})
+    known = {"check": set(CHECKS) | {"NAME"}, "figures": set(FIGURES) | {"NAME"}}
+    for command, names in ONLY.findall(text):
+        bad += [f"{command} --only {n}" for n in names.split(",") if n not in known[command]]
+    bad += [rel for rel in SCRIPT.findall(text) if not (ROOT / rel).is_file()]
+    bad += [rel for rel in REPO_FILE.findall(text) if not (ROOT / rel).is_file() and "NAME" not in rel]
+    assert not bad, f"{page.relative_to(ROOT)} cites what does not exist: {bad}"
+
+
+def test_findings_index_lists_every_findings_page():
+    index = (DOCS / "findings" / "index.md").read_text(encoding="utf-8")
+    toctree = re.search(r"```\{toctree\}\n(.*?)```", index, re.S).group(1)
+    listed = {line.strip() for line in toctree.splitlines() if line.strip() and not line.startswith(":")}
+    pages = {p.stem for p in (DOCS / "findings").glob("*.md")} - {"index"}
+    assert listed == pages
