@@ -24,13 +24,16 @@ from pathlib import Path
 import numpy as np
 
 from reduced_dynamics.activation_dynamics.flow import (
-    act_flow_end_state,
     act_limit,
     drift_gamma,
+    eta_claim,
+    eta_tilt,
     manifold_profile,
     manifold_risk_scan,
 )
 from reduced_dynamics.figures._base import FigureData
+from reduced_dynamics.flow import integrate
+from reduced_dynamics.models import reduced_model
 from reduced_dynamics.plots.style import OKABE_ITO, new_figure, tight_layout
 
 __all__ = ["activations_data", "plot_activations", "ACTS", "TRAINED_FILE"]
@@ -99,8 +102,21 @@ def activations_data(setting, *, quick=False, seed) -> FigureData:
             gamma_law[i] = drift_gamma(t, s)
         if quick and n == "tanh":
             continue
-        r = act_flow_end_state(s, seed=seed, t_end=t_end)
-        claim[i], tilt[i], gam[i] = r.eta_claim, r.eta_tilt, r.gamma
+        model = reduced_model(s, n_heads=2)
+        # the old act_flow_end_state: tolerances 1e-9 / 1e-12, 60 output times from 1e-3 t_end, no stationarity stop
+        r = integrate(
+            model,
+            model.initial_state(seed=seed, scale=0.01),
+            t_end=t_end,
+            rtol=1e-9,
+            atol=1e-12,
+            n_times=60,
+            t_first=1e-3 * t_end,
+            stationarity_tol=0,
+        )
+        # exp is the isotropic model (its summary has no claim / tilt): both from the end state, as before
+        w_end, m_end = r.omega[-1], r.mu[-1]
+        claim[i], tilt[i], gam[i] = eta_claim(w_end, m_end, s), eta_tilt(w_end, m_end, s), r.final.gamma
         keep = r.t > 0
         g_of_t = np.mean(np.abs(r.omega[keep]), axis=1)
         gamma_t[i] = np.interp(np.log(t), np.log(r.t[keep]), g_of_t)

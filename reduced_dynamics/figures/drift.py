@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from reduced_dynamics.dynamics.batch_flow import integrate_flow_batch
-from reduced_dynamics.dynamics.flow import initial_state
 from reduced_dynamics.dynamics.manifold import drift_law_gamma, eta_star, flow_eta_gap
 from reduced_dynamics.figures._base import FigureData
+from reduced_dynamics.flow import integrate
+from reduced_dynamics.models import reduced_model
 from reduced_dynamics.plots.style import OKABE_ITO, new_figure, styled, tight_layout
 from reduced_dynamics.setting import Setting
 
@@ -46,10 +46,12 @@ def drift_data(setting, *, quick=False, seed) -> FigureData:
     n_eval = 80 if quick else 300
     rows = []
     for H in heads:
-        starts = np.array([initial_state(H, scale=0.01, seed=s) for s in seeds])
-        batch = integrate_flow_batch(starts[:, 0], starts[:, 1], setting, t_end=t_end, n_eval=n_eval, t_first=1e-2)
+        model = reduced_model(setting, n_heads=H)
+        starts = np.array([model.initial_state(seed=s, scale=0.01) for s in seeds])
+        # fewer than 48 starts: a loop of LSODA runs, as the old integrate_flow_batch(method="auto")
+        batch = integrate(model, starts, t_end=t_end, n_times=n_eval, t_first=1e-2)
         for k, s in enumerate(seeds):
-            res = batch.trajectory(k)
+            res = batch[k]
             dg = res.diagnostics
             rows.append(
                 (

@@ -49,19 +49,50 @@ def _excess_curves(setting, gam, gam_mc, n_mc, seed, order):
     return ex.excess, ex.stderr, mc.excess, mc.stderr, series, approx, corr
 
 
+def _gamma_at(flow, times):
+    """γ = mean |ω_h| of ``flow`` at the output ``times`` it reached, NaN after a stop (its stop state is dropped)."""
+    out = np.full(times.size, np.nan)
+    k = min(len(flow.t), times.size)
+    differ = np.flatnonzero(flow.t[:k] != times[:k])
+    n = int(differ[0]) if differ.size else k
+    out[:n] = np.abs(np.asarray(flow.omega[:n])).mean(axis=1)
+    return out
+
+
 def _flows(setting, t_end, n_eval, g0, rtol, order):
     from reduced_dynamics.crosscheck.sgd_flow import preconditioned_flow
-    from reduced_dynamics.dynamics.corrected_loss import integrate_corrected_flow
     from reduced_dynamics.exact.drift import _profile_over_mass, exact_drift_gamma
-    from reduced_dynamics.exact.flow import integrate_exact_flow
+    from reduced_dynamics.flow import integrate
+    from reduced_dynamics.models import reduced_model
 
     _, M0, _ = _profile_over_mass(g0, setting, 1e-12)
     w0, m0 = np.array([g0, -g0]), np.array([M0, -M0])
     times = np.concatenate([[0.0], np.geomspace(1e-1, t_end, n_eval - 1)])
-    ex = integrate_exact_flow(w0, m0, setting, t_end=t_end, times=times, rtol=rtol)
-    ge = np.full(times.size, np.nan)
-    ge[: len(ex.t)] = np.abs(np.asarray(ex.omega)).mean(axis=1)
-    gc = np.abs(integrate_corrected_flow(w0, m0, times, setting).omega).mean(axis=1)
+    exact = reduced_model(setting, n_heads=2, objective="exact")
+    # the old integrate_exact_flow: BDF, atol 1e-10, a budget of 200000 gradients, no stationarity stop
+    ex = integrate(
+        exact,
+        exact.state(w0, m0),
+        times=times,
+        method="BDF",
+        rtol=rtol,
+        atol=1e-10,
+        budget=200_000,
+        stationarity_tol=0,
+    )
+    ge = _gamma_at(ex, times)
+    corrected = reduced_model(setting, n_heads=2, objective="corrected")
+    # the old integrate_corrected_flow: Radau, 1e-9 / 1e-12, output at `times`
+    co = integrate(
+        corrected,
+        corrected.state(w0, m0),
+        times=times,
+        method="Radau",
+        rtol=1e-9,
+        atol=1e-12,
+        stationarity_tol=0,
+    )
+    gc = _gamma_at(co, times)
     ga = np.abs(preconditioned_flow(w0, m0, times, setting).omega).mean(axis=1)
     i0 = int(np.searchsorted(times, 10.0))
     law = np.full(times.size, np.nan)
@@ -91,7 +122,7 @@ def exact_drift_data(setting, *, quick=False, seed) -> FigureData:
         ``d, sigma2, L (K,)``, ``gamma (K, G)``, ``exact, exact_err, series, approx, corrected (K, G)``,
         ``gamma_mc (K, M)``, ``mc, mc_se (K, M)``, ``gamma_min, depth (K,)``,
         ``t (T,)``, ``flow_exact, flow_corrected, flow_approx, law_exact, law_approx (K, T)``,
-        ``flow_status (K,)``.
+        ``flow_status (K,)`` (the exact flow's :class:`~reduced_dynamics.flow.Status` code).
     """
     from reduced_dynamics.exact.drift import drift_time_scales, exact_manifold_minimum
 

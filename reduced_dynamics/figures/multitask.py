@@ -22,13 +22,15 @@ from pathlib import Path
 import numpy as np
 
 from reduced_dynamics.figures._base import FigureData
+from reduced_dynamics.flow import integrate
+from reduced_dynamics.models import reduced_model
 from reduced_dynamics.multitask.attention import (
     MultitaskAttention,
     extract_reduced,
     mt_attention_predict,
     train_mt_attention,
 )
-from reduced_dynamics.multitask.flow import integrate_mt_flow, random_mt_state, role_frequencies
+from reduced_dynamics.multitask.flow import role_frequencies
 from reduced_dynamics.multitask.predictors import (
     per_task_risks,
     reduced_mt_predict,
@@ -90,7 +92,7 @@ def multitask_data(setting, *, quick=False, seed) -> FigureData:
     s = setting if setting.tasks is not None else Setting.paper_multitask().replace(L=setting.L, sigma2=setting.sigma2)
     n_seeds, steps, n_prompts = (2, 100, 1000) if quick else (100, TRAIN_STEPS, 20_000)
     t_roles, t_flow = (300.0, 2000.0) if quick else (2000.0, 2e4)
-    d, N = s.d, s.n_tasks
+    N = s.n_tasks
     paper = None if quick else _paper_models(seed, s)
     arrays: dict = {"n_seeds": n_seeds, "steps": steps, "lr": TRAIN_LR, "param": "circuit", "n_prompts": n_prompts}
     if paper is not None:
@@ -106,8 +108,17 @@ def multitask_data(setting, *, quick=False, seed) -> FigureData:
     err = np.zeros((4, 4, N))
     A = support_dgd_weights(s)
     for j, H in enumerate(Hs):
-        x0 = random_mt_state(int(H), s, seed=seed)
-        red = integrate_mt_flow(x0[:, :d], x0[:, d:], s, t_end=t_flow)
+        flow_model = reduced_model(s, n_heads=int(H))
+        # the old integrate_mt_flow: LSODA at its tolerances 1e-8 / 1e-10, the end state only
+        red = integrate(
+            flow_model,
+            flow_model.initial_state(seed=seed),
+            times=[t_flow],
+            method="LSODA",
+            rtol=1e-8,
+            atol=1e-10,
+            stationarity_tol=0,
+        ).final
         if paper is not None:
             model = paper["models"][int(H)]
             circ = extract_reduced(model, s)

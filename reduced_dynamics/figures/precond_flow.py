@@ -16,8 +16,10 @@ from __future__ import annotations
 import numpy as np
 
 from reduced_dynamics.figures._base import FigureData
+from reduced_dynamics.flow import integrate
+from reduced_dynamics.models import reduced_model
 from reduced_dynamics.plots.style import OKABE_ITO, new_figure, styled
-from reduced_dynamics.precond.flow import precond_flow_end_state, precond_limit
+from reduced_dynamics.precond.flow import precond_limit
 from reduced_dynamics.precond.metrics import scale_free_distance
 from reduced_dynamics.setting import Setting
 
@@ -67,19 +69,29 @@ def precond_flow_data(setting, *, quick=False, seed) -> FigureData:
     L_w = 40 if 40 in Ls else int(Ls[0])
     for L in Ls:
         s = base.replace(L=int(L))
-        r = precond_flow_end_state(s, seed=seed, t_end=t_end, n_times=n_times)
-        n = r.normalised
+        model = reduced_model(s, n_heads=2)
+        # the old precond_flow_end_state: its default tolerances 1e-9 / 1e-12, no stationarity stop
+        r = integrate(
+            model,
+            model.initial_state(seed=seed),
+            t_end=t_end,
+            rtol=1e-9,
+            atol=1e-12,
+            n_times=n_times,
+            stationarity_tol=0,
+        )
+        n, lim = r.final, precond_limit(s)
         rows["dist_sigma_inv"].append(float(n.distance_sigma_inv))
         rows["dist_limit"].append(float(n.distance_limit))
         rows["dist_identity"].append(float(n.distance_identity))
         rows["gamma"].append(n.gamma)
         rows["eta_eff"].append(n.eta_eff)
-        rows["limit_eta"].append(r.limit.eta_eff)
-        t_path = r.t_path
-        path_si.append(r.distance_path)
-        path_lim.append(np.asarray(scale_free_distance(r.W_path, r.limit.Gamma)))
+        rows["limit_eta"].append(lim.eta_eff)
+        t_path = r.t
+        path_si.append(np.asarray(scale_free_distance(r.W, Si)))
+        path_lim.append(np.asarray(scale_free_distance(r.W, lim.Gamma)))
         if L == L_w:
-            W40, lim40 = n.W, r.limit.P
+            W40, lim40 = n.W_normalised, lim.P
     L_line = np.unique(np.round(np.geomspace(10, 2000, 200)).astype(int))
     line = np.array([precond_limit(base.replace(L=int(x))).distance_sigma_inv for x in L_line])
     # 1/L asymptote: (Σ + λI)⁻¹ = Σ⁻¹ − λΣ⁻² + O(λ²), so the distance → λ·dist-coefficient of Σ⁻² against Σ⁻¹

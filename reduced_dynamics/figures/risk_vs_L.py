@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from reduced_dynamics.dynamics.flow import initial_state, integrate_flow
 from reduced_dynamics.dynamics.manifold import eta_star, single_head_optimum
 from reduced_dynamics.figures._base import FigureData
+from reduced_dynamics.flow import integrate
+from reduced_dynamics.models import reduced_model
 from reduced_dynamics.plots.style import OKABE_ITO, new_figure, styled, tight_layout
 
 __all__ = ["risk_vs_L_data", "plot_risk_vs_L", "LABELS"]
@@ -63,8 +64,8 @@ def risk_vs_L_data(setting, *, quick=False, seed) -> FigureData:
     for i, L in enumerate(Ls):
         L = int(L)
         at_L = setting.replace(L=L)
-        w0, m0 = initial_state(2, kind="symmetric", scale=0.01)
-        fr = integrate_flow(w0, m0, at_L, t_end=t_end, n_eval=50)
+        model = reduced_model(at_L, n_heads=2)
+        fr = integrate(model, model.symmetric_state(0.01), t_end=t_end, n_times=50)
         w, m = fr.omega[-1], fr.mu[-1]
         two_state[i] = np.concatenate([w, m])
         preds = [
