@@ -138,7 +138,9 @@ def plot_flow_summary(result, *, fig=None):
 
     Parameters
     ----------
-    result : FlowResult
+    result : Flow
+        One trajectory (not a batch: pass ``flows[i]``) of a model with one scalar ω and μ per
+        head, from :func:`reduced_dynamics.integrate` (e.g. on ``reduced_model(setting, n_heads=H)``).
     fig : Figure or SubFigure, optional
         Where to draw (two panels); default a new 11 × 4.4 in figure.
 
@@ -146,9 +148,19 @@ def plot_flow_summary(result, *, fig=None):
     -------
     Figure or SubFigure
         ``fig``, with the two panels drawn (not saved: see :func:`save_figure`).
+
+    Raises
+    ------
+    ValueError
+        ``result`` is a batch, or its model has no scalar ω_h, μ_h per head.
     """
     from reduced_dynamics.dynamics.manifold import eta_star, inf_loss, mu_gamma
 
+    if result.is_batch or not result.model.scalar_heads:
+        raise ValueError(
+            "`result` must be one trajectory of a model with one scalar ω and μ per head "
+            f"(index a batch: flows[i]), got {result!r}"
+        )
     setting = result.setting
     d, L, s2 = setting.d, setting.L, setting.sigma2
     t = result.t

@@ -7,15 +7,20 @@ import pytest
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from reduced_dynamics.dynamics.flow import initial_state, integrate_flow
+from reduced_dynamics.flow import integrate
+from reduced_dynamics.models import reduced_model
 from reduced_dynamics.plots.style import STYLE, new_axes, new_figure, plot_flow_summary, save_figure, style
 from reduced_dynamics.setting import Setting
 
 
 @pytest.fixture(scope="module")
-def flow():
-    w0, m0 = initial_state(2, scale=0.01, seed=0)
-    return integrate_flow(w0, m0, Setting(d=5, L=40, sigma2=0.1), t_end=50.0, n_eval=40)
+def model():
+    return reduced_model(Setting(d=5, L=40, sigma2=0.1), n_heads=2)
+
+
+@pytest.fixture(scope="module")
+def flow(model):
+    return integrate(model, model.initial_state(seed=0, scale=0.01), t_end=50.0, n_times=40)
 
 
 def test_flow_summary_into_users_figure(flow, tmp_path):
@@ -38,6 +43,16 @@ def test_flow_summary_new_figure_and_save(flow, tmp_path):
     save_figure(fig, tmp_path / "flow.png")
     assert (tmp_path / "flow.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not plt.fignum_exists(fig.number)  # closed after saving
+
+
+def test_flow_summary_refuses_a_batch_and_other_layouts(model):
+    batch = integrate(model, model.initial_state(seed=0, n=2), t_end=5.0, n_times=5)
+    with pytest.raises(ValueError, match="one trajectory"):
+        plot_flow_summary(batch)
+    mt = reduced_model(Setting.paper_multitask(), n_heads=2)
+    with pytest.raises(ValueError, match="scalar"):
+        plot_flow_summary(integrate(mt, mt.initial_state(seed=0), t_end=5.0, n_times=5))
+    assert not plt.get_fignums()
 
 
 def test_style_is_temporary():
