@@ -29,10 +29,11 @@ from reduced_dynamics.dynamics.corrected_loss import (
     corrected_drift_gamma,
     corrected_eta_star,
     corrected_loss,
-    integrate_corrected_flow,
     mc_risk_cv,
 )
 from reduced_dynamics.dynamics.loss import approx_loss
+from reduced_dynamics.flow import integrate
+from reduced_dynamics.models import reduced_model
 from reduced_dynamics.setting import Setting
 
 STATES = {
@@ -123,7 +124,12 @@ def flow(d, sigma2):
         w0 = np.r_[[g0] * p, [-g0] * n]
         m0 = np.r_[[eta / (2 * g0 * p)] * p, [-eta / (2 * g0 * n)] * n]
         ts = np.r_[0.0, np.logspace(0, 6, 13)]
-        W = integrate_corrected_flow(w0, m0, ts, setting).omega
+        model = reduced_model(setting, n_heads=p + n, objective="corrected")
+        # Radau at 1e-9 / 1e-12 (the tolerances of the former corrected-flow driver), output at `ts`
+        res = integrate(model, model.state(w0, m0), times=ts, method="Radau", rtol=1e-9, atol=1e-12, stationarity_tol=0)
+        if not res.success:
+            raise RuntimeError(f"corrected flow at L={L}, p={p}, n={n}: {res.message}")
+        W = res.omega
         g = np.abs(W).mean(axis=1)
         i0 = int(np.searchsorted(ts, 10.0))
         law = corrected_drift_gamma(ts[i0:], setting, n_positive=p, n_negative=n, gamma0=g[i0], t0=ts[i0])
