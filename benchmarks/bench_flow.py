@@ -5,22 +5,23 @@ interleaved repetitions (each contender once per round, rounds repeated) and med
 (``time.process_time``) and wall time are both reported, because the machine (2 cores) is shared with other
 jobs and wall time is noisy. The ratios use CPU time.
 
-Setting: the paper's (d = 5, L = 40, σ² = 0.1), starts ``initial_state(H, scale=0.01, seed=s)``, t_end = 1e5
-(``--quick``: 1e4), 400 log-spaced output times.
+Setting: the paper's (d = 5, L = 40, σ² = 0.1), model ``reduced_model(S, n_heads=H)``, starts
+``model.initial_state(seed=s, scale=0.01)``, t_end = 1e5 (``--quick``: 1e4), 400 log-spaced output times.
 
 Contenders
 ----------
-* ``package``: :func:`reduced_dynamics.integrate_flow` with its defaults (LSODA in odeint's Fortran loop,
-  analytic Jacobian, pre-bound float kernels, rtol 1e-11, atol 1e-14, both events active).
+* ``package``: :func:`reduced_dynamics.integrate` with its defaults on the isotropic model (LSODA in odeint's
+  Fortran loop, analytic Jacobian, pre-bound float kernels, rtol 1e-11, atol 1e-14, both events active).
 * ``naive LSODA`` / ``naive Radau``: ``solve_ivp(rhs, (0, t_end), y0, method=..., t_eval=..., rtol=1e-8,
   atol=1e-11)`` without a Jacobian, with a plain numpy right-hand side as a researcher would write it
   (``E = exp(d ωωᵀ)``, two matrix-vector products), the package's former default tolerances.
-* ``batch(B)``: :func:`reduced_dynamics.dynamics.batch_flow.integrate_flow_batch` with ``method="radau"``
-  (the batched Radau IIA, default rtol 1e-7, atol 1e-10) on B = 256 starts (``--quick``: 64).
+* ``batch(B)``: :func:`reduced_dynamics.integrate` on a ``(B, 2H)`` array of starts with
+  ``method="batch-Radau"`` (the batched Radau IIA, default rtol 1e-7, atol 1e-10) on B = 256 starts
+  (``--quick``: 64).
 * ``loop of naive LSODA`` / ``loop of package``: the same B starts one after the other.
 
 Accuracy: the maximum absolute difference of the final state (ω, μ) from a tight reference
-(``integrate_flow(method="Radau", rtol=1e-12, atol=1e-15)``), per single-trajectory contender; for the batch,
+(``integrate(model, y0, method="Radau", rtol=1e-12, atol=1e-15)``), per single-trajectory contender; for the batch,
 the largest difference over all B trajectories from the package's single-trajectory result, and over the
 first 8 from the tight reference.
 """
@@ -34,11 +35,16 @@ import time
 import numpy as np
 from scipy.integrate import solve_ivp
 
-from reduced_dynamics.dynamics.batch_flow import integrate_flow_batch
-from reduced_dynamics.dynamics.flow import _log_times, initial_state, integrate_flow
+from reduced_dynamics.flow import integrate
+from reduced_dynamics.models import reduced_model
 from reduced_dynamics.setting import Setting
 
 S = Setting(d=5, L=40, sigma2=0.1)
+
+
+def log_times(t_end, n, t_first):
+    """0 and ``n - 1`` log-spaced times from ``t_first`` to ``t_end`` (the package's output times)."""
+    return np.concatenate([[0.0], np.geomspace(t_first, t_end, n - 1)])
 
 
 def naive(y0, H, t_end, method):
@@ -51,7 +57,7 @@ def naive(y0, H, t_end, method):
         u = m @ w
         return -np.concatenate([2 * m * (u - 1 + c * d * (E @ (m * w))), 2 * ((u - 1) * w + c * (E @ m))])
 
-    t_eval = _log_times(t_end, 400, 1e-2)
+    t_eval = log_times(t_end, 400, 1e-2)
     return solve_ivp(rhs, (0.0, t_end), y0, method=method, t_eval=t_eval, rtol=1e-8, atol=1e-11).y[:, -1]
 
 
@@ -78,13 +84,13 @@ def med(x):
 
 
 def single(H, t_end, reps):
-    w0, m0 = initial_state(H, scale=0.01, seed=0)
-    y0 = np.concatenate([w0, m0])
-    ref = integrate_flow(w0, m0, S, t_end=t_end, method="Radau", rtol=1e-12, atol=1e-15, stationarity_tol=0)
+    model = reduced_model(S, n_heads=H)
+    y0 = model.initial_state(seed=0, scale=0.01)
+    ref = integrate(model, y0, t_end=t_end, method="Radau", rtol=1e-12, atol=1e-15, stationarity_tol=0)
     yref = ref.y[:, -1]
     res = rounds(
         {
-            "package": lambda: integrate_flow(w0, m0, S, t_end=t_end).y[:, -1],
+            "package": lambda: integrate(model, y0, t_end=t_end).y[:, -1],
             "naive LSODA": lambda: naive(y0, H, t_end, "LSODA"),
             "naive Radau": lambda: naive(y0, H, t_end, "Radau"),
         },
@@ -101,25 +107,23 @@ def single(H, t_end, reps):
 
 
 def batch(B, t_end, reps):
-    starts = np.array([initial_state(2, scale=0.01, seed=s) for s in range(B)])
-    W, M = starts[:, 0], starts[:, 1]
-    Y0 = np.concatenate([W, M], axis=1)
+    model = reduced_model(S, n_heads=2)
+    Y0 = np.array([model.initial_state(seed=s, scale=0.01) for s in range(B)])
 
     def loop_package():
-        return np.array([integrate_flow(W[i], M[i], S, t_end=t_end).y[:, -1] for i in range(B)])
+        return np.array([integrate(model, Y0[i], t_end=t_end).y[:, -1] for i in range(B)])
 
     def loop_naive():
         return np.array([naive(Y0[i], 2, t_end, "LSODA") for i in range(B)])
 
     def run_batch():
-        r = integrate_flow_batch(W, M, S, t_end=t_end, method="radau")
-        return np.concatenate([r.omega_stop, r.mu_stop], axis=1)
+        return integrate(model, Y0, t_end=t_end, method="batch-Radau").y_stop
 
     res = rounds({"batch": run_batch, "loop of package": loop_package, "loop of naive LSODA": loop_naive}, reps)
     yb, yp = res["batch"][0], res["loop of package"][0]
     k = min(B, 8)
     tight = np.array(
-        [integrate_flow(W[i], M[i], S, t_end=t_end, method="Radau", rtol=1e-12, atol=1e-15).y[:, -1] for i in range(k)]
+        [integrate(model, Y0[i], t_end=t_end, method="Radau", rtol=1e-12, atol=1e-15).y[:, -1] for i in range(k)]
     )
     print(f"\nH = 2, a batch of B = {B} trajectories to t = {t_end:g} (medians of {reps} interleaved rounds)")
     print(f"  {'contender':<20} {'CPU s':>9} {'wall s':>9}")
