@@ -103,7 +103,7 @@ def activations_data(setting, *, quick=False, seed) -> FigureData:
         if quick and n == "tanh":
             continue
         model = reduced_model(s, n_heads=2)
-        # the old act_flow_end_state: tolerances 1e-9 / 1e-12, 60 output times from 1e-3 t_end, no stationarity stop
+        # as the activation flow has always run: 1e-9 / 1e-12, 60 output times from 1e-3 t_end, no stationarity stop
         r = integrate(
             model,
             model.initial_state(seed=seed, scale=0.01),

@@ -48,7 +48,7 @@ def drift_data(setting, *, quick=False, seed) -> FigureData:
     for H in heads:
         model = reduced_model(setting, n_heads=H)
         starts = np.array([model.initial_state(seed=s, scale=0.01) for s in seeds])
-        # fewer than 48 starts: a loop of LSODA runs, as the old integrate_flow_batch(method="auto")
+        # fewer than 48 starts: a loop of single LSODA runs (the batched Radau starts at 48)
         batch = integrate(model, starts, t_end=t_end, n_times=n_eval, t_first=1e-2)
         for k, s in enumerate(seeds):
             res = batch[k]

@@ -69,7 +69,7 @@ def _flows(setting, t_end, n_eval, g0, rtol, order):
     w0, m0 = np.array([g0, -g0]), np.array([M0, -M0])
     times = np.concatenate([[0.0], np.geomspace(1e-1, t_end, n_eval - 1)])
     exact = reduced_model(setting, n_heads=2, objective="exact")
-    # the old integrate_exact_flow: BDF, atol 1e-10, a budget of 200000 gradients, no stationarity stop
+    # as the exact flow has always run: BDF, atol 1e-10, a budget of 200000 gradients, no stationarity stop
     ex = integrate(
         exact,
         exact.state(w0, m0),
@@ -82,7 +82,7 @@ def _flows(setting, t_end, n_eval, g0, rtol, order):
     )
     ge = _gamma_at(ex, times)
     corrected = reduced_model(setting, n_heads=2, objective="corrected")
-    # the old integrate_corrected_flow: Radau, 1e-9 / 1e-12, output at `times`
+    # as the corrected flow has always run: Radau, 1e-9 / 1e-12, output at `times`
     co = integrate(
         corrected,
         corrected.state(w0, m0),

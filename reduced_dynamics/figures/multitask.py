@@ -109,7 +109,7 @@ def multitask_data(setting, *, quick=False, seed) -> FigureData:
     A = support_dgd_weights(s)
     for j, H in enumerate(Hs):
         flow_model = reduced_model(s, n_heads=int(H))
-        # the old integrate_mt_flow: LSODA at its tolerances 1e-8 / 1e-10, the end state only
+        # as the multi-task end states have always been computed: LSODA at 1e-8 / 1e-10, the end state only
         red = integrate(
             flow_model,
             flow_model.initial_state(seed=seed),

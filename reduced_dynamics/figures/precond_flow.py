@@ -70,7 +70,7 @@ def precond_flow_data(setting, *, quick=False, seed) -> FigureData:
     for L in Ls:
         s = base.replace(L=int(L))
         model = reduced_model(s, n_heads=2)
-        # the old precond_flow_end_state: its default tolerances 1e-9 / 1e-12, no stationarity stop
+        # the tolerances the Σ flow has always used (1e-9 / 1e-12), no stationarity stop (it had none)
         r = integrate(
             model,
             model.initial_state(seed=seed),
