@@ -20,7 +20,7 @@ error under ``-W``), so a newly exported name cannot go undocumented.
 Cross-references
 ----------------
 Docstrings may refer to an object by any path that imports it
-(``reduced_dynamics.dynamics.flow.integrate_flow``) or by a bare public name
+(``reduced_dynamics.flow._integrate.integrate``) or by a bare public name
 (``Setting``); the ``missing-reference`` handler resolves such a reference to
 the page where the same object is documented. A reference to an object that
 is documented nowhere is still reported (nitpicky mode).
