@@ -314,8 +314,11 @@ def _import_path(path: str):
     return None
 
 
-#: documented object types that the index maps back from the object to its documented name
-_INDEXED = ("class", "exception", "function", "method", "classmethod", "staticmethod", "property")
+#: documented object types that the index maps back from the object to its documented name (data only when
+#: it is a mutable container, an object of its own: a registry dict such as ``MODELS``, never a number or a
+#: string, which may be shared)
+_INDEXED = ("class", "exception", "function", "method", "classmethod", "staticmethod", "property", "data")
+_SHAREABLE = (int, float, complex, str, bytes, bool, tuple, frozenset, type(None))
 
 
 def _documented_index(env):
@@ -330,7 +333,7 @@ def _documented_index(env):
         if entry.objtype not in _INDEXED:
             continue
         obj = _import_path(fullname)
-        if obj is not None and not isinstance(obj, (int, float, str, bool, type(None))):
+        if obj is not None and not isinstance(obj, _SHAREABLE):
             index.setdefault(id(obj), fullname)
     env._rd_doc_index = (index, by_last)
     return env._rd_doc_index
