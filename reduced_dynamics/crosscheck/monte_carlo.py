@@ -224,7 +224,7 @@ def mc_risk_and_grad(omega, mu, sample: CovariateSample) -> RiskAndGrad:
 def mc_flow(omega0, mu0, times, sample: CovariateSample, *, omega_rate=1.0, rtol=1e-6, atol=1e-9):
     """Gradient flow of the Monte Carlo (true) risk on a fixed sample, at ``times``.
 
-    :math:`\\dot\\omega = -r\nabla_\\omega\\hat{\\mathcal E}_n,\\ \\dot\\mu = -\nabla_\\mu\\hat{\\mathcal E}_n`
+    :math:`\\dot\\omega = -r\\nabla_\\omega\\hat{\\mathcal E}_n,\\ \\dot\\mu = -\\nabla_\\mu\\hat{\\mathcal E}_n`
     with :func:`mc_risk_and_grad` (explicit RK45: the window is short and not stiff).
 
     Parameters

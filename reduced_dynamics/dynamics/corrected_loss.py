@@ -443,7 +443,7 @@ def corrected_drift_constant(setting, *, eta=None):
     r"""Constant K of the γ⁴-driven drift :math:`\gamma(t) \approx (K\,(pn/H)\,t)^{-1/6}`.
 
     :math:`K = 96\,a_4/(L\eta^2)`, η defaulting to :func:`corrected_eta_star`;
-    L̃'s analogue is :math:`16 c d^3`. Time as in :func:`reduced_dynamics.integrate_flow`.
+    L̃'s analogue is :math:`16 c d^3`. Time as in :func:`reduced_dynamics.integrate`.
 
     Parameters
     ----------
@@ -485,7 +485,7 @@ def corrected_drift_gamma(t, setting, *, n_positive=1, n_negative=1, gamma0=None
     Parameters
     ----------
     t : float or array_like, > t0 (or > 0 without gamma0)
-        Flow time (as in :func:`reduced_dynamics.integrate_flow`).
+        Flow time (as in :func:`reduced_dynamics.integrate`).
     setting : Setting
         Scalar.
     n_positive, n_negative : int, >= 1

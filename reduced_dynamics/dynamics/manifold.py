@@ -12,7 +12,7 @@ positional arrays (numpy rules): a scalar setting and scalar state give a Python
 
 Time convention: the drift laws are stated in the time of the flow
 :math:`\dot\theta = -\nabla\tilde L` integrated by
-:func:`reduced_dynamics.integrate_flow`. Code that descends
+:func:`reduced_dynamics.integrate`. Code that descends
 :math:`\tilde L/2` (as the authors' code does) runs at half that speed: its time
 :math:`\tau` (learning rate × steps) is :math:`2t`, so
 :math:`\gamma = (16 c d^3 (pn/H) t)^{-1/6}` reads
@@ -274,7 +274,7 @@ def single_head_optimum(setting) -> SingleHeadOptimum:
 def drift_law_gamma(t, setting, *, n_positive=1, n_negative=1):
     r"""Asymptotic drift law :math:`\gamma(t) = (16 c d^3 (pn/H) t)^{-1/6}`.
 
-    Time is that of :func:`reduced_dynamics.integrate_flow` (the flow
+    Time is that of :func:`reduced_dynamics.integrate` (the flow
     :math:`\dot\theta = -\nabla\tilde L`). In the time :math:`\tau = 2t` of
     code that descends :math:`\tilde L/2` (the authors'), the same law reads
     :math:`(8 c d^3 (pn/H) \tau)^{-1/6}`: call ``drift_law_gamma(tau / 2, setting)``.

@@ -212,7 +212,7 @@ def exact_drift_gamma(t, setting, *, gamma0, t0=0.0, n_positive=1, n_negative=1,
     Parameters
     ----------
     t : float or array_like, >= t0, at most 1e15
-        Flow time (as in :func:`reduced_dynamics.integrate_flow`).
+        Flow time (as in :func:`reduced_dynamics.integrate`).
     setting : Setting
         Scalar and isotropic.
     gamma0 : float, in (0, 1]
