@@ -17,7 +17,7 @@ def data():
 
 
 def test_monte_carlo_points_within_3_se_of_the_exact_curves(data):
-    from proofs_check.precond_predictors import precond_setting
+    from reduced_dynamics.precond.covariance import precond_setting
 
     s0 = precond_setting(Setting(d=5, L=40, sigma2=0.1))
     for k, L in enumerate(data["L"]):
