@@ -34,7 +34,10 @@ class Final(FrozenResult):
         values = self.__dict__.get("values")
         if values is not None and name in values:
             v = values[name]
-            return np.asarray(v) if isinstance(v, list) else v
+            if isinstance(v, list):  # numbers come back as arrays, anything else (head roles ...) as a tuple
+                a = np.asarray(v)
+                return a if a.dtype.kind in "fiub" else tuple(v)
+            return v
         raise AttributeError(f"'Final' has no attribute {name!r}; its keys are {sorted(values or ())}")
 
     def to_dict(self) -> dict[str, Any]:

@@ -130,6 +130,7 @@ class PrecondModel(ReducedModel):
 
         lim = precond_limit(self.setting)
         return {
+            "Gamma": lim.Gamma.tolist(),
             "lam": lim.lam,
             "eta_eff": lim.eta_eff,
             "loss": lim.loss,
