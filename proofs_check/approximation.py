@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from reduced_dynamics import integrate
 from reduced_dynamics._validation import (
     check_finite_float,
     check_positive_float,
     check_positive_int,
     check_probability,
 )
-from reduced_dynamics.dynamics.flow import initial_state, integrate_flow
 from reduced_dynamics.dynamics.loss import approx_loss
 from reduced_dynamics.dynamics.manifold import mu_gamma, single_head_optimum
 from reduced_dynamics.estimation.predictors import DebiasedGD, MultiHead, SingleHead, debiased_gd, multi_head
@@ -32,7 +32,7 @@ from reduced_dynamics.estimation.prompts import CHUNK_BUDGET, iter_prompts
 from reduced_dynamics.estimation.risk import estimate_risks
 from reduced_dynamics.setting import as_setting
 
-from .dynamics import check_single_head_flow
+from .dynamics import check_single_head_flow, isotropic_model
 from .result import CheckResult, reports_errors
 
 __all__ = [
@@ -260,7 +260,8 @@ def check_approx_vs_exact(setting, *, quick=False) -> CheckResult:
         for g in (0.1, 0.3):
             m = mu_gamma(g, s_L)
             pts[f"manifold_gamma{g}"] = (np.array([g, -g]), np.array([m, -m]))
-        res = integrate_flow(*initial_state(2, seed=0), s_L, t_end=1e3)
+        model = isotropic_model(s_L, 2)
+        res = integrate(model, model.initial_state(seed=0), t_end=1e3)
         pts["flow_t1e3"] = (res.omega[-1], res.mu[-1])
         pts["generic_3head"] = (np.array([0.4, -0.2, 0.1]), np.array([0.8, -0.5, 0.3]))
         est = estimate_risks({k: MultiHead(*v) for k, v in pts.items()}, s_L, n_prompts=n, seed=0, conditional=True)

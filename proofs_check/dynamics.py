@@ -28,9 +28,8 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import minimize
 
-from reduced_dynamics.dynamics.batch_flow import integrate_flow_batch
+from reduced_dynamics import integrate, reduced_model
 from reduced_dynamics.dynamics.diagnostics import manifold_gap, trajectory_diagnostics
-from reduced_dynamics.dynamics.flow import initial_state
 from reduced_dynamics.dynamics.loss import approx_loss, approx_loss_hessian
 from reduced_dynamics.dynamics.manifold import (
     drift_law_gamma,
@@ -51,14 +50,32 @@ __all__ = [
 ]
 
 
+def isotropic_model(setting, n_heads):
+    """The isotropic reduced model (L̃) of ``setting`` with ``n_heads`` heads; ValueError for any other model.
+
+    The checks of this module are statements about the isotropic softmax flow: a setting whose
+    ``activation`` or ``tasks`` selects another model is refused (as the flow drivers did).
+    """
+    setting.require_softmax("the isotropic flow of the checks")
+    model = reduced_model(setting, n_heads=n_heads)
+    if model.name != "isotropic":
+        raise ValueError(f"the checks of the isotropic flow need the isotropic model, `setting` selects {model!r}")
+    return model
+
+
 def _flows(heads, seeds, t_end, setting):
-    """The flows from ``initial_state(H, scale=0.01, seed=seed)``, one batch per H (integrate_flow_batch)."""
+    """The flows from ``model.initial_state(seed=seed, scale=0.01)``, one batch per H (``integrate``).
+
+    A loop of the LSODA path with its default tolerances (1e-11, 1e-14), as the old batch driver ran
+    fewer than 48 starts.
+    """
     seeds = list(seeds)
     for H in heads:
-        starts = np.array([initial_state(H, scale=0.01, seed=seed) for seed in seeds])
-        batch = integrate_flow_batch(starts[:, 0], starts[:, 1], setting, t_end=t_end)
+        model = isotropic_model(setting, H)
+        starts = np.array([model.initial_state(seed=seed, scale=0.01) for seed in seeds])
+        batch = integrate(model, starts, t_end=t_end, method="LSODA")
         for k, seed in enumerate(seeds):
-            yield H, seed, batch.trajectory(k)
+            yield H, seed, batch[k]
 
 
 @reports_errors("manifold")

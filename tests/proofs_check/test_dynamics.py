@@ -4,11 +4,17 @@ import pytest
 
 from proofs_check.dynamics import check_drift_law, check_manifold, check_optimality_loss, check_single_head_flow
 from proofs_check.result import CheckResult
-from reduced_dynamics import initial_state, integrate_flow
+from reduced_dynamics import integrate, reduced_model
 from reduced_dynamics.dynamics.manifold import drift_law_gamma, eta_star, flow_eta_gap
 from reduced_dynamics.setting import Setting
 
 PAPER = Setting.paper()
+
+
+def _two_head_flow(setting, *, seed, t_end):
+    """The H = 2 flow of L̃ from ``model.initial_state(seed=seed)`` (the integrator's defaults: LSODA, 1e-11)."""
+    model = reduced_model(setting, n_heads=2)
+    return integrate(model, model.initial_state(seed=seed), t_end=t_end)
 
 
 @pytest.mark.parametrize("check", [check_manifold, check_drift_law, check_optimality_loss, check_single_head_flow])
@@ -21,7 +27,7 @@ def test_quick_checks_pass_at_paper_setting(check):
 
 def test_drift_law_detects_a_wrong_law():
     """The law with the wrong head factor (pn/H → 1 for H = 2) is off by 2^(1/6) − 1 ≈ 12 %, far outside 1e-3."""
-    res = integrate_flow(*initial_state(2, seed=0), PAPER, t_end=1e5)
+    res = _two_head_flow(PAPER, seed=0, t_end=1e5)
     right = drift_law_gamma(res.t[-1], PAPER, n_positive=1, n_negative=1)
     wrong = drift_law_gamma(res.t[-1], PAPER, n_positive=2, n_negative=2)
     assert abs(res.gamma[-1] / right - 1) < 1e-3
@@ -32,13 +38,13 @@ def test_drift_law_detects_a_wrong_law():
 def test_drift_law_other_problems(d, L, s2):
     """γ(1e6) within 2e-4 of the law away from the paper's setting (measured 5e-5 .. 1.3e-4)."""
     setting = Setting(d=d, L=L, sigma2=s2)
-    res = integrate_flow(*initial_state(2, seed=1), setting, t_end=1e6)
+    res = _two_head_flow(setting, seed=1, t_end=1e6)
     assert abs(res.gamma[-1] / drift_law_gamma(1e6, setting, n_positive=1, n_negative=1) - 1) < 2e-4
 
 
 def test_eta_gap_constant():
     """η* − η_eff ≈ η*² c d³ γ⁴/2 along the flow (the S_γ value /6 would be 3× off)."""
-    res = integrate_flow(*initial_state(2, seed=2), PAPER, t_end=1e5)
+    res = _two_head_flow(PAPER, seed=2, t_end=1e5)
     gap = eta_star(PAPER) - res.eta_eff[-1]
     assert gap / flow_eta_gap(res.gamma[-1], PAPER) == pytest.approx(1.0, abs=0.01)
 
