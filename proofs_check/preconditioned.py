@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from reduced_dynamics import integrate, reduced_model
 from reduced_dynamics.dynamics.loss import approx_loss
 from reduced_dynamics.estimation.risk import estimate_risks
 from reduced_dynamics.precond.derive import difference_to_closed_form, reduction_to_isotropic
-from reduced_dynamics.precond.flow import precond_flow_end_state
+from reduced_dynamics.precond.flow import precond_limit
 from reduced_dynamics.precond.loss import PrecondReducedModel, precond_loss, precond_loss_grad, precond_risk_expansion
 from reduced_dynamics.setting import Setting
 
@@ -54,6 +55,25 @@ def check_sigma(setting: Setting) -> np.ndarray:
     from reduced_dynamics.precond.covariance import example_covariance
 
     return example_covariance(setting, seed=0)
+
+
+def _end_state(setting: Setting, *, t_end: float, n_times: int):
+    """The two-head flow in ``(ω, μ, W)`` from the symmetric ± start and the random ``W`` of seed 1, to ``t_end``.
+
+    The tolerances (``rtol=1e-9, atol=1e-12``), the output times (``t_first = 1e-2``) and the absence of a
+    stationarity stop are those of the former preconditioned flow driver.
+    """
+    model = reduced_model(setting, n_heads=2)
+    return integrate(
+        model,
+        model.initial_state(seed=1, scale=0.01),
+        t_end=t_end,
+        rtol=1e-9,
+        atol=1e-12,
+        n_times=n_times,
+        t_first=1e-2,
+        stationarity_tol=0,
+    )
 
 
 @reports_errors("preconditioned")
@@ -114,24 +134,25 @@ def check_preconditioned(setting: Setting, *, quick: bool = False) -> CheckResul
     t_end = 1e3 if quick else 1e4
     rows = []
     for L in Ls:
-        r = precond_flow_end_state(base.replace(L=L), seed=1, t_end=t_end, n_times=20)
-        n = r.normalised
+        s_L = base.replace(L=L)
+        r = _end_state(s_L, t_end=t_end, n_times=20)
+        n, lim = r.final, precond_limit(s_L)
         rows.append(
             {
                 "L": L,
-                "success": r.success,
+                "success": bool(r.success),
                 "distance_sigma_inv": float(n.distance_sigma_inv),
                 "distance_limit": float(n.distance_limit),
                 "distance_identity": float(n.distance_identity),
-                "limit_distance_sigma_inv": r.limit.distance_sigma_inv,
-                "lam": r.limit.lam,
+                "limit_distance_sigma_inv": lim.distance_sigma_inv,
+                "lam": lim.lam,
                 "gamma": n.gamma,
                 "eta_eff": n.eta_eff,
-                "limit_eta_eff": r.limit.eta_eff,
+                "limit_eta_eff": lim.eta_eff,
                 "zero_sum_ratio": n.zero_sum_ratio,
                 "sign_matched": n.sign_matched,
-                "loss": r.loss,
-                "limit_loss": r.limit.loss,
+                "loss": n.loss,
+                "limit_loss": lim.loss,
             }
         )
     # 5. the limit predictor on common prompts
@@ -140,13 +161,14 @@ def check_preconditioned(setting: Setting, *, quick: bool = False) -> CheckResul
     L0 = Ls[0]
     s0 = base.replace(L=L0)
     t_pair = 1e4 if quick else 1e5  # the gap to the limit predictor shrinks like γ⁴ along the drift
-    r0 = precond_flow_end_state(s0, seed=1, t_end=t_pair, n_times=5)
+    r0 = _end_state(s0, t_end=t_pair, n_times=5)
+    end0, lim0 = r0.model.unpack(r0.states[-1]), precond_limit(s0)
     n_pair = 8_000 if quick else 100_000
     pair = estimate_risks(
         {
-            "reduced": PrecondReducedModel(r0.omega, r0.mu, r0.W),
-            "dpgd_limit": debiased_precond_gd(r0.limit.Gamma, 1.0),
-            "dpgd_sigma_inv": debiased_precond_gd(np.linalg.inv(Sig), r0.limit.eta_eff),
+            "reduced": PrecondReducedModel(end0["omega"], end0["mu"], end0["W"]),
+            "dpgd_limit": debiased_precond_gd(lim0.Gamma, 1.0),
+            "dpgd_sigma_inv": debiased_precond_gd(np.linalg.inv(Sig), lim0.eta_eff),
         },
         s0,
         n_prompts=n_pair,
