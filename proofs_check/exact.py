@@ -20,7 +20,7 @@ Compared, by independent routes:
    H = 2 risk there positive (a strict local minimum of the full risk);
 4. paired Monte Carlo of the manifold excess at :math:`\gamma_{\min}` within 4 standard errors
    of the evaluator;
-5. (full run) the exact gradient flow (:func:`reduced_dynamics.exact.flow.integrate_exact_flow`)
+5. (full run) the exact gradient flow (:func:`reduced_dynamics.integrate` on the ``"exact"`` model)
    from the manifold at :math:`\gamma = 2\gamma_{\min}` against the drift law
    :func:`~reduced_dynamics.exact.drift.exact_drift_gamma` (order 6) over one crossover time.
 """
@@ -158,14 +158,27 @@ def check_exact_dynamics(setting, *, quick=False) -> CheckResult:
 
     # 5. the exact flow against the drift law (full run)
     if not quick:
+        from reduced_dynamics import integrate, reduced_model
         from reduced_dynamics.exact.drift import _profile_over_mass
-        from reduced_dynamics.exact.flow import integrate_exact_flow
 
         ts = drift_time_scales(setting)
         g0 = 2 * m.gamma
         _, M0, _ = _profile_over_mass(g0, setting, 1e-12)
         t_end = 3 * ts.t_cross
-        flow = integrate_exact_flow([g0, -g0], [M0, -M0], setting, t_end=t_end, n_eval=25, t_first=1e-2 * ts.t_cross)
+        # the former exact-flow driver's defaults: BDF, rtol 1e-8, atol 1e-10, 200000 gradients, no stationarity stop
+        model = reduced_model(setting, n_heads=2, objective="exact", tol=1e-12, fd_step=1e-5)
+        flow = integrate(
+            model,
+            model.state([g0, -g0], [M0, -M0]),
+            t_end=t_end,
+            n_times=25,
+            t_first=1e-2 * ts.t_cross,
+            method="BDF",
+            rtol=1e-8,
+            atol=1e-10,
+            budget=200_000,
+            stationarity_tol=0,
+        )
         gam_f = np.abs(np.asarray(flow.omega)).mean(axis=1)
         sel = np.asarray(flow.t) >= 1e-2 * ts.t_cross
         i0 = int(np.argmax(sel))
@@ -177,7 +190,8 @@ def check_exact_dynamics(setting, *, quick=False) -> CheckResult:
             "gamma": gam_f[i0:].tolist(),
             "law": np.asarray(law).tolist(),
             "max_relative_deviation": dev,
-            "gradient_evaluations": int(flow.n_gradient_evaluations),
+            # right-hand sides plus the 2H + 1 gradients of each forward-difference Jacobian (as counted before)
+            "gradient_evaluations": int(flow.nfev + flow.njev * (model.size + 1)),
         }
         if flow.status != 0 or dev > _TOL_FLOW:
             failures.append(f"exact flow vs drift law: status {flow.status}, max deviation {dev:.3f}")
