@@ -73,3 +73,14 @@ def test_checkers_reject_bad_arguments_instead_of_reporting_them(check):
         check((5, 40, 0.1), quick=True)
     with pytest.raises(TypeError):
         check(PAPER, quikc=True)
+
+
+@pytest.mark.parametrize(
+    "setting", [PAPER.replace(activation="tanh"), Setting.paper_multitask()], ids=["activation", "tasks"]
+)
+def test_flow_checks_refuse_a_setting_of_another_model(setting):
+    """The flow checks are statements about the isotropic L̃ flow: a setting that selects another model is an
+    ERROR naming the reason, never a result computed on another loss (the old batch driver ignored `tasks`)."""
+    res = check_drift_law(setting, quick=True)
+    assert res.status == "ERROR" and not res.passed
+    assert res.error.startswith("ValueError: ") and ("activation" in res.error or "MultitaskModel" in res.error)
