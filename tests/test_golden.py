@@ -122,6 +122,22 @@ MOVED: dict[str, dict[str, str]] = {
     },
 }
 
+#: case -> {dotted path of a nested number: why it moved}; compared with the absolute tolerance given
+#: instead of rtol (the path still must be there and be a number).
+MOVED_PATHS: dict[str, dict[str, tuple[float, str]]] = {
+    "check_quick_exact_dynamics": {
+        "files.check.json.checks[0].data.richardson.a4_residual": (
+            1e-8,
+            "a Richardson-extrapolated residual of size 2.6e-5 that amplifies the last bits of the debiased-GD "
+            "risk a0: the three implementations of that risk are one now (reduced_dynamics.estimation."
+            "closed_forms.gd_risk), which moves a0 by ~1e-13 and this residual by 4.3e-9 absolute; with the "
+            "old a0 formula every Richardson number is bit-identical; the check still passes",
+        ),
+    },
+}
+
+_SKIP: dict[str, tuple[float, str]] = {}
+
 #: free text: not compared at all
 FREE_TEXT_KEYS = frozenset({"message", "explanation", "stderr_tail"})
 
@@ -255,6 +271,11 @@ def compare(expected, actual, path: str, diff: _Diff, key: str | None = None) ->
     """Compare a recorded output ``expected`` with the new ``actual`` (see the module docstring)."""
     if key in IGNORED_KEYS or key in FREE_TEXT_KEYS:
         return
+    if path in _SKIP:
+        atol, _ = _SKIP[path]
+        if not (_is_number(actual) and abs(float(actual) - float(expected)) <= atol):
+            diff.add(path, f"{actual!r}, recorded {expected!r} (documented move, allowed |Δ| <= {atol:g})")
+        return
     if _is_array_record(expected):
         _compare_arrays(expected, actual, path, diff)
         return
@@ -328,6 +349,8 @@ def _drop_moved(label, expected, actual):
 
 def assert_same(label: str, expected: dict, actual: dict, rtol: float) -> None:
     expected, actual = _drop_moved(label, expected, actual)
+    _SKIP.clear()
+    _SKIP.update(MOVED_PATHS.get(label, {}))
     diff = _Diff(rtol, ATOL)
     if actual["exit"] != expected["exit"]:
         diff.add("exit", f"{actual['exit']}, recorded {expected['exit']} (stderr: {actual.get('stderr_tail', '')!r})")
