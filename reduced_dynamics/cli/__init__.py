@@ -29,7 +29,7 @@ import re
 import sys
 import warnings
 
-from reduced_dynamics.cli._common import close_all, exit_codes_epilog, flag_names, rename_params
+from reduced_dynamics.cli._common import NOTES, close_all, exit_codes_epilog, flag_names, rename_params
 
 __all__ = ["main", "build_parser", "COMMANDS"]
 
@@ -179,6 +179,7 @@ def main(argv=None) -> int:
     if getattr(args, "_module", None) is None:
         parser.print_help(sys.stderr)
         return 2
+    NOTES.clear()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RuntimeWarning)
         try:
@@ -200,6 +201,9 @@ def main(argv=None) -> int:
             return 130
         finally:
             close_all()
+    for text in NOTES if rc == 0 else ():  # a failed command keeps its one line
+        sys.stderr.write(f"reduced-dynamics {args.command}: note: {text}\n")
+    NOTES.clear()
     numeric = [w for w in caught if issubclass(w.category, RuntimeWarning)]
     for w in caught:  # anything else is shown as Python would have shown it
         if not issubclass(w.category, RuntimeWarning):

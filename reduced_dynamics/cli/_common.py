@@ -65,7 +65,9 @@ def exit_codes_epilog(*, fail: str | None = None, numerical: bool = False) -> st
 
 def add_quiet(p) -> None:
     """Add ``--quiet`` (no progress lines on stderr) to the parser ``p``."""
-    p.add_argument("--quiet", action="store_true", help="no progress lines on stderr (errors are still reported)")
+    p.add_argument(
+        "--quiet", action="store_true", help="no progress lines or notes on stderr (errors are still reported)"
+    )
 
 
 #: seconds a command runs before its first progress line (the line of the stage it is in then)
@@ -133,6 +135,16 @@ class Progress:
             self._pending = None
         if self._timer is not None:
             self._timer.cancel()
+
+
+#: one-line notes of the running command (e.g. an old flag spelling), written by ``reduced_dynamics.cli.main``
+#: after the command returned, so that bad input still gives exactly one error line
+NOTES: list[str] = []
+
+
+def note(text: str) -> None:
+    """Queue a one-line note for stderr (written once the command has returned, not on a bad-input exit)."""
+    NOTES.append(text)
 
 
 def close_all() -> None:

@@ -22,6 +22,7 @@ from reduced_dynamics.cli._common import (
     check_range,
     exit_codes_epilog,
     nonempty,
+    note,
     parse_floats,
     prepare_out,
 )
@@ -129,9 +130,10 @@ def resolve_n_times(args, command: str = "run") -> int:
     if args.n_eval is not None:
         if args.n_times is not None:
             raise ValueError("`--n-eval` is the old spelling of `--n-times`: give one of them")
-        sys.stderr.write(
-            f"reduced-dynamics {command}: note: `--n-eval` is now `--n-times` (the old spelling works in 0.2)\n"
-        )
+        if not getattr(args, "quiet", False):
+            note("`--n-eval` is now `--n-times` (the old spelling works in 0.2)")
+        # errors name the spelling the user typed
+        args._flags = {**getattr(args, "_flags", {}), "n_times": "--n-eval", "n-times": "--n-eval"}
         args.n_times = args.n_eval
     return 400 if args.n_times is None else args.n_times
 
@@ -156,9 +158,10 @@ def text_summary(flow) -> str:
     ]
     for part in flow.model.parts:
         lines.append(f"  final {part.name} = {_vec(s[part.name])}".replace("\n", "\n" + " " * 10))
-    loss = f"  loss = {s['loss']:.10f}"
+    name = "L̃" if flow.model.name == "isotropic" else "loss"
+    loss = f"  {name} = {s['loss']:.10f}"
     if s.get("inf_loss") is not None:
-        loss += f"   inf = 1+σ²−η* = {s['inf_loss']:.10f}   gap = {s['loss'] - s['inf_loss']:.3e}"
+        loss += f"   inf L̃ = 1+σ²−η* = {s['inf_loss']:.10f}   gap = {s['loss'] - s['inf_loss']:.3e}"
     lines.append(loss)
     if "gamma" in s and "eta_star" in s and s.get("eta_star") is not None:
         lines.append(
@@ -348,12 +351,18 @@ def _write(args, model, flow, summary, progress) -> dict:
     progress.stage(f"writing {out / stem}.*")
     files = {}
     arrays = dict(t=flow.t, loss=flow.loss, grad_norm=flow.grad_norm, **flow.parts)
+    if model.setting.Sigma is not None:
+        arrays["Sigma"] = model.setting.Sigma
     if flow.is_batch:
         arrays.update(status=flow.status, t_stop=flow.t_stop)
         files["trajectories"] = str(atomic_savez(out / f"{stem}.npz", **arrays))
     else:
         if model.scalar_heads:
             arrays.update(gamma=flow.gamma, eta_eff=flow.eta_eff)
+        if model.name == "precond":
+            from reduced_dynamics.precond.metrics import scale_free_distance
+
+            arrays["distance_sigma_inv"] = np.asarray(scale_free_distance(flow.W, np.linalg.inv(model.setting.Sigma)))
         files["trajectory"] = str(atomic_savez(out / f"{stem}.npz", **arrays))
         if model.name == "isotropic" and not args.no_plot:
             from reduced_dynamics.plots.style import plot_flow_summary, save_figure

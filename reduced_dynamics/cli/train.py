@@ -6,7 +6,15 @@ import json
 import sys
 
 from reduced_dynamics._validation import check_positive_int
-from reduced_dynamics.cli._common import Progress, add_quiet, check_range, exit_codes_epilog, nonempty, prepare_out
+from reduced_dynamics.cli._common import (
+    Progress,
+    add_quiet,
+    check_range,
+    exit_codes_epilog,
+    nonempty,
+    note,
+    prepare_out,
+)
 from reduced_dynamics.cli._dispatch import SETTING_FLAGS
 from reduced_dynamics.cli._setting import (
     add_extension_arguments,
@@ -114,9 +122,16 @@ def _resolve_eval_prompts(args) -> None:
     if args.n_eval is not None:
         if args.eval_prompts is not None:
             raise ValueError("`--n-eval` is the old spelling of `--eval-prompts`: give one of them")
-        sys.stderr.write(
-            "reduced-dynamics train: note: `--n-eval` is now `--eval-prompts` (the old spelling works in 0.2)\n"
-        )
+        if not getattr(args, "quiet", False):
+            note("`--n-eval` is now `--eval-prompts` (the old spelling works in 0.2)")
+        # errors name the spelling the user typed
+        args._flags = {
+            **getattr(args, "_flags", {}),
+            "n_prompts": "--n-eval",
+            "n-eval": "--n-eval",
+            "eval-prompts": "--n-eval",
+            "eval_prompts": "--n-eval",
+        }
     else:
         args.n_eval = 20_000 if args.eval_prompts is None else args.eval_prompts
 

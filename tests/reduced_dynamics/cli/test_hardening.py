@@ -226,7 +226,7 @@ def test_rename_params_maps_every_library_name_to_a_flag():
     flags = {name: p.get_default("_flags") for name, p in sub.choices.items()}
     assert flags["run"]["n_heads"] == "--heads" and flags["run"]["scale"] == "--init-scale"
     assert flags["run"]["t_end"] == "--t-end" and flags["run"]["n_eval"] == "--n-eval"
-    assert flags["train"]["n_prompts"] == "--n-eval" and flags["risk"]["n_prompts"] == "--prompts"
+    assert flags["train"]["n_prompts"] == "--eval-prompts" and flags["risk"]["n_prompts"] == "--prompts"
     assert flags["train"]["parameterisation"] == "--param"
     for name, table in flags.items():
         parser = sub.choices[name]
