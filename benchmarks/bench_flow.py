@@ -19,6 +19,8 @@ Contenders
   ``method="batch-Radau"`` (the batched Radau IIA, default rtol 1e-7, atol 1e-10) on B = 256 starts
   (``--quick``: 64).
 * ``loop of naive LSODA`` / ``loop of package``: the same B starts one after the other.
+* ``CLI run --n-init``: ``python -m reduced_dynamics run --n-init B --t-end ... --json`` in a subprocess, start-up
+  included (its CPU time counted through ``RUSAGE_CHILDREN``); the same B starts.
 
 Accuracy: the maximum absolute difference of the final state (ω, μ) from a tight reference
 (``integrate(model, y0, method="Radau", rtol=1e-12, atol=1e-15)``), per single-trajectory contender; for the batch,
@@ -29,7 +31,11 @@ first 8 from the tight reference.
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import statistics
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -61,10 +67,26 @@ def naive(y0, H, t_end, method):
     return solve_ivp(rhs, (0.0, t_end), y0, method=method, t_eval=t_eval, rtol=1e-8, atol=1e-11).y[:, -1]
 
 
+#: the child processes import the package of this checkout
+_ENV = {
+    **os.environ,
+    "PYTHONPATH": os.pathsep.join(
+        [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
+        + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    ),
+}
+
+
+def _cpu():
+    """CPU seconds of this process and its finished children (a subprocess contender is timed too)."""
+    ch = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + ch.ru_utime + ch.ru_stime
+
+
 def timed(fn):
-    c0, w0 = time.process_time(), time.perf_counter()
+    c0, w0 = _cpu(), time.perf_counter()
     out = fn()
-    return out, time.process_time() - c0, time.perf_counter() - w0
+    return out, _cpu() - c0, time.perf_counter() - w0
 
 
 def rounds(contenders, reps):
@@ -119,7 +141,25 @@ def batch(B, t_end, reps):
     def run_batch():
         return integrate(model, Y0, t_end=t_end, method="batch-Radau").y_stop
 
-    res = rounds({"batch": run_batch, "loop of package": loop_package, "loop of naive LSODA": loop_naive}, reps)
+    def cli_batch():
+        # the same B starts (seeds 0..B-1) from the command line, start-up included; the child's CPU time is
+        # counted by the rounds' process_time through RUSAGE_CHILDREN (see _child_cpu)
+        argv = [sys.executable, "-m", "reduced_dynamics", "run", "--n-init", str(B), "--t-end", repr(t_end)]
+        out = subprocess.run([*argv, "--quiet", "--json"], capture_output=True, text=True, check=True, env=_ENV)
+        import json
+
+        stop = json.loads(out.stdout)
+        return np.concatenate([np.asarray(stop["omega"]), np.asarray(stop["mu"])], axis=1)
+
+    res = rounds(
+        {
+            "batch": run_batch,
+            "loop of package": loop_package,
+            "loop of naive LSODA": loop_naive,
+            "CLI run --n-init": cli_batch,
+        },
+        reps,
+    )
     yb, yp = res["batch"][0], res["loop of package"][0]
     k = min(B, 8)
     tight = np.array(
@@ -133,6 +173,9 @@ def batch(B, t_end, reps):
     r_naive = med(res["loop of naive LSODA"][1]) / b
     print(f"  ratio loop of naive LSODA / batch (CPU): {r_naive:6.2f}   (target >= 10)")
     print(f"  ratio loop of package / batch (CPU):     {med(res['loop of package'][1]) / b:6.2f}")
+    r_cli = med(res["loop of naive LSODA"][1]) / med(res["CLI run --n-init"][1])
+    print(f"  ratio loop of naive LSODA / CLI run --n-init {B} (CPU, start-up included): {r_cli:6.2f}   (target >= 8)")
+    print(f"  max |CLI - batch| over {B}: {np.max(np.abs(res['CLI run --n-init'][0] - yb)):.2e}")
     print(f"  max |batch - package single| over {B}: {np.max(np.abs(yb - yp)):.2e}   (target <= 1e-8)")
     print(f"  max |batch - tight reference| over {k}: {np.max(np.abs(yb[:k] - tight)):.2e}")
     print(
