@@ -328,6 +328,10 @@ def _single(model, y0, t_out, method, *, rtol, atol, stationarity_tol, budget, t
     except OutOfDomain as exc:
         stop, why = Status.LEFT_DOMAIN, str(exc)
     seconds = time.perf_counter() - start
+    if stop == Status.LEFT_DOMAIN and kern.last_y is None:
+        # the first evaluation, at the start itself, failed (with stationarity_tol = 0 the gradient is not
+        # evaluated up front): the start is outside the domain, as when the check above fails
+        raise DomainError(f"the gradient of {model!r} cannot be evaluated at the start `y0`: {why}")
     if stop is not None:
         # end at the last state the solver evaluated
         t = np.array([0.0, kern.last_t]) if kern.last_y is not None else np.zeros(1)
