@@ -47,7 +47,7 @@ def model_class(name: str) -> type:
     return getattr(importlib.import_module(mod), cls)
 
 
-def model_name(setting: Setting, objective: str = "approx") -> str:
+def model_name(setting: Setting, *, objective: str = "approx") -> str:
     """The name of the model :func:`reduced_model` picks for ``setting`` and ``objective`` (or ValueError)."""
     setting = as_setting(setting, "reduced_model")
     if objective not in OBJECTIVES:
@@ -108,10 +108,10 @@ def reduced_model(setting: Setting, *, n_heads: int, objective: str = "approx", 
         An unknown objective, an option the model does not take, or a combination of ``Sigma``,
         ``tasks``, ``activation`` and ``objective`` that is not derived (one line naming them).
     """
-    name = model_name(setting, objective)
+    name = model_name(setting, objective=objective)
     cls = model_class(name)
     try:
-        return cls(setting, n_heads, **layout)
+        return cls(setting, n_heads=n_heads, **layout)
     except TypeError as exc:
         if "unexpected keyword" in str(exc):
             bad = sorted(layout)

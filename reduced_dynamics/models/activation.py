@@ -34,8 +34,8 @@ class ActivationModel(ScalarHeadsModel):
     name = "activation"
     domain_text = "the loss left the float64 range or the range of its quadrature."
 
-    def __init__(self, setting, n_heads):
-        super().__init__(setting, n_heads, heads_max=64)
+    def __init__(self, setting, *, n_heads):
+        super().__init__(setting, n_heads=n_heads, heads_max=64)
 
     def loss(self, y):
         return act_loss(*self.split(y), self.setting)

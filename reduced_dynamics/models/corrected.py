@@ -42,6 +42,11 @@ class CorrectedModel(ScalarHeadsModel):
     use_fd_jacobian = True
     domain_text = "max ω_h² reached 0.95·0.45, where the 1/L expansion (1 − 2ω_hω_k > 0) breaks down."
 
+    def __init__(self, setting, *, n_heads):
+        super().__init__(setting, n_heads=n_heads)
+        # R_0 + R_1/L is derived for the isotropic softmax model only
+        self.setting.require_isotropic("the corrected model").require_softmax("the corrected model")
+
     def loss(self, y):
         return corrected_loss(*self.split(y), self.setting)
 

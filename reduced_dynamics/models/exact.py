@@ -42,9 +42,9 @@ class ExactModel(ScalarHeadsModel):
     default_method = "BDF"
     use_fd_jacobian = True
 
-    def __init__(self, setting, n_heads, *, tol=1e-12, fd_step=1e-5):
+    def __init__(self, setting, *, n_heads, tol=1e-12, fd_step=1e-5):
         _check_setting(setting, "the exact-risk model")
-        super().__init__(setting, n_heads, heads_max=H_MAX)
+        super().__init__(setting, n_heads=n_heads, heads_max=H_MAX)
         self.tol = _check_tol(tol)
         self.fd_step = check_positive_float("fd_step", fd_step)
         if not 1e-8 <= self.fd_step <= 1e-2:

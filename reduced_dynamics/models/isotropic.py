@@ -73,8 +73,10 @@ class IsotropicModel(ScalarHeadsModel):
         "Try a smaller `init_scale` or smaller |omega0|."
     )
 
-    def __init__(self, setting, n_heads, *, exponent_cap=None):
-        super().__init__(setting, n_heads)
+    def __init__(self, setting, *, n_heads, exponent_cap=None):
+        super().__init__(setting, n_heads=n_heads)
+        # L̃ is the isotropic softmax loss: another covariance or activation has its own model
+        self.setting.require_isotropic("the isotropic model").require_softmax("the isotropic model")
         self.exponent_cap = _check_cap(exponent_cap)
 
     def _layout_key(self):

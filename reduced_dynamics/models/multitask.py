@@ -39,8 +39,8 @@ class MultitaskModel(ReducedModel):
     name = "multitask"
     domain_text = "an exponent ω⁽ʰ⁾·ω⁽ᵏ⁾ reached 0.95·700, near float64 overflow of exp."
 
-    def __init__(self, setting, n_heads):
-        self.setting = as_setting(setting, "MultitaskModel")
+    def __init__(self, setting, *, n_heads):
+        self.setting = as_setting(setting, "MultitaskModel").require_softmax("the multi-task model")
         self.n_heads = check_positive_int("n_heads", n_heads, hi=64)
         H, d, N = self.n_heads, self.setting.d, self.setting.n_tasks
         self.parts = (Part("omega", (H, d)), Part("mu", (H, N)))

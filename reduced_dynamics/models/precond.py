@@ -49,8 +49,8 @@ class PrecondModel(ReducedModel):
         "Try a smaller `init_scale` or a smaller start."
     )
 
-    def __init__(self, setting, n_heads, *, per_head=False):
-        self.setting = as_setting(setting, "PrecondModel")
+    def __init__(self, setting, *, n_heads, per_head=False):
+        self.setting = as_setting(setting, "PrecondModel").require_softmax("the preconditioned model")
         if self.setting.d > D_FLOW_MAX:
             raise ValueError(
                 f"`setting.d` must be <= {D_FLOW_MAX} for the preconditioned model (2H + d² variables), "

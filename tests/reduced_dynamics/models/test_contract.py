@@ -156,7 +156,7 @@ def test_isotropic_multitask_loss_refuses_sigma():
 
 def test_activation_model_with_exp_is_the_isotropic_model():
     """f = exp: L̃_f (tilt and fluctuation terms by its own formulas) is L̃."""
-    m = model_class("activation")(PAPER, 2)
+    m = model_class("activation")(PAPER, n_heads=2)
     assert abs(m.loss(m.state(OMEGA, MU)) - _isotropic_value(OMEGA, MU)) < 1e-12
 
 
