@@ -128,8 +128,12 @@ def lsoda_path(kern, y0, t_eval, rtol, atol):
             Y_head, nje_head = y0[None, :], 0
     finally:
         kern.abort = False
-    # the tail starts from an output state above the stationarity threshold, so its event sees the crossing
-    while k > 1 and kern.stat2 > 0 and kern.grad_norm(Y_head[k - 1]) ** 2 < kern.stat2:
+    # the tail starts from an output state inside the domain and above the stationarity threshold, so its events
+    # see the crossings (an output time before the first evaluation beyond the margin can still lie past the
+    # edge: LSODA's step that ended at that evaluation spanned both the crossing and the output time)
+    while k > 1 and (
+        not kern.margin(Y_head[k - 1]) > 0 or (kern.stat2 > 0 and kern.grad_norm(Y_head[k - 1]) ** 2 < kern.stat2)
+    ):
         k -= 1
     t_tail, Y_tail, status, message, nlu = solve_ivp_path(
         kern, float(t_eval[k - 1]), Y_head[k - 1], t_eval[k - 1 :], "Radau", rtol, atol
