@@ -318,7 +318,7 @@ def _single(model, y0, t_out, method, *, rtol, atol, stationarity_tol, budget, t
     start = time.perf_counter()
     stop = None
     try:
-        with np.errstate(over="ignore", invalid="ignore"):  # non-finite values are turned into statuses
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # non-finite values become statuses
             if method == "LSODA":
                 run = lsoda_path(kern, y0, t_eval, rtol, atol)
             else:

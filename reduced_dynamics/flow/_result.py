@@ -339,5 +339,10 @@ def evaluate_along(model, Y):
     except (ValueError, TypeError):
         loss = np.array([float(model.loss(y)) for y in Y])
         g = np.array([model.grad(y) for y in Y])
-    gnorm = np.sqrt(np.sum(g * g, axis=-1))
-    return loss, np.atleast_1d(gnorm)
+    with np.errstate(over="ignore"):
+        gnorm = np.atleast_1d(np.sqrt(np.sum(g * g, axis=-1)))
+    big = ~np.isfinite(gnorm) & np.all(np.isfinite(g), axis=-1)
+    if np.any(big):  # a finite gradient whose squares overflow (|∇| > 1.3e154): scale before squaring
+        s = np.max(np.abs(g[big]), axis=-1, keepdims=True)
+        gnorm[big] = s[:, 0] * np.sqrt(np.sum((g[big] / s) ** 2, axis=-1))
+    return loss, gnorm
