@@ -280,3 +280,7 @@ class ReducedModel(abc.ABC):
             out["sigma_eigenvalues"] = np.linalg.eigvalsh(self.setting.Sigma).tolist()
         out.update({k: v for k, v in self._layout_key()})
         return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """:meth:`describe`: what a result that holds the model (``Flow.to_dict()``) writes for it in JSON."""
+        return self.describe()
