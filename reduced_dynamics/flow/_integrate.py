@@ -219,7 +219,7 @@ def integrate(
     model = _check_model(model)
     y0 = model.check_state(y0)
     batch = y0.ndim == 2
-    if method is not None and method not in METHODS:
+    if method is not None and (not isinstance(method, str) or method not in METHODS):
         raise ValueError(f"`method` must be one of {list(METHODS)}, got {method!r}")
     if batch:
         if not 1 <= y0.shape[0] <= N_TRAJ_MAX:

@@ -96,7 +96,8 @@ def lsoda_path(kern, y0, t_eval, rtol, atol):
             warnings.simplefilter("ignore", ODEintWarning)
             Y, info = odeint(kern.rhs, y0, t_eval, Dfun=dfun, rtol=rtol, atol=atol, full_output=True, mxstep=mxstep)
         t_flag = kern.flag_t
-        if info["message"] != ok:
+        # odeint reports success but returns NaN states over a tiny interval (t_end ~ 1e-200): hand over too
+        if info["message"] != ok or not np.all(np.isfinite(Y)):
             return solve_ivp_path(kern, 0.0, y0, t_eval, "Radau", rtol, atol)
         if t_flag is None:
             return t_eval.copy(), Y, int(Status.REACHED_T_END), info["message"], int(info["nje"][-1])
@@ -121,7 +122,7 @@ def lsoda_path(kern, y0, t_eval, rtol, atol):
                     mxstep=mxstep,
                     tcrit=t_eval[k - 1 : k],
                 )
-            if info["message"] != ok:
+            if info["message"] != ok or not np.all(np.isfinite(Y_head)):
                 return solve_ivp_path(kern, 0.0, y0, t_eval, "Radau", rtol, atol)
             nje_head = int(info["nje"][-1])
         else:
