@@ -127,7 +127,7 @@ class ReducedModel(abc.ABC):
         unknown = sorted(set(parts) - set(names))
         if unknown:
             raise ValueError(f"unknown state part(s) {unknown} for {self!r}; its parts are {names}")
-        blocks, lead = [], None
+        blocks, lead, first = [], None, None
         for p in self.parts:
             if p.name not in parts:
                 raise ValueError(f"`{p.name}` is required for {self!r} (shape {p.shape})")
@@ -136,9 +136,9 @@ class ReducedModel(abc.ABC):
                 raise ValueError(f"`{p.name}` must have shape (..., {', '.join(map(str, p.shape))}), got {a.shape}")
             la = a.shape[: a.ndim - len(p.shape)]
             if lead is None:
-                lead = la
+                lead, first = la, p.name
             elif la != lead:
-                raise ValueError(f"the state parts must share their leading (batch) axes, got {lead} and {la}")
+                raise ValueError(f"`{first}` and `{p.name}` must share their leading (batch) axes, got {lead} and {la}")
             blocks.append(a.reshape(la + (p.size,)))
         return np.concatenate(blocks, axis=-1)
 
@@ -157,7 +157,7 @@ class ReducedModel(abc.ABC):
         seed : int >= 0 or numpy.random.Generator
             Required (there is no default seed).
         scale : float, > 0
-        n : int, optional
+        n : int in [0, 100000], optional
             Number of starts; ``None`` gives one state of shape ``(size,)``, else ``(n, size)``.
 
         Returns
@@ -165,6 +165,7 @@ class ReducedModel(abc.ABC):
         ndarray, shape (size,) or (n, size)
         """
         from reduced_dynamics.estimation.prompts import as_generator
+        from reduced_dynamics.flow._batch import N_TRAJ_MAX
 
         scale = check_positive_float("scale", scale)
         if seed is None:
@@ -172,7 +173,8 @@ class ReducedModel(abc.ABC):
         if not isinstance(seed, np.random.Generator):
             seed = check_nonnegative_int("seed", seed)
         rng = as_generator(seed)
-        shape = (self.size,) if n is None else (check_nonnegative_int("n", n), self.size)
+        # at most the largest batch integrate takes
+        shape = (self.size,) if n is None else (check_nonnegative_int("n", n, hi=N_TRAJ_MAX), self.size)
         return self._random_state(rng, shape) * scale
 
     def _random_state(self, rng, shape):

@@ -82,7 +82,9 @@ class PrecondModel(ReducedModel):
         from reduced_dynamics.precond.flow import precond_initial_state
 
         if n is not None:
-            n = check_positive_int("n", n)
+            from reduced_dynamics.flow._batch import N_TRAJ_MAX
+
+            n = check_positive_int("n", n, hi=N_TRAJ_MAX)
             from reduced_dynamics.estimation.prompts import as_generator
 
             rng = as_generator(seed)
