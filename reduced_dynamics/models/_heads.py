@@ -29,7 +29,7 @@ class ScalarHeadsModel(ReducedModel):
 
     scalar_heads = True
 
-    def __init__(self, setting: Setting, *, n_heads: int, heads_max: int = N_HEADS_MAX):
+    def __init__(self, setting: Setting, n_heads: int, *, heads_max: int = N_HEADS_MAX):
         self.setting = as_setting(setting, type(self).__name__)
         self.n_heads = check_positive_int("n_heads", n_heads, hi=heads_max)
         self.parts = (Part("omega", (self.n_heads,)), Part("mu", (self.n_heads,)))
