@@ -1,0 +1,234 @@
+"""The one integrator on one trajectory, for every model: the methods agree with a tight reference, output
+times, block rates, determinism, bad arguments and bad starts.
+
+Stops and the status table: test_status.py; batches: test_batch.py; gradient descent: test_gradient_descent.py;
+the result type: test_result.py; the time convention: test_time_convention.py.
+"""
+
+import inspect
+
+import numpy as np
+import pytest
+
+from reduced_dynamics import LossOverflowError, Setting, integrate, reduced_model
+from reduced_dynamics import flow as engine
+from reduced_dynamics.precond.covariance import example_covariance
+
+PAPER = Setting(d=5, L=40, sigma2=0.1)
+SIGMA = Setting(d=4, L=40, sigma2=0.1, Sigma=example_covariance(Setting(d=4, L=40, sigma2=0.1), seed=0))
+
+#: name -> (setting, objective); two heads each (the exact risk: d = 3, L = 8, where a gradient is cheap)
+CASES = {
+    "isotropic": (PAPER, "approx"),
+    "corrected": (PAPER, "corrected"),
+    "exact": (Setting(d=3, L=8, sigma2=0.1), "exact"),
+    "precond": (SIGMA, "approx"),
+    "activation": (Setting(d=5, L=40, sigma2=0.1, activation="square", activation_c=0.5), "approx"),
+    "multitask": (Setting(d=4, L=40, sigma2=0.1, tasks=((0, 1, 2), (1, 2, 3))), "approx"),
+}
+#: the models whose flow to t = 50 costs well under a second per method (the exact risk: ~0.1 s per gradient)
+CHEAP = sorted(n for n in CASES if n != "exact")
+
+
+def _model(name, n_heads=2):
+    setting, objective = CASES[name]
+    return reduced_model(setting, n_heads=n_heads, objective=objective)
+
+
+@pytest.fixture(scope="module")
+def references():
+    """Radau at rtol 1e-10, atol 1e-13 from the seed-5 start of scale 0.01 to t = 50, per model."""
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            m = _model(name)
+            y0 = m.initial_state(seed=5, scale=0.01)
+            cache[name] = (m, y0, integrate(m, y0, t_end=50.0, method="Radau", rtol=1e-10, atol=1e-13, n_times=5))
+        return cache[name]
+
+    return get
+
+
+@pytest.mark.parametrize("method", ["Radau", "BDF", "LSODA", "RK45"])
+@pytest.mark.parametrize("name", CHEAP)
+def test_methods_agree(references, name, method):
+    """Different methods give the same state at t = 50 (to 1e-5 relative, 1e-7 absolute) as a Radau run at
+    rtol 1e-10 (the state moves by O(1) in between: the escape from the saddle and the sign matching)."""
+    m, y0, ref = references(name)
+    assert ref.success and np.max(np.abs(ref.states[-1] - y0)) > 0.5
+    res = integrate(m, y0, t_end=50.0, method=method, rtol=1e-9, atol=1e-12, n_times=5)
+    assert res.success and res.method == method and res.t[-1] == 50.0
+    np.testing.assert_allclose(res.y[:, -1], ref.y[:, -1], rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_same_input_same_output(name):
+    m = _model(name, n_heads=3 if name == "isotropic" else 2)
+    t_end, tol = (100.0, {}) if name == "isotropic" else (0.05 if name == "exact" else 1.0, dict(rtol=1e-5, atol=1e-8))
+    y0 = m.initial_state(seed=7)
+    a = integrate(m, y0, t_end=t_end, n_times=5, **tol)
+    b = integrate(m, y0, t_end=t_end, n_times=5, **tol)
+    assert a.success
+    np.testing.assert_array_equal(a.y, b.y)
+
+
+def test_default_method_and_tolerances_per_model():
+    """Each model's default method (docs/migration.md) and the per-method default tolerances."""
+    want = {"isotropic": "LSODA", "corrected": "Radau", "exact": "BDF"}
+    want.update({"precond": "LSODA", "activation": "LSODA", "multitask": "LSODA"})
+    assert {n: _model(n).default_method for n in CASES} == want
+    m = _model("isotropic")
+    y0 = m.initial_state(seed=0)
+    assert (integrate(m, y0, t_end=1.0).rtol, integrate(m, y0, t_end=1.0).atol) == (1e-11, 1e-14)
+    r = integrate(m, y0, t_end=1.0, method="Radau")
+    assert (r.rtol, r.atol) == (1e-8, 1e-11)
+    batch = integrate(m, np.stack([y0, -y0]), t_end=1.0, method="batch-Radau")
+    assert (batch.rtol, batch.atol) == (1e-7, 1e-10)
+
+
+# ------------------------------------------------------------------ output times
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_log_spaced_default_times(name):
+    """0, then n_times − 1 log-spaced times from t_first to t_end."""
+    # the exact risk as in its former driver's test: H = 1 at the paper's setting, from (0.3, 0.5)
+    m = reduced_model(PAPER, n_heads=1, objective="exact") if name == "exact" else _model(name)
+    y0 = m.state([0.3], [0.5]) if name == "exact" else m.initial_state(seed=0)
+    res = integrate(m, y0, t_end=1.0, n_times=4, t_first=0.01, rtol=1e-5, atol=1e-8)
+    np.testing.assert_allclose(res.t, [0.0, 0.01, 0.1, 1.0], rtol=1e-15)
+    assert res.states.shape == (4, m.size) and res.loss.shape == (4,) and res.grad_norm.shape == (4,)
+
+
+def test_explicit_times_are_returned_as_given_and_the_flow_starts_at_zero():
+    m = _model("isotropic")
+    y0 = m.initial_state(seed=0)
+    times = np.array([0.5, 1.0, 3.0])
+    res = integrate(m, y0, times=times, method="Radau", rtol=1e-10, atol=1e-13)
+    np.testing.assert_array_equal(res.t, times)
+    # the state at 0.5 is the flow's from y0 at t = 0, not y0 itself
+    full = integrate(m, y0, times=[0.0, 0.5, 1.0, 3.0], method="Radau", rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(res.states, full.states[1:], rtol=1e-8, atol=1e-12)
+    assert np.max(np.abs(res.states[0] - y0)) > 1e-4
+
+
+def test_a_first_time_beyond_t_end_gives_the_two_end_points():
+    m = _model("isotropic")
+    res = integrate(m, m.initial_state(seed=0), t_end=1.0, t_first=5.0)
+    np.testing.assert_array_equal(res.t, [0.0, 1.0])
+
+
+# ------------------------------------------------------------------ block rates
+
+
+@pytest.mark.parametrize("name", CHEAP)
+def test_rates_scale_the_initial_velocity_of_each_block(name):
+    """θ̇ = −P∇L with P = diag(r on ω, 1 elsewhere): (θ(h) − θ(0))/h → −P∇L(θ0), at h = 1e-6 to 1e-4 relative."""
+    m = _model(name)
+    y0 = m.initial_state(seed=2, scale=0.3)
+    h, r = 1e-6, 0.2
+    res = integrate(m, y0, times=[0.0, h], rates={"omega": r}, method="Radau", rtol=1e-9, atol=1e-12)
+    g = m.unpack(m.grad(y0))
+    v = m.unpack((res.states[1] - y0) / h)
+    np.testing.assert_allclose(v["omega"], -r * g["omega"], rtol=1e-4)
+    np.testing.assert_allclose(v["mu"], -g["mu"], rtol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "rates,param",
+    [
+        ({"omegaa": 0.5}, "`rates`"),
+        ({"omega": 0.0}, "`rates['omega']`"),
+        ({"omega": 1e7}, "`rates['omega']`"),
+        ({"mu": float("nan")}, "`rates['mu']`"),
+        ([0.5, 1.0], "`rates`"),
+    ],
+)
+def test_bad_rates_are_named(rates, param):
+    m = _model("isotropic")
+    with pytest.raises(ValueError, match=param.replace("[", r"\[").replace("]", r"\]")):
+        integrate(m, m.initial_state(seed=0), t_end=1.0, rates=rates)
+
+
+def test_rates_apply_to_single_trajectories_only():
+    m = _model("isotropic")
+    with pytest.raises(ValueError, match="`rates`"):
+        integrate(m, m.initial_state(seed=0, n=2), t_end=1.0, rates={"omega": 0.5})
+
+
+# ------------------------------------------------------------------ bad arguments and starts
+
+
+@pytest.mark.parametrize(
+    "kwargs,param",
+    [
+        (dict(t_end=0.0), "`t_end`"),
+        (dict(t_end=float("nan")), "`t_end`"),
+        (dict(t_end=1e308), "`t_end`"),
+        (dict(t_end=2 * engine.T_END_MAX), "`t_end`"),
+        (dict(rtol=-1.0), "`rtol`"),
+        (dict(rtol=2.5), "`rtol`"),
+        (dict(rtol=1e308), "`rtol`"),
+        (dict(rtol=1e-16), "`rtol`"),
+        (dict(atol=2.5), "`atol`"),
+        (dict(atol=0.0), "`atol`"),
+        (dict(atol=float("nan")), "`atol`"),
+        (dict(method="Euler"), "`method`"),
+        (dict(method="batch-Radau"), "`method`"),  # a single start is not a batch
+        (dict(n_times=1), "`n_times`"),
+        (dict(n_times=10**7), "`n_times`"),
+        (dict(t_first=0.0), "`t_first`"),
+        (dict(times=[0.0, 2.0, 1.0]), "`times`"),
+        (dict(times=[-1.0, 1.0]), "`times`"),
+        (dict(times=[0.0]), "`times`"),
+        (dict(stationarity_tol=-1.0), "`stationarity_tol`"),
+        (dict(budget=0), "`budget`"),
+        (dict(budget=10**9), "`budget`"),
+    ],
+)
+def test_bad_arguments_are_named_at_once(kwargs, param):
+    """Issue 9: `run --t-end 1e308` ran forever and `--rtol 2.5` was blamed on overflow; now a named ValueError."""
+    m = _model("isotropic")
+    base = dict(t_end=10.0) | kwargs
+    with pytest.raises(ValueError, match=param):
+        integrate(m, m.state([0.01, -0.01], [0.01, -0.01]), **base)
+
+
+def test_the_model_must_be_a_reduced_model():
+    with pytest.raises(ValueError, match="`model`"):
+        integrate(PAPER, np.zeros(4))
+    with pytest.raises(ValueError, match="`model`"):
+        integrate("isotropic", np.zeros(4))
+
+
+def test_a_tolerances_of_the_wrong_type_is_refused_at_once():
+    """Issue 9: `tolerances="x"` was accepted and failed later."""
+    m = _model("isotropic")
+    with pytest.raises(TypeError, match="`tolerances`"):
+        integrate(m, m.state([0.1, -0.1], [0.1, -0.1]), t_end=1.0, tolerances="x")
+
+
+def test_the_default_budget_is_150000_gradient_evaluations():
+    """The paper's setting needs ~6e4 evaluations to t = 1e9; by default a flow stops beyond 150000."""
+    assert engine.BUDGET == 150_000
+    assert inspect.signature(integrate).parameters["budget"].default == 150_000
+
+
+def test_initial_state_outside_safe_region():
+    m = _model("isotropic")
+    with pytest.raises(LossOverflowError):
+        integrate(m, m.state([20.0, 0.0], [0.0, 0.0]))
+    with pytest.raises(engine.DomainError, match="`y0`"):
+        integrate(m, m.state([20.0, 0.0], [0.0, 0.0]))
+
+
+@pytest.mark.parametrize("stationarity_tol", [0.0, 1e-10])
+def test_a_start_whose_gradient_cannot_be_evaluated_is_a_domain_error(stationarity_tol):
+    """The activation model has no smooth domain edge: a start beyond its quadrature's range (tanh, |ω| = 9) is
+    refused by the formulas; integrate says so (engine.DomainError, a ValueError) whether or not it evaluates the
+    gradient for stationarity first, and never returns a flow built on a failed evaluation."""
+    m = reduced_model(Setting(d=5, L=40, sigma2=0.1, activation="tanh"), n_heads=2)
+    assert m.name == "activation" and m.in_range(m.state([9.0, -9.0], [1.0, -1.0]))
+    with pytest.raises(engine.DomainError, match="quadrature"):
+        integrate(m, m.state([9.0, -9.0], [1.0, -1.0]), t_end=10.0, stationarity_tol=stationarity_tol)
