@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from reduced_dynamics import Flow, integrate, reduced_model
 from reduced_dynamics.dynamics.corrected_loss import (
     CorrectedLossTerms,
     ManifoldCoefficients,
@@ -14,14 +15,18 @@ from reduced_dynamics.dynamics.corrected_loss import (
     corrected_loss_grad,
     corrected_loss_terms,
     corrected_manifold_coefficients,
-    integrate_corrected_flow,
     mc_risk_cv,
 )
-from reduced_dynamics.dynamics.flow import FlowPath
 from reduced_dynamics.dynamics.loss import approx_loss
 from reduced_dynamics.setting import Setting
 
 D, S2 = 5, 0.1
+
+
+def _corrected_flow(w0, m0, times, setting):
+    """The flow of R_0 + R_1/L at ``times`` (the recipe of docs/migration.md for the former corrected driver)."""
+    m = reduced_model(setting, n_heads=len(w0), objective="corrected")
+    return integrate(m, m.state(w0, m0), times=times, method="Radau", rtol=1e-9, atol=1e-12, stationarity_tol=0)
 
 
 def S(L):
@@ -166,8 +171,9 @@ def test_corrected_drift_law_matches_corrected_flow(p, n):
     w0 = np.r_[[g0] * p, [-g0] * n]
     m0 = np.r_[[M / p] * p, [-M / n] * n]
     ts = np.array([0.0, 10.0, 1e2, 1e3, 1e4, 1e5])
-    path = integrate_corrected_flow(w0, m0, ts, S(L))
-    assert isinstance(path, FlowPath)
+    path = _corrected_flow(w0, m0, ts, S(L))
+    assert isinstance(path, Flow) and path.success and path.model.name == "corrected"
+    np.testing.assert_array_equal(path.t, ts)
     W, Mu = path.omega, path.mu
     g = np.abs(W).mean(axis=1)
     # homogeneous |ω| and η in quasi-equilibrium at the end
@@ -233,10 +239,11 @@ def test_corrected_drift_and_mc_arguments_are_named():
         _cl.mc_risk_cv([([0.1, -0.1], [1.0, -1.0])], S(40), n_prompts=1, seed=0, cv=False)
     with pytest.raises(ValueError, match="`setting.L`"):  # one prompt of L = 1e9 scores is 8 GB
         _cl.mc_risk_cv([([0.1, -0.1], [1.0, -1.0])], S(10**9), n_prompts=1, seed=0)
-    with pytest.raises(ValueError, match="`omega0`"):
-        _cl.integrate_corrected_flow(0.0, [1.0], [0.0, 1.0], S(40))
+    m = reduced_model(S(40), n_heads=1, objective="corrected")
+    with pytest.raises(ValueError, match="`omega`"):
+        m.state(0.0, [1.0])
     with pytest.raises(ValueError, match="`rtol`"):
-        _cl.integrate_corrected_flow([0.1], [1.0], [0.0, 1.0], S(40), rtol=2.5)
+        integrate(m, m.state([0.1], [1.0]), times=[0.0, 1.0], method="Radau", rtol=2.5)
 
 
 @pytest.mark.parametrize("cv", [True, False])

@@ -1,7 +1,9 @@
-"""API fuzz suite for the dynamics, derive, setting and validation modules (issue 9).
+"""API fuzz suite for the dynamics, derive, setting and validation modules and the one engine (issue 9).
 
 Every public function of ``reduced_dynamics.dynamics.*``, ``reduced_dynamics.derive.symbolic``,
-``reduced_dynamics.setting`` and ``reduced_dynamics._validation.check_finite_array`` is called
+``reduced_dynamics.setting`` and ``reduced_dynamics._validation.check_finite_array``, and the engine's
+entry points (``reduced_model``, ``integrate`` on one start, a batch and the corrected model,
+``gradient_descent``, ``initial_state`` and a model's ``state`` / ``pack`` / ``initial_state``) is called
 from a small valid baseline with ONE argument replaced by a hostile value: numbers across all
 magnitudes (1e-320 .. 1e300, 0, negative), NaN, inf, complex scalars and arrays, wrong and
 mismatched shapes, wrong types, huge integers, and extreme but valid settings. The contract:
@@ -33,11 +35,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reduced_dynamics import _validation
+from reduced_dynamics import Flow, _validation, gradient_descent, initial_state, integrate, reduced_model
 from reduced_dynamics.derive import symbolic
 from reduced_dynamics.dynamics import corrected_loss as cl
 from reduced_dynamics.dynamics import diagnostics as dg
-from reduced_dynamics.dynamics import flow as fl
 from reduced_dynamics.dynamics import loss as ls
 from reduced_dynamics.dynamics import manifold as mf
 from reduced_dynamics.dynamics import portrait as pt
@@ -45,6 +46,14 @@ from reduced_dynamics.setting import Setting, as_setting
 
 S = Setting(d=2, L=20, sigma2=0.1)
 W2, M2 = [0.1, -0.1], [0.5, -0.5]
+#: the isotropic and the corrected model of S with two heads, and the start (W2, M2)
+ISO = reduced_model(S, n_heads=2)
+CORR = reduced_model(S, n_heads=2, objective="corrected")
+Y2 = ISO.state(W2, M2)
+
+#: The fuzz gives a flow a budget of 5000 gradient evaluations so that a stiff extreme setting ends
+#: (status -2) in well under a second instead of ~15 s; the contract is the same.
+FUZZ_BUDGET = 5000
 
 #: Extreme settings that ARE valid: the functions must cope with them too.
 EXTREME_SETTINGS = [
@@ -172,18 +181,6 @@ ENTRIES = [
         include_gamma2=True,
     ),
     E(
-        "integrate_corrected_flow",
-        cl.integrate_corrected_flow,
-        4,
-        omega0=W2,
-        mu0=M2,
-        times=[0.0, 1.0],
-        setting=S,
-        rtol=1e-6,
-        atol=1e-9,
-        method="Radau",
-    ),
-    E(
         "mc_risk_cv",
         cl.mc_risk_cv,
         2,
@@ -204,40 +201,120 @@ ENTRIES = [
     E("flow_eta_gap", mf.flow_eta_gap, 2, gamma=0.1, setting=S),
     E("flow_manifold_gap", mf.flow_manifold_gap, 2, gamma=0.1, setting=S),
     E("residual_sum_mu", mf.residual_sum_mu, 3, gamma=0.1, eta=0.8, setting=S, n_positive=2, n_negative=1),
-    # flow.py
-    E("initial_state", fl.initial_state, 1, n_heads=2, kind="random", scale=0.01, seed=0),
-    E("initial_state_given", fl.initial_state, 1, n_heads=2, kind="given", omega0=W2, mu0=M2),
+    # the engine: models, integrator, gradient descent, starts
+    E("initial_state", initial_state, 1, n_heads=2, kind="random", scale=0.01, seed=0),
+    E("initial_state_given", initial_state, 1, n_heads=2, kind="given", omega0=W2, mu0=M2),
+    E("reduced_model", reduced_model, 1, setting=S, n_heads=2, objective="approx"),
+    E("reduced_model_cap", reduced_model, 1, fuzz=("exponent_cap",), setting=S, n_heads=2, exponent_cap=None),
     E(
-        "integrate_flow",
-        fl.integrate_flow,
-        3,
-        omega0=W2,
-        mu0=M2,
+        "reduced_model_exact",
+        reduced_model,
+        1,
+        fuzz=("setting", "n_heads", "tol", "fd_step"),
         setting=S,
+        n_heads=2,
+        objective="exact",
+        tol=1e-12,
+        fd_step=1e-5,
+    ),
+    E("model.state", ISO.state, 2, omega=W2, mu=M2),
+    E("model.pack", lambda omega, mu: ISO.pack(omega=omega, mu=mu), 0, omega=W2, mu=M2),
+    E(
+        "model.initial_state",
+        lambda seed, scale, n: ISO.initial_state(seed=seed, scale=scale, n=n),
+        0,
+        seed=0,
+        scale=0.01,
+        n=None,
+    ),
+    E(
+        "integrate",
+        integrate,
+        2,
+        model=ISO,
+        y0=Y2,
+        t_end=10.0,
+        method=None,
+        rtol=1e-6,
+        atol=1e-9,
+        n_times=20,
+        t_first=1e-2,
+        times=None,
+        stationarity_tol=1e-10,
+        budget=FUZZ_BUDGET,
+        rates=None,
+        tolerances=None,
+    ),
+    E(
+        "integrate_radau",
+        integrate,
+        2,
+        fuzz=("y0", "t_end", "rtol", "atol", "n_times", "t_first", "stationarity_tol"),
+        model=ISO,
+        y0=Y2,
         t_end=10.0,
         method="Radau",
         rtol=1e-6,
         atol=1e-9,
-        n_eval=20,
+        n_times=20,
         t_first=1e-2,
         stationarity_tol=1e-10,
-        exponent_cap=None,
-        tolerances=None,
+        budget=FUZZ_BUDGET,
     ),
-    E("gradient_descent", fl.gradient_descent, 3, omega0=W2, mu0=M2, setting=S, eta=0.01, n_steps=20, n_records=None),
     E(
-        "flow_at_times",
-        fl.flow_at_times,
-        4,
-        fuzz=("omega0", "mu0", "times", "omega_rate", "rtol", "atol", "method"),
-        grad=lambda w, m: ls.approx_loss_grad(w, m, S),
-        omega0=W2,
-        mu0=M2,
+        "integrate_batch",
+        integrate,
+        2,
+        fuzz=("y0", "t_end", "rtol", "atol", "n_times", "stationarity_tol", "budget"),
+        model=ISO,
+        y0=np.stack([Y2, -Y2]),
+        t_end=10.0,
+        method="batch-Radau",
+        rtol=1e-6,
+        atol=1e-9,
+        n_times=20,
+        stationarity_tol=1e-10,
+        budget=FUZZ_BUDGET,
+    ),
+    E(
+        "integrate_corrected",
+        integrate,
+        2,
+        fuzz=("y0", "times", "method", "rtol", "atol"),
+        model=CORR,
+        y0=Y2,
         times=[0.0, 1.0],
-        omega_rate=1.0,
+        method="Radau",
+        rtol=1e-6,
+        atol=1e-9,
+        stationarity_tol=0.0,
+        budget=FUZZ_BUDGET,
+    ),
+    E(
+        "integrate_rates",
+        integrate,
+        2,
+        fuzz=("y0", "times", "rates", "rtol", "atol", "method"),
+        model=ISO,
+        y0=Y2,
+        times=[0.0, 1.0],
+        rates={"omega": 1.0},
         rtol=1e-6,
         atol=1e-9,
         method="RK45",
+        stationarity_tol=0.0,
+        budget=FUZZ_BUDGET,
+    ),
+    E(
+        "gradient_descent",
+        gradient_descent,
+        2,
+        model=ISO,
+        y0=Y2,
+        eta=0.01,
+        n_steps=20,
+        n_records=None,
+        tolerances=None,
     ),
     # diagnostics.py
     E("StageTolerances", dg.StageTolerances, 0, dummy=0.1, zero_sum=0.05, homogeneous=0.05),
@@ -324,6 +401,14 @@ def _finite(obj, depth=0) -> bool:
         return False
     if isinstance(obj, pt.PortraitData):  # documented NaN padding (ragged trajectories, "never"): no inf
         return all(not np.any(np.isinf(np.asarray(v, dtype=float))) for v in obj.values())
+    if isinstance(obj, Flow) and obj.is_batch:
+        # documented NaN: a batch's outputs after a trajectory stopped; each trajectory is finite
+        return not np.any(np.isinf(obj.states)) and all(_finite(obj[i], depth + 1) for i in range(obj.n_traj))
+    if isinstance(obj, Flow) and obj.method == "gd":
+        # documented NaN: gradient descent has no solver tolerances (rtol, atol)
+        return all(
+            _finite(getattr(obj, f.name), depth + 1) for f in dataclasses.fields(obj) if f.name not in ("rtol", "atol")
+        )
     if isinstance(obj, np.ndarray):
         if obj.dtype.kind in "biuSUO":
             return obj.dtype.kind != "O" or all(_finite(v, depth + 1) for v in obj.ravel())
@@ -387,15 +472,6 @@ def _fuzz_case(entry_name):
 #: Set by the ``__main__`` block to collect verdicts instead of asserting.
 RECORD: list | None = None
 
-#: The fuzz shrinks the flow's budget of gradient evaluations so that a stiff extreme setting ends
-#: (status -1) in well under a second instead of ~15 s; the contract is the same.
-FUZZ_NFEV_MAX = 5000
-
-
-@pytest.fixture(autouse=True)
-def _small_flow_budget(monkeypatch):
-    monkeypatch.setattr(fl, "NFEV_MAX", FUZZ_NFEV_MAX)
-
 
 @pytest.mark.parametrize("entry_name", [e.name for e in ENTRIES])
 def test_api_fuzz(entry_name):
@@ -457,7 +533,6 @@ if __name__ == "__main__":  # pragma: no cover - the measurement of the report
 
     resource.setrlimit(resource.RLIMIT_AS, (6 * 2**30, 6 * 2**30))  # a runaway allocation fails, not the machine
     RECORD = []
-    fl.NFEV_MAX = FUZZ_NFEV_MAX
     for e in ENTRIES:
         test_api_fuzz(e.name)
         test_api_hostile_values(e.name)

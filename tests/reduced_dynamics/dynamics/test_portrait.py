@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reduced_dynamics.dynamics.flow import integrate_flow
+from reduced_dynamics import integrate, reduced_model
 from reduced_dynamics.dynamics.loss import approx_loss, approx_loss_grad
 from reduced_dynamics.dynamics.manifold import drift_law_gamma, mu_gamma, single_head_optimum
 from reduced_dynamics.dynamics.portrait import (
@@ -81,7 +81,8 @@ def test_plane_functions_broadcast_over_array_settings():
 def test_trajectory_started_in_plane_stays_in_plane():
     """The 4-D flow from (γ₀, −γ₀, m₀, −m₀) keeps ω₁ + ω₂ = 0 and μ₁ + μ₂ = 0 (to 1e-12)."""
     start = embed_plane(0.3, -0.5)
-    res = integrate_flow(start.omega, start.mu, P, t_end=1e3, n_eval=60)
+    model = reduced_model(P, n_heads=2)
+    res = integrate(model, model.state(start.omega, start.mu), t_end=1e3, n_times=60)
     assert res.success
     assert np.max(np.abs(res.omega.sum(axis=1))) <= TOL
     assert np.max(np.abs(res.mu.sum(axis=1))) <= TOL
