@@ -1,18 +1,23 @@
-"""Preconditioned flow: conservation law, end state vs the derived limit (Σ + λI)⁻¹, distances vs L."""
+"""Preconditioned flow (the Σ model, ``reduced_model`` of a setting with ``Sigma``): conservation law, end state
+vs the derived limit (Σ + λI)⁻¹, distances vs L. Its overflow stops: the engine's flow/test_status.py."""
 
 import numpy as np
 import pytest
 
+from reduced_dynamics import integrate, reduced_model
 from reduced_dynamics.dynamics.loss import LossOverflowError
-from reduced_dynamics.precond.flow import (
-    integrate_precond_flow,
-    normalise_precond_state,
-    precond_flow_end_state,
-    precond_initial_state,
-    precond_limit,
-)
+from reduced_dynamics.precond.flow import normalise_precond_state, precond_initial_state, precond_limit
 from reduced_dynamics.precond.loss import precond_loss
 from reduced_dynamics.setting import Setting
+
+#: the tolerances of the former driver of this flow (its own defaults), passed explicitly
+TOL = dict(rtol=1e-9, atol=1e-12)
+
+
+def _end_state(s, *, seed, t_end, n_heads=2, per_head=False, n_times=200, **start):
+    """The flow from the model's seeded start (symmetric ± (ω, μ), random W by default) to t_end."""
+    m = reduced_model(s, n_heads=n_heads, per_head=per_head)
+    return integrate(m, m.initial_state(seed=seed, **start), t_end=t_end, n_times=n_times, **TOL)
 
 
 def _sigma(d=5, seed=0):
@@ -52,39 +57,47 @@ def test_limit_at_identity_is_debiased_gd_at_eta_star():
 def test_flow_at_identity_keeps_the_isotropic_pattern():
     """Σ = I, W0 = I: W stays a multiple of I by symmetry; the heads sign-match and become ± symmetric.
 
-    (The (ω, μ) path is not integrate_flow's: the scale of W is a dynamical variable here.)
+    (The (ω, μ) path is not the isotropic model's: the scale of W is a dynamical variable here.)
     """
-    s = Setting(d=5, L=40, sigma2=0.1)
+    s = Setting(d=5, L=40, sigma2=0.1, Sigma=np.eye(5))
+    m = reduced_model(s, n_heads=2)
+    assert m.name == "precond"
     om0, mu0 = np.array([0.01, -0.012]), np.array([0.011, -0.009])
-    r = integrate_precond_flow(om0, mu0, np.eye(5), s, t_end=1e3, n_times=20)
-    n = r.normalised
-    assert n.distance_identity < 1e-9
-    assert n.sign_matched and n.zero_sum_ratio < 1e-6
+    r = integrate(m, m.state(om0, mu0, np.eye(5)), t_end=1e3, n_times=20, **TOL)
+    f = r.final
+    assert r.success and f.distance_identity < 1e-9
+    assert f.sign_matched and f.zero_sum_ratio < 1e-6
+    n = normalise_precond_state(f.omega, f.mu, f.W, s)  # the scale of W moved into ω
     assert n.omega[0] == pytest.approx(-n.omega[1], rel=1e-6)
-    assert n.eta_eff == pytest.approx(s.eta_star, abs=2e-3)
+    assert f.eta_eff == pytest.approx(s.eta_star, abs=2e-3)
 
 
 def test_conservation_of_norm_difference():
     s = Setting(d=5, L=40, sigma2=0.1, Sigma=_sigma())
-    om, mu, W = precond_initial_state(2, s, seed=3)
-    r = integrate_precond_flow(om, mu, W, s, t_end=300.0, n_times=30, rtol=1e-10, atol=1e-13)
-    q = np.sum(r.W_path**2, axis=(1, 2)) - np.sum(r.omega_path**2, axis=1)
+    m = reduced_model(s, n_heads=2)
+    start = precond_initial_state(2, s, seed=3)
+    y0 = m.initial_state(seed=3)
+    np.testing.assert_array_equal(y0, m.state(start.omega, start.mu, start.W))  # the same numbers
+    r = integrate(m, y0, t_end=300.0, n_times=30, rtol=1e-10, atol=1e-13)
+    assert r.success and r.W.shape == (30, 5, 5) and r.omega.shape == (30, 2)
+    q = np.sum(r.W**2, axis=(1, 2)) - np.sum(r.omega**2, axis=1)
     np.testing.assert_allclose(q, q[0], rtol=1e-6)
-    assert np.all(np.diff(r.loss_path) <= 1e-12)  # a gradient flow never increases the loss
+    assert np.all(np.diff(r.loss) <= 1e-12)  # a gradient flow never increases the loss
 
 
 @pytest.mark.parametrize("w_init", ["random", "identity"])
 def test_end_state_goes_to_ridge_preconditioner(w_init):
     """From a random W (or from I), W ends at (Σ + λI)⁻¹ up to scale; distance to Σ⁻¹ is the limit's."""
     s = Setting(d=5, L=80, sigma2=0.1, Sigma=_sigma())
-    r = precond_flow_end_state(s, seed=1, t_end=1e3, w_init=w_init, n_times=20)
-    n = r.normalised
+    r = _end_state(s, seed=1, t_end=1e3, w_init=w_init, n_times=20)
+    n, lim = r.final, precond_limit(s)
     assert r.success
+    assert n.limit["distance_sigma_inv"] == lim.distance_sigma_inv and n.limit["eta_eff"] == lim.eta_eff
     assert n.sign_matched and n.zero_sum_ratio < 1e-6
     assert n.distance_limit < 2e-3  # shrinks like γ⁴ along the drift
-    assert n.distance_sigma_inv == pytest.approx(r.limit.distance_sigma_inv, abs=2e-3)
+    assert n.distance_sigma_inv == pytest.approx(lim.distance_sigma_inv, abs=2e-3)
     assert n.distance_identity > 0.3
-    assert n.eta_eff == pytest.approx(r.limit.eta_eff, abs=2e-3)
+    assert n.eta_eff == pytest.approx(lim.eta_eff, abs=2e-3)
 
 
 def test_distance_to_sigma_inverse_decreases_with_L():
@@ -108,30 +121,26 @@ def test_normalisation():
 
 
 def test_overflow_start_and_bad_arguments():
-    s = Setting(d=5, L=40, sigma2=0.1)
+    s = Setting(d=5, L=40, sigma2=0.1, Sigma=np.eye(5))
+    m1, m2 = reduced_model(s, n_heads=1), reduced_model(s, n_heads=2)
     with pytest.raises(LossOverflowError):
-        integrate_precond_flow([20.0, -20.0], [1.0, -1.0], np.eye(5), s, t_end=1.0)
+        integrate(m2, m2.state([20.0, -20.0], [1.0, -1.0], np.eye(5)), t_end=1.0)
     with pytest.raises(ValueError, match="`t_end`"):
-        integrate_precond_flow([0.1], [0.1], np.eye(5), s, t_end=-1.0)
+        integrate(m1, m1.state([0.1], [0.1], np.eye(5)), t_end=-1.0)
     with pytest.raises(ValueError, match="`method`"):
-        integrate_precond_flow([0.1], [0.1], np.eye(5), s, method="Euler")
+        integrate(m1, m1.state([0.1], [0.1], np.eye(5)), method="Euler")
+    with pytest.raises(ValueError, match="`W`"):
+        m1.state([0.1], [0.1], np.eye(4))
     with pytest.raises(ValueError, match="`seed`"):
-        precond_flow_end_state(s, seed=-1)
+        m2.initial_state(seed=-1)
     with pytest.raises(ValueError, match="`kind`"):
         precond_initial_state(2, s, seed=0, kind="odd")
-
-
-def test_overflow_during_flow_is_a_status(monkeypatch):
-    """With the cap lowered below where the flow goes, the run ends with status 2 and a finite path."""
-    import reduced_dynamics.precond.loss as loss_mod
-
-    monkeypatch.setattr(loss_mod, "MAX_EXPONENT", 0.05)
-    s = Setting(d=5, L=40, sigma2=0.1)
-    r = integrate_precond_flow([0.05, -0.05], [0.05, -0.05], np.eye(5), s, t_end=1e3, n_times=30)
-    assert r.status == 2 and not r.success
-    assert "overflow" in r.message
-    assert 0 < r.t < 1e3
-    assert np.all(np.isfinite(r.loss_path)) and np.all(np.isfinite(r.W_path))
+    with pytest.raises(ValueError, match="`kind`"):
+        m2.initial_state(seed=0, kind="odd")
+    with pytest.raises(ValueError, match="`per_head`"):
+        reduced_model(s, n_heads=2, per_head="yes")
+    with pytest.raises(ValueError, match="`setting.d`"):
+        reduced_model(Setting(d=41, L=40, sigma2=0.1, Sigma=np.eye(41)), n_heads=2)
 
 
 @pytest.mark.parametrize("L", [20, 160])
@@ -148,8 +157,9 @@ def test_per_head_matrices_only_the_effective_preconditioner_converges():
     from reduced_dynamics.precond.metrics import scale_free_distance
 
     s = Setting(d=5, L=80, sigma2=0.1, Sigma=_sigma())
-    r = precond_flow_end_state(s, seed=1, t_end=1e3, per_head=True, n_heads=3, n_times=10)
-    assert r.success and r.W.shape == (3, 5, 5)
-    G = np.einsum("h,hij->ij", r.mu * r.omega, r.W)
-    assert scale_free_distance(G, r.limit.Gamma) < 2e-3
-    assert np.max(r.normalised.distance_limit) > 0.1
+    r = _end_state(s, seed=1, t_end=1e3, per_head=True, n_heads=3, n_times=10)
+    f = r.final
+    assert r.success and f.W.shape == (3, 5, 5) and r.W.shape == (10, 3, 5, 5)
+    G = np.einsum("h,hij->ij", f.mu * f.omega, f.W)
+    assert scale_free_distance(G, precond_limit(s).Gamma) < 2e-3
+    assert np.max(f.distance_limit) > 0.1
