@@ -88,16 +88,20 @@ def test_check_normaliser_refuses_vanishing_and_nonfinite():
 
 def _softmax_only_calls():
     import reduced_dynamics as rd
-    from reduced_dynamics.dynamics.batch_flow import integrate_flow_batch
     from reduced_dynamics.exact.evaluator import exact_risk
+    from reduced_dynamics.models import model_class
 
     om, mu = np.array([0.1, -0.1]), np.array([4.0, -4.0])
+    # the softmax's models taken directly (the selector hands such a setting to the activation model)
     return {
         "approx_loss": lambda s: rd.approx_loss(om, mu, s),
         "corrected_loss": lambda s: rd.corrected_loss(om, mu, s),
-        "integrate_flow": lambda s: rd.integrate_flow(om, mu, s, t_end=1.0),
-        "integrate_flow_batch": lambda s: integrate_flow_batch(om[None], mu[None], s, t_end=1.0),
         "exact_risk": lambda s: exact_risk(om, mu, s),
+        "isotropic_model": lambda s: model_class("isotropic")(s, n_heads=2),
+        "corrected_model": lambda s: model_class("corrected")(s, n_heads=2),
+        "exact_model": lambda s: model_class("exact")(s, n_heads=2),
+        "precond_model": lambda s: model_class("precond")(s.replace(Sigma=np.eye(5)), n_heads=2),
+        "multitask_model": lambda s: model_class("multitask")(s.replace(tasks=((0, 1), (2, 3, 4))), n_heads=2),
     }
 
 
@@ -108,3 +112,22 @@ def test_softmax_only_functions_refuse_another_activation(name, activation):
     s = Setting(d=5, L=40, sigma2=0.1, activation=activation)
     with pytest.raises(ValueError, match=r"`setting.activation`.*activation_dynamics"):
         _softmax_only_calls()[name](s)
+
+
+@pytest.mark.parametrize("activation", ["affine", "square", "tanh"])
+def test_the_selector_gives_another_activation_its_own_model_and_flow(activation):
+    """reduced_model routes a setting with f ≠ exp to the activation model, whose loss is L̃_f (not L̃), and the
+    objectives derived for the softmax only are refused, naming the field."""
+    from reduced_dynamics import integrate, reduced_model
+    from reduced_dynamics.activation_dynamics.loss import act_loss
+
+    s = Setting(d=5, L=40, sigma2=0.1, activation=activation)
+    m = reduced_model(s, n_heads=2)
+    assert m.name == "activation"
+    y = m.state([0.1, -0.1], [4.0, -4.0])
+    assert m.loss(y) == act_loss([0.1, -0.1], [4.0, -4.0], s)
+    res = integrate(m, y, t_end=1.0, n_times=3)
+    assert res.success and res.loss[0] == m.loss(y)
+    for objective in ("corrected", "exact"):
+        with pytest.raises(ValueError, match="`setting.activation`"):
+            reduced_model(s, n_heads=2, objective=objective)

@@ -1,27 +1,37 @@
-"""Flow of L̃_f: end-state patterns, drift law, manifold excess Bγ², limit predictor, effective step
-(docs/theory.md#other-activations)."""
+"""Flow of L̃_f (the activation model): end-state patterns, drift law, manifold excess Bγ², limit predictor,
+effective step (docs/theory.md#other-activations). Its stops (a failed gradient, the budget) and a start
+beyond the quadrature's range: the engine's flow/test_status.py and flow/test_integrate.py."""
 
 import numpy as np
 import pytest
 
-from reduced_dynamics.activation_dynamics.flow import (
-    act_flow_end_state,
-    act_limit,
-    drift_gamma,
-    eta_claim,
-    eta_eff_regression,
-    eta_tilt,
-    integrate_act_flow,
-    manifold_profile,
-    tilt_cubic,
-)
+from reduced_dynamics import integrate, reduced_model
+from reduced_dynamics.activation_dynamics import flow as act_flow
 from reduced_dynamics.activations import Activation
 from reduced_dynamics.model.attention import ReducedModel
+from reduced_dynamics.models.activation import ActivationModel
 from reduced_dynamics.setting import Setting
+
+act_limit, drift_gamma, tilt_cubic = act_flow.act_limit, act_flow.drift_gamma, act_flow.tilt_cubic
+eta_claim, eta_tilt, eta_eff_regression = act_flow.eta_claim, act_flow.eta_tilt, act_flow.eta_eff_regression
+manifold_profile = act_flow.manifold_profile
 
 
 def S(name="exp", c=1.0, **kw):
     return Setting(**({"d": 5, "L": 40, "sigma2": 0.1} | kw), activation=name, activation_c=c)
+
+
+def _model(s, n_heads=2):
+    """The activation model of ``s``; for f = exp too (L̃_f's own formulas, which the selector would hand to the
+    isotropic model)."""
+    return ActivationModel(s, n_heads=n_heads)
+
+
+def _end_state(s, *, seed, t_end, n_heads=2, scale=0.01):
+    """The flow of L̃_f from the model's seeded start, with the former driver's settings (docs/migration.md)."""
+    m = _model(s, n_heads)
+    y0 = m.initial_state(seed=seed, scale=scale)
+    return integrate(m, y0, t_end=t_end, rtol=1e-9, atol=1e-12, n_times=60, t_first=1e-3 * t_end, stationarity_tol=0)
 
 
 @pytest.mark.parametrize(
@@ -62,13 +72,16 @@ def test_flow_end_state_patterns_and_drift_law(name, c):
     """From a small random start: sign matching, zero-sum, homogeneous; γ(t_end) = drift law within 2 %;
     the excess over 1 + σ² − η* is Bγ² (square) within 5 %."""
     s = S(name, c)
-    r = act_flow_end_state(s, seed=0, t_end=1e5)
-    assert r.success and r.sign_matched and r.zero_sum and r.homogeneous
+    res = _end_state(s, seed=0, t_end=1e5)
+    r = res.final
+    assert res.success and res.method == "LSODA" and r.t == 1e5
+    assert r.sign_matched and r.zero_sum and r.homogeneous
     assert r.gamma == pytest.approx(drift_gamma(1e5, s), rel=0.02)
     if name != "exp":
         assert r.excess == pytest.approx(act_limit(s).B * r.gamma**2, rel=0.05)
     # effective step: the claim 2 C_f γ μ₊ and the exact slope μᵀT₁ both near η*; their ratio is 1 − m_3(d+2)γ²/C_f
     lim = act_limit(s)
+    assert res.model.limit() == lim.to_dict()
     assert r.eta_tilt == pytest.approx(lim.eta_star, abs=2e-3)
     assert r.eta_claim / r.eta_tilt - 1 == pytest.approx(-lim.m3 * (s.d + 2) * r.gamma**2 / lim.c_f, rel=0.05, abs=1e-6)
 
@@ -76,10 +89,12 @@ def test_flow_end_state_patterns_and_drift_law(name, c):
 def test_affine_flow_stops_on_the_flat_manifold():
     """affine: zero-sum and sign matching, C μᵀω = η*, loss exactly 1 + σ² − η*, but |ω_h| not equalised (flat)."""
     s = S("affine", 0.3)
-    r = act_flow_end_state(s, seed=1, t_end=1e4)
-    assert r.success and r.sign_matched and r.zero_sum
+    res = _end_state(s, seed=1, t_end=1e4)
+    assert reduced_model(s, n_heads=2) == res.model  # the selector's model for f = affine
+    r = res.final
+    assert res.success and r.sign_matched and r.zero_sum
     assert r.excess == pytest.approx(0.0, abs=1e-9)
-    assert 0.3 * float(r.mu[-1] @ r.omega[-1]) == pytest.approx(s.eta_star, abs=1e-6)
+    assert 0.3 * float(res.mu[-1] @ res.omega[-1]) == pytest.approx(s.eta_star, abs=1e-6)
     assert drift_gamma(1e4, s) != drift_gamma(1e4, s)  # NaN: no drift law
 
 
@@ -101,33 +116,14 @@ def test_eta_regression_measures_the_slope_of_a_near_debiased_gd_model():
     assert r.r2 > 0.95
 
 
-def test_flow_leaving_the_range_is_a_status_not_nan(monkeypatch):
-    """A start outside the quadrature's range is bad input; a gradient that overflows mid-run (injected at the
-    51st evaluation) ends the run with status −2, the reason, and the last good state: finite, no NaN."""
-    import reduced_dynamics.activation_dynamics.flow as fl
-    from reduced_dynamics.dynamics.loss import LossOverflowError
-
-    with pytest.raises(ValueError, match="quadrature"):
-        integrate_act_flow([9.0, -9.0], [1.0, -1.0], S("tanh"), t_end=10.0)
-    real, calls = fl.act_loss_grad, {"n": 0}
-
-    def flaky(omega, mu, setting):
-        calls["n"] += 1
-        if calls["n"] == 51:
-            raise LossOverflowError("injected overflow")
-        return real(omega, mu, setting)
-
-    monkeypatch.setattr(fl, "act_loss_grad", flaky)
-    r = integrate_act_flow([0.01, -0.02], [0.01, 0.02], S(), t_end=100.0)
-    assert r.status == -2 and not r.success and "injected overflow" in r.message
-    assert r.t[-1] > 0 and np.all(np.isfinite(r.loss)) and np.all(np.isfinite(r.omega))
-
-
 def test_bad_input():
+    m = _model(S(), n_heads=1)
     with pytest.raises(ValueError, match="`t_end`"):
-        integrate_act_flow([0.1], [0.1], S(), t_end=-1.0)
-    with pytest.raises(ValueError, match="`omega0`"):
-        integrate_act_flow([0.1, 0.2], [0.1], S(), t_end=1.0)
+        integrate(m, m.state([0.1], [0.1]), t_end=-1.0)
+    with pytest.raises(ValueError, match="`omega`"):
+        m.state([0.1, 0.2], [0.1])
+    with pytest.raises(ValueError, match="`n_heads`"):
+        reduced_model(S("tanh"), n_heads=65)
     with pytest.raises(ValueError, match="`gamma`"):
         manifold_profile([0.0], S())
 
@@ -135,7 +131,7 @@ def test_bad_input():
 def test_trained_report_from_a_checkpoint(tmp_path):
     """A short run with f: the report's claim is 2 C_f γ μ₊ of its extracted (ω, μ), the paired difference equals
     the difference of the two risks, and the history comes from the snapshots."""
-    from reduced_dynamics.activation_dynamics.flow import trained_activation_report
+    trained_activation_report = act_flow.trained_activation_report
     from reduced_dynamics.model.training import TrainConfig, train
 
     s = Setting(d=3, L=10, sigma2=0.1, activation="square", activation_c=0.5)
@@ -153,7 +149,7 @@ def test_manifold_risk_scan_against_exact_risk_and_independent_monte_carlo():
     """exp: the scan's risk at its M equals the deterministic exact finite-L risk within 3 SE; square: it equals
     act_mc_risk on independent prompts within 3 combined SE; the fitted M minimises (on the same prompts, seed 2,
     the risk at 1.05 M is higher)."""
-    from reduced_dynamics.activation_dynamics.flow import manifold_risk_scan
+    manifold_risk_scan = act_flow.manifold_risk_scan
     from reduced_dynamics.activation_dynamics.loss import act_mc_risk
     from reduced_dynamics.exact.evaluator import exact_risk
 
@@ -167,13 +163,3 @@ def test_manifold_risk_scan_against_exact_risk_and_independent_monte_carlo():
     mc = act_mc_risk(om, mu, s, n_prompts=20_000, seed=3)
     assert abs(r.risk[0] - mc.risk) < 3 * np.hypot(r.stderr[0], mc.stderr)
     assert act_mc_risk(om, 1.05 * mu, s, n_prompts=20_000, seed=2).risk > r.risk[0]
-
-
-def test_flow_stops_after_the_evaluation_budget(monkeypatch):
-    """A flow that needs more than MAX_NFEV gradient evaluations stops with status −3 and the last state."""
-    import reduced_dynamics.activation_dynamics.flow as fl
-
-    monkeypatch.setattr(fl, "MAX_NFEV", 40)
-    r = integrate_act_flow([0.01, -0.02], [0.01, 0.02], S("square"), t_end=1e4)
-    assert r.status == -3 and not r.success and "40 gradient evaluations" in r.message
-    assert r.nfev == 41 and np.all(np.isfinite(r.omega))

@@ -3,21 +3,25 @@
 import numpy as np
 import pytest
 
+from reduced_dynamics import integrate, reduced_model
 from reduced_dynamics.crosscheck.monte_carlo import CovariateSample, mc_flow
 from reduced_dynamics.crosscheck.sgd_flow import preconditioned_flow, sgd_omega_rate, sgd_vs_flow
 from reduced_dynamics.crosscheck.trajectory import trajectory_discrepancy
-from reduced_dynamics.dynamics.flow import integrate_flow
 from reduced_dynamics.dynamics.loss import approx_loss_grad
 from reduced_dynamics.setting import Setting
 
 PAPER = Setting(d=5, L=40, sigma2=0.1)
 
 
-def test_preconditioned_flow_with_rate_one_is_integrate_flow():
-    """Two integrators of dθ/dt = −∇L̃ (ours at given times vs flow.integrate_flow) agree to 1e-6 relative."""
+def test_preconditioned_flow_with_rate_one_is_the_plain_flow():
+    """Two integrators of dθ/dt = −∇L̃ (Radau with rates at given times vs the default LSODA path on the
+    isotropic model's fast kernel) agree to 1e-6 relative."""
     w0, m0 = np.array([0.3, -0.25]), np.array([0.8, -0.9])
-    ref = integrate_flow(w0, m0, PAPER, t_end=50.0, n_eval=30, t_first=0.1)
+    model = reduced_model(PAPER, n_heads=2)
+    ref = integrate(model, model.state(w0, m0), t_end=50.0, n_times=30, t_first=0.1)
+    assert ref.method == "LSODA" and ref.success
     tr = preconditioned_flow(w0, m0, ref.t, PAPER)
+    assert tr.method == "Radau"
     np.testing.assert_allclose(tr.omega, ref.omega, rtol=1e-6, atol=1e-9)
     np.testing.assert_allclose(tr.mu, ref.mu, rtol=1e-6, atol=1e-9)
     np.testing.assert_array_equal(tr.t, ref.t)

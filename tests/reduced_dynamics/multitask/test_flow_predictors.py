@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reduced_dynamics import Setting
+from reduced_dynamics import Setting, integrate, reduced_model
 from reduced_dynamics.exact.expansion import dgd_risk
 from reduced_dynamics.multitask.attention import (
     extract_reduced,
@@ -14,14 +14,7 @@ from reduced_dynamics.multitask.attention import (
     mt_attention_predict,
     train_mt_attention,
 )
-from reduced_dynamics.multitask.flow import (
-    antipodal_pairs,
-    classify_heads,
-    integrate_mt_flow,
-    random_mt_state,
-    role_frequencies,
-    role_kind,
-)
+from reduced_dynamics.multitask.flow import antipodal_pairs, classify_heads, role_frequencies, role_kind
 from reduced_dynamics.multitask.loss import mt_gradient, support_mask
 from reduced_dynamics.multitask.predictors import (
     limit_predictor,
@@ -37,20 +30,24 @@ PAPER = Setting.paper_multitask()
 
 
 def _flow(H, seed, t_end=2e4, s=PAPER):
-    x0 = random_mt_state(H, s, seed=seed)
-    return integrate_mt_flow(x0[:, : s.d], x0[:, s.d :], s, t_end=t_end)
+    """The multi-task flow from the model's seeded start of scale 0.01 to ``t_end`` (docs/migration.md)."""
+    m = reduced_model(s, n_heads=H)
+    assert m.name == "multitask"
+    return integrate(m, m.initial_state(seed=seed, scale=0.01), times=[t_end], stationarity_tol=0)
 
 
 @pytest.mark.parametrize("H, regime", [(1, "kernel"), (2, "shared"), (3, "per-task")])
 def test_flow_end_state_reaches_limit_predictor(H, regime):
     """The flow's effective weights and loss approach the regime's limit (derived independently)."""
     res = _flow(H, seed=7)
+    f = res.final
     lim = limit_predictor(H, PAPER)
-    assert res.success and lim.regime == regime
-    assert np.abs(res.A - lim.A).max() < 0.02
-    np.testing.assert_allclose(res.loss_per_task, lim.loss_per_task, rtol=0.01)
+    assert res.success and res.t.tolist() == [2e4] and lim.regime == regime
+    assert np.abs(f.A - lim.A).max() < 0.02
+    np.testing.assert_allclose(f.loss_per_task, lim.loss_per_task, rtol=0.01)
+    assert tuple(f.roles) == classify_heads(f.omega, f.mu, PAPER)
     if H >= 2:  # debiased: the OV weights of each task sum to ~0
-        assert np.abs(res.mu.sum(axis=0)).max() < 0.05 * np.abs(res.mu).max()
+        assert np.abs(f.mu.sum(axis=0)).max() < 0.05 * np.abs(f.mu).max()
 
 
 def test_per_task_limit_is_support_dgd_and_h2_is_shared_weighted():
@@ -64,10 +61,18 @@ def test_per_task_limit_is_support_dgd_and_h2_is_shared_weighted():
     assert lim2.loss_per_task.sum() > lim3.loss_per_task.sum()
 
 
+def test_the_model_start_is_one_draw_of_heads_by_features_and_tasks():
+    """``initial_state(seed=, scale=)``: one (H, d + N) standard-normal draw times scale, ω the first d columns
+    (the numbers of the former multi-task start, so seeded runs keep their starts)."""
+    m = reduced_model(PAPER, n_heads=3)
+    z = 0.01 * np.random.default_rng(5).standard_normal((3, PAPER.d + PAPER.n_tasks))
+    np.testing.assert_array_equal(m.initial_state(seed=5, scale=0.01), m.state(z[:, : PAPER.d], z[:, PAPER.d :]))
+
+
 def test_four_heads_form_two_antipodal_pairs_and_three_heads_none():
-    r4 = _flow(4, 1)
+    r4 = _flow(4, 1).final
     assert antipodal_pairs(r4.omega, r4.mu) == 2
-    r3 = _flow(3, 1)
+    r3 = _flow(3, 1).final
     assert antipodal_pairs(r3.omega, r3.mu) == 0
 
 
@@ -188,9 +193,11 @@ def test_training_is_deterministic_and_decreases_loss():
 @pytest.mark.parametrize(
     "call, match",
     [
-        (lambda: random_mt_state(0, PAPER, seed=0), "`n_heads`"),
-        (lambda: random_mt_state(2, PAPER, seed=None), "`seed`"),
-        (lambda: integrate_mt_flow(np.zeros((2, 6)), np.zeros((2, 2)), PAPER, t_end=-1), "`t_end`"),
+        (lambda: reduced_model(PAPER, n_heads=0), "`n_heads`"),
+        (lambda: reduced_model(PAPER, n_heads=2).initial_state(seed=None), "`seed`"),
+        (lambda: integrate(reduced_model(PAPER, n_heads=2), np.zeros(16), t_end=-1), "`t_end`"),
+        (lambda: integrate(reduced_model(PAPER, n_heads=2), np.zeros(16), times=[-1.0]), "`times`"),
+        (lambda: reduced_model(PAPER, n_heads=2).state(np.zeros((2, 5)), np.zeros((2, 2))), "`omega`"),
         (lambda: classify_heads(np.zeros((2, 6)), np.zeros((2, 2)), PAPER, rel_tol=2), "`rel_tol`"),
         (lambda: sample_mt_prompts(0, PAPER, seed=0), "`n_prompts`"),
         (lambda: per_task_risks({}, PAPER, n_prompts=10, seed=0), "`predictors`"),
