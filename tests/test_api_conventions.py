@@ -114,18 +114,29 @@ VAR_KEYWORD_OK = {
     "reduced_dynamics.Prompts.__init__",
     # Setting.replace(**changes): field names, as dataclasses.replace.
     "reduced_dynamics.Setting.replace",
+    # model.pack(omega=..., mu=..., W=...): each keyword is the name of one of the model's state parts, which
+    # differ by model (an unknown or a missing part is a ValueError naming it).
+    "reduced_dynamics.models.ReducedModel.pack",
+    # reduced_model(setting, n_heads=, objective=, **layout): the options of the model the setting selects
+    # (exponent_cap, per_head, tol, fd_step), named keyword-only parameters of that model's class; an option the
+    # selected model does not take is a ValueError.
+    "reduced_dynamics.reduced_model",
 }
 
 # (e) a number of prompts (samples drawn) is `n_prompts`. These names are refused:
 PROMPT_COUNT_ALIASES = {"n", "N", "n_samples", "num_samples", "num_prompts", "n_mc", "n_eval"}
-# ... except `n_eval` where it counts the time points of a trajectory, not prompts.
+# ... except where the count is not one of prompts: `n_eval` counts the time points of a trajectory
+# (the integrator itself calls them `n_times`) ...
 TIME_POINT_COUNT = {
-    "reduced_dynamics.integrate_flow": "n_eval",
-    "reduced_dynamics.integrate_flow_batch": "n_eval",
     "reduced_dynamics.dynamics.portrait.two_head_portrait_data": "n_eval",
     "reduced_dynamics.dynamics.portrait.general_portrait_data": "n_eval",
-    "reduced_dynamics.exact.flow.integrate_exact_flow": "n_eval",
 }
+# ... and a model's `initial_state(seed=, n=)` counts random starts (the rows of a batch of states).
+START_COUNT = {
+    "reduced_dynamics.models.ReducedModel.initial_state": "n",
+    "reduced_dynamics.models.precond.PrecondModel.initial_state": "n",
+}
+NOT_A_PROMPT_COUNT = TIME_POINT_COUNT | START_COUNT
 
 
 def _params(qual):
@@ -147,7 +158,7 @@ def test_enumeration_is_not_empty():
         | set(SEED_OPTIONAL)
         | SETTING_IS_SUBJECT
         | VAR_KEYWORD_OK
-        | set(TIME_POINT_COUNT)
+        | set(NOT_A_PROMPT_COUNT)
     ),
 )
 def test_every_listed_exception_is_a_public_callable(qual):
@@ -199,7 +210,9 @@ def test_setting_then_keyword_only(qual):
         assert setting.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD, (
             f"{qual}: a required `setting` is positional-or-keyword"
         )
-        after = [p.name for p in params[i + 1 :] if p.kind is not inspect.Parameter.KEYWORD_ONLY]
+        # **kwargs can only be passed by keyword (whether it is allowed at all is test_no_var_keyword's rule)
+        keyword = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.VAR_KEYWORD)
+        after = [p.name for p in params[i + 1 :] if p.kind not in keyword]
         if qual in SETTING_IS_SUBJECT:
             assert after, f"{qual} no longer needs its exception"
             return
@@ -228,15 +241,32 @@ def test_prompts_is_not_constructible():
 @pytest.mark.parametrize("qual", IDS)
 def test_prompt_count_is_n_prompts(qual):
     names = {p.name for p in _params(qual)}
-    allowed = {TIME_POINT_COUNT[qual]} if qual in TIME_POINT_COUNT else set()
+    allowed = {NOT_A_PROMPT_COUNT[qual]} if qual in NOT_A_PROMPT_COUNT else set()
     bad = (names & PROMPT_COUNT_ALIASES) - allowed
     assert not bad, f"{qual} names a count {sorted(bad)}: a number of prompts is `n_prompts`"
     assert allowed <= names, f"{qual} no longer needs its exception {sorted(allowed)}"
 
 
 def test_time_point_count_counts_time_points():
-    # the reason integrate_flow may call a count n_eval: it is the number of recorded times
-    from reduced_dynamics import Setting, integrate_flow
+    # the reason the portrait data may call a count n_eval: it is the number of recorded times of each trajectory
+    from reduced_dynamics import Setting, integrate, reduced_model
+    from reduced_dynamics.dynamics.portrait import general_portrait_data
 
-    res = integrate_flow([0.1, -0.1], [0.1, -0.1], Setting(d=3, L=10, sigma2=0.1), t_end=10.0, n_eval=7)
-    assert res.t.shape == (7,)
+    s = Setting(d=3, L=10, sigma2=0.1)
+    data = general_portrait_data(s, seed=0, n_heads=2, n_traj=1, t_end=10.0, n_eval=7)
+    assert data["t"].shape == (1, 7) and data["omega"].shape == (1, 7, 2)
+    # and the integrator's own count of output times is n_times
+    m = reduced_model(s, n_heads=2)
+    assert integrate(m, m.state([0.1, -0.1], [0.1, -0.1]), t_end=10.0, n_times=7).t.shape == (7,)
+
+
+def test_start_count_counts_starts():
+    # the reason a model's initial_state may call a count n: it is the number of starts, rows of a batch
+    from reduced_dynamics import Setting, reduced_model
+
+    for s in (
+        Setting(d=3, L=10, sigma2=0.1),
+        Setting(d=3, L=10, sigma2=0.1, Sigma=[[2.0, 0, 0], [0, 1, 0], [0, 0, 1]]),
+    ):
+        m = reduced_model(s, n_heads=2)
+        assert m.initial_state(seed=0, n=4).shape == (4, m.size)
