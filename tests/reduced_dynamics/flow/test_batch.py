@@ -158,6 +158,10 @@ def test_bad_states_and_options():
         integrate(m, m.state([0.01, -0.01], [0.01, -0.01]), method="batch-Radau")
     with pytest.raises(ValueError, match="`mu`"):
         m.pack(omega=[[0.01, -0.01]], mu=[[0.01, -0.01, 0.0]])
+    with pytest.raises(ValueError, match="`omega` and `mu` must share their leading"):
+        m.pack(omega=[[0.01, -0.01], [0.02, -0.02]], mu=[0.01, -0.01])
+    with pytest.raises(ValueError, match="`n`"):
+        m.initial_state(seed=0, n=10**12)
     with pytest.raises(ValueError, match="`y0`"):
         integrate(m, np.zeros((2, 5)))
     with pytest.raises(ValueError, match="`y0`"):

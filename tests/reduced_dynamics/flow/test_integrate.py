@@ -113,6 +113,17 @@ def test_explicit_times_are_returned_as_given_and_the_flow_starts_at_zero():
     assert np.max(np.abs(res.states[0] - y0)) > 1e-4
 
 
+@pytest.mark.parametrize("method", ["LSODA", "Radau"])
+def test_a_tiny_interval_stays_at_the_start(method):
+    """Over t_end = 1e-200 the state does not move; odeint returns NaN there while reporting success (LSODA then
+    hands over to Radau): a finite flow that reached t_end, not an error from evaluating NaN states."""
+    m = _model("isotropic")
+    y0 = m.initial_state(seed=0)
+    res = integrate(m, y0, t_end=1e-200, method=method)
+    assert res.status == 0 and res.t.tolist() == [0.0, 1e-200]
+    np.testing.assert_array_equal(res.states, [y0, y0])
+
+
 def test_a_first_time_beyond_t_end_gives_the_two_end_points():
     m = _model("isotropic")
     res = integrate(m, m.initial_state(seed=0), t_end=1.0, t_first=5.0)
@@ -175,6 +186,7 @@ def test_rates_apply_to_single_trajectories_only():
         (dict(atol=0.0), "`atol`"),
         (dict(atol=float("nan")), "`atol`"),
         (dict(method="Euler"), "`method`"),
+        (dict(method=["LSODA"]), "`method`"),
         (dict(method="batch-Radau"), "`method`"),  # a single start is not a batch
         (dict(n_times=1), "`n_times`"),
         (dict(n_times=10**7), "`n_times`"),
