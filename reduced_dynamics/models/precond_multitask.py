@@ -43,8 +43,8 @@ class PrecondMultitaskModel(ReducedModel):
     has_hessian = True
     domain_text = "an exponent tr(ΣB_hᵀΣB_k) reached 0.95·MAX_EXPONENT (overflow-safe region)."
 
-    def __init__(self, setting, n_heads):
-        self.setting = as_setting(setting, "PrecondMultitaskModel")
+    def __init__(self, setting, *, n_heads):
+        self.setting = as_setting(setting, "PrecondMultitaskModel").require_softmax("the model with Σ and tasks")
         if self.setting.d > D_MAX:
             raise ValueError(
                 f"`setting.d` must be <= {D_MAX} for the model with Σ and tasks (H d² + H N variables), got {self.setting.d}"
