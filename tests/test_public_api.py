@@ -44,7 +44,15 @@ def test_the_engine_is_public_and_is_the_one_flow_api():
         engine.Status,
     )
     assert reduced_dynamics.reduced_model is models.reduced_model and reduced_dynamics.MODELS is models.MODELS
-    assert sorted(reduced_dynamics.MODELS) == ["activation", "corrected", "exact", "isotropic", "multitask", "precond"]
+    assert sorted(reduced_dynamics.MODELS) == [
+        "activation",
+        "corrected",
+        "exact",
+        "isotropic",
+        "multitask",
+        "precond",
+        "precond_multitask",
+    ]
 
 
 @pytest.mark.parametrize("package", ["reduced_dynamics.dynamics", "reduced_dynamics.exact"])

@@ -30,6 +30,7 @@ CASES = {
     "precond": (SIGMA, "approx"),
     "activation": (Setting(d=5, L=40, sigma2=0.1, activation="square", activation_c=0.5), "approx"),
     "multitask": (Setting(d=4, L=40, sigma2=0.1, tasks=((0, 1, 2), (1, 2, 3))), "approx"),
+    "precond_multitask": (SIGMA.replace(tasks=((0, 1, 2), (1, 2, 3))), "approx"),
 }
 
 
@@ -119,7 +120,7 @@ def test_overflow_event_terminates(method):
 
 
 @pytest.mark.parametrize("method", ["LSODA", "Radau"])
-@pytest.mark.parametrize("name", ["corrected", "precond", "activation", "multitask"])
+@pytest.mark.parametrize("name", ["corrected", "precond", "activation", "multitask", "precond_multitask"])
 def test_the_margin_event_ends_every_model_at_the_edge(monkeypatch, name, method):
     """The integrator stops any model where its margin reaches 0 (status 2, the model's domain in the message),
     located on the path: here a margin 0.5 − max|μ| that the escape from the saddle crosses."""
