@@ -136,7 +136,7 @@ def _end_state(s: Setting):
         t_first=1e-3 * T_END,
         stationarity_tol=0,
     )
-    summary = ActivationModel(s, 2).summarize(flow.states[-1])
+    summary = ActivationModel(s, n_heads=2).summarize(flow.states[-1])
     return flow, Final(t=float(flow.t[-1]), values=summary)
 
 
