@@ -138,7 +138,7 @@ def task_constants(setting: Setting) -> tuple[np.ndarray, np.ndarray, np.ndarray
     return mask, sizes, c
 
 
-def check_sigma_mt_state(B, mu, setting: Setting, where: str = "the composed reduced model"):
+def check_sigma_mt_state(B, mu, setting: Setting, *, where: str = "the composed reduced model"):
     """Validate a state: ``B`` (..., H, d, d), ``mu`` (..., H, N), finite, same ``(..., H)``; returns ``(B, mu, setting)``."""
     setting = as_setting(setting, where).require_softmax(where).require_scalar(where)
     B = check_finite_array("B", B, min_ndim=3)
@@ -159,12 +159,12 @@ def sigma_mt_effective(B, mu, setting: Setting) -> np.ndarray:
     In the small-B limit (``Σ_h μ^(h)_n = 0``) the model predicts task ``n`` as debiased
     preconditioned GD ``(1/L) Σ_l y_{l,n}(x_l − x̄)ᵀ A_n x_q``.
     """
-    B, mu, _ = check_sigma_mt_state(B, mu, setting, "sigma_mt_effective")
+    B, mu, _ = check_sigma_mt_state(B, mu, setting, where="sigma_mt_effective")
     return np.einsum("...hn,...hij->...nij", mu, B)
 
 
 def _prepare(B, mu, setting, where):
-    B, mu, setting = check_sigma_mt_state(B, mu, setting, where)
+    B, mu, setting = check_sigma_mt_state(B, mu, setting, where=where)
     S = sigma_matrix(setting)
     mask, sizes, c = task_constants(setting)
     with np.errstate(over="ignore", invalid="ignore"):
