@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from reduced_dynamics.cli import main
-from reduced_dynamics.dynamics.flow import initial_state
+from reduced_dynamics.models._heads import initial_state
 from reduced_dynamics.dynamics.manifold import eta_star
 from reduced_dynamics.setting import Setting
 
@@ -115,7 +115,8 @@ def test_n_init_reports_start_and_stop_states_as_n_by_h_arrays(capsys, n_init):
     [
         (["--n-init", "0"], "`--n-init`"),
         (["--n-init", "10001"], "`--n-init`"),
-        (["--n-init", "2", "--method", "BDF"], "`--method`"),
+        (["--n-init", "2", "--method", "Euler"], "`--method`"),
+        (["--method", "batch-Radau"], "`--method`"),  # one start is not a batch
         (["--n-init", "2", "--omega0", "0.1,-0.1", "--mu0", "1,-1"], "`--n-init`"),
         (["--n-init", "2", "--init", "symmetric"], "`--n-init`"),
         (["--n-init", "2", "--init-scale", "20"], "`--init-scale`"),
@@ -125,3 +126,21 @@ def test_n_init_bad_input_is_one_line_exit_2(capsys, args, flag):
     assert main(["run", *args, "--t-end", "10"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and flag in err[0]
+
+
+def test_n_init_takes_any_method_of_the_engine(capsys):
+    """`--method` with `--n-init` (refused before 0.2: the batch picked its own integrator) is now any method of
+    the engine: the starts are integrated one after the other with it, each exactly as the single run would."""
+    rc = main(["run", "--n-init", "2", "--seed", "2", "--method", "BDF", "--t-end", "100", "--json", "--quiet"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out["method"] == out["config"]["method"] == "BDF"
+    assert out["rtol"] == 1e-8 and out["atol"] == 1e-11  # the engine's defaults for BDF
+    for i in range(2):
+        assert main(["run", "--seed", str(2 + i), "--method", "BDF", "--t-end", "100", "--json", "--quiet"]) == 0
+        single = json.loads(capsys.readouterr().out)
+        assert single["method"] == "BDF" and single["status"] == out["status"][i]
+        np.testing.assert_allclose(out["omega"][i], single["omega"], atol=1e-12, rtol=0)
+        np.testing.assert_allclose(out["mu"][i], single["mu"], atol=1e-12, rtol=0)
+    # and the batched Radau can be asked for below the 48 starts from which it is the default
+    assert main(["run", "--n-init", "3", "--method", "batch-Radau", "--t-end", "100", "--json", "--quiet"]) == 0
+    assert json.loads(capsys.readouterr().out)["method"] == "batch-Radau"
