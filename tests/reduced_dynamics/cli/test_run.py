@@ -126,6 +126,13 @@ def test_n_init_bad_input_is_one_line_exit_2(capsys, args, flag):
     assert main(["run", *args, "--t-end", "10"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and flag in err[0]
+    assert "`y0`" not in err[0]  # the library's parameter name is not a flag
+
+
+def test_batch_radau_of_one_start_names_n_init(capsys):
+    assert main(["run", "--method", "batch-Radau", "--t-end", "10"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "`--method`" in err[0] and "`--n-init`" in err[0]
 
 
 def test_n_init_takes_any_method_of_the_engine(capsys):
