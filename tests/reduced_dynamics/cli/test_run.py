@@ -3,13 +3,14 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from reduced_dynamics.cli import main
-from reduced_dynamics.models._heads import initial_state
 from reduced_dynamics.dynamics.manifold import eta_star
+from reduced_dynamics.models._heads import initial_state
 from reduced_dynamics.setting import Setting
 
 REQUIRED = {
@@ -151,3 +152,70 @@ def test_n_init_takes_any_method_of_the_engine(capsys):
     # and the batched Radau can be asked for below the 48 starts from which it is the default
     assert main(["run", "--n-init", "3", "--method", "batch-Radau", "--t-end", "100", "--json", "--quiet"]) == 0
     assert json.loads(capsys.readouterr().out)["method"] == "batch-Radau"
+
+
+# ---------------------------------------------------------------- 0.2: --objective, --n-times, --budget
+@pytest.mark.parametrize(
+    "objective, t_end, n_times, method",
+    [("corrected", 10.0, 50, "Radau"), ("exact", 0.05, 4, "BDF")],  # the exact risk: ~0.04 s per gradient
+)
+def test_objective_runs_the_model_of_that_objective(capsys, objective, t_end, n_times, method):
+    """`run --objective corrected|exact` integrates the flow of that objective (its default method), the same
+    end state as integrate() on reduced_model(objective=...) from the start of seed 0 with the CLI's options."""
+    from reduced_dynamics import integrate, reduced_model
+
+    argv = ["run", "--objective", objective, "--t-end", str(t_end), "--n-times", str(n_times), "--json", "--quiet"]
+    rc = main(argv)
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out["success"] is True and out["status"] == 0
+    assert out["model"] == out["objective"] == out["config"]["objective"] == objective
+    assert out["method"] == method and out["t"] == pytest.approx(t_end)
+    model = reduced_model(Setting(), n_heads=2, objective=objective)
+    flow = integrate(model, model.state(*initial_state(2, scale=0.01, seed=0)), t_end=t_end, n_times=n_times)
+    np.testing.assert_allclose(out["omega"], flow.omega[-1], rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(out["mu"], flow.mu[-1], rtol=1e-12, atol=1e-15)
+    assert out["loss"] == pytest.approx(float(flow.loss[-1]), rel=1e-12)
+    assert out["eta_star"] == pytest.approx(model.limit()["eta_star"], rel=1e-15)
+
+
+def test_objective_is_a_choice(capsys):
+    assert main(["run", "--objective", "bogus"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--objective" in err[0]
+
+
+def test_n_times_and_its_old_spelling(capsys, tmp_path):
+    """`--n-times N` sets the output times; the old `--n-eval N` gives the same run (and the same file name) with one
+    note after the result, none under --quiet; both together are refused naming the old spelling."""
+    base = ["run", "--t-end", "10", "--no-plot", "--json"]
+    assert main([*base, "--n-times", "16", "--out", str(tmp_path / "new")]) == 0
+    cap = capsys.readouterr()
+    new = json.loads(cap.out)
+    assert cap.err == "" and new["config"]["n_times"] == 16
+    assert np.load(new["files"]["trajectory"])["t"].shape == (16,)
+    assert main([*base, "--n-eval", "16", "--out", str(tmp_path / "old")]) == 0
+    cap = capsys.readouterr()
+    old = json.loads(cap.out)
+    notes = cap.err.strip().splitlines()
+    assert len(notes) == 1 and notes[0].startswith("reduced-dynamics run: note: ") and "`--n-times`" in notes[0]
+    assert old["omega"] == new["omega"] and old["config"]["n_times"] == 16
+    assert Path(old["files"]["trajectory"]).name == Path(new["files"]["trajectory"]).name
+    assert main([*base, "--n-eval", "16", "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
+    assert main([*base, "--n-eval", "16", "--n-times", "16"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "`--n-eval`" in err[0] and "`--n-times`" in err[0]
+    assert main([*base, "--n-eval", "0"]) == 2  # an error names the spelling typed, and no note is written
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "`--n-eval`" in err[0] and "note" not in err[0]
+
+
+def test_budget_exhausted_is_status_minus_2_exit_1(capsys):
+    rc = main(["run", "--budget", "50", "--json", "--quiet"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 1 and out["success"] is False and out["status"] == -2
+    assert out["nfev"] <= 50 + 10 and out["config"]["budget"] == 50 and out["t"] < 1e5
+    for bad in ("0", "100000001"):
+        assert main(["run", "--budget", bad]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "`--budget`" in err[0]
