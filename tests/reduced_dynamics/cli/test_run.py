@@ -219,3 +219,20 @@ def test_budget_exhausted_is_status_minus_2_exit_1(capsys):
         assert main(["run", "--budget", bad]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "`--budget`" in err[0]
+
+
+@pytest.mark.parametrize(
+    "objective, extension, flag",
+    [
+        ("exact", ["--sigma-eigs", "1,2,3,4,5"], "--sigma-eigs"),
+        ("exact", ["--d", "6", "--tasks", "1-4,3-6"], "--tasks"),
+        ("corrected", ["--activation", "tanh"], "--activation"),
+    ],
+)
+def test_objective_other_than_approx_refuses_the_extensions(capsys, objective, extension, flag):
+    """corrected and exact are derived for the isotropic softmax single-task model only: one line naming
+    `--objective` and the flag of the extension."""
+    assert main(["run", "--objective", objective, *extension, "--t-end", "1"]) == 2
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert out == "" and len(lines) == 1 and "`--objective`" in lines[0] and flag in lines[0]
