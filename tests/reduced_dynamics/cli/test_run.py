@@ -236,3 +236,27 @@ def test_objective_other_than_approx_refuses_the_extensions(capsys, objective, e
     out, err = capsys.readouterr()
     lines = err.strip().splitlines()
     assert out == "" and len(lines) == 1 and "`--objective`" in lines[0] and flag in lines[0]
+
+
+@pytest.mark.parametrize(
+    "model, extra, method",
+    [
+        ("corrected", ["--objective", "corrected", "--t-end", "10"], "Radau"),
+        ("exact", ["--objective", "exact", "--t-end", "0.02", "--n-times", "4"], "BDF"),
+        (
+            "precond_multitask",
+            ["--d", "6", "--tasks", "1-4,3-6", "--sigma-eigs", "1,2,3,4,5,6", "--t-end", "10"],
+            "LSODA",
+        ),
+    ],
+)
+def test_n_init_works_for_every_model(capsys, model, extra, method):
+    """`--n-init` is no longer isotropic-only (the other models' runs are in their own test files): one status per
+    start, the first row the single run of --seed."""
+    assert main(["run", *extra, "--n-init", "2", "--json", "--quiet"]) == 0
+    batch = json.loads(capsys.readouterr().out)
+    assert batch["model"] == model and batch["method"] == method and batch["status"] == [0, 0]
+    assert main(["run", *extra, "--json", "--quiet"]) == 0
+    single = json.loads(capsys.readouterr().out)
+    part = "B" if model == "precond_multitask" else "omega"
+    np.testing.assert_allclose(batch[part][0], single[part], rtol=1e-12, atol=1e-15)
