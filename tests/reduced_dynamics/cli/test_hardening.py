@@ -241,6 +241,20 @@ def test_run_t_end_bound():
     assert main(["run", "--t-end", "1e10", "--n-times", "8", "--quiet"]) == 0
 
 
+@pytest.mark.parametrize(
+    "model", [[], ["--activation", "tanh"], ["--d", "6", "--tasks", "1-4,3-6"], ["--sigma-eigs", "1,2,3,4,5"]]
+)
+def test_run_tiny_t_end_is_a_run_not_a_bad_omega0(model, capsys):
+    """A tiny --t-end ran LSODA into NaN states reported as a success, and the one error line blamed `--omega0`,
+    which the user had not given; the engine now hands that interval to Radau: a normal run."""
+    assert main(["run", "--t-end", "1e-200", "--n-times", "8", "--json", "--quiet", *model]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and json.loads(out)["status"] == 0 and json.loads(out)["t"] == 1e-200
+    rc = main(["run", "--t-end", "5e-324", "--n-times", "8", "--json", "--quiet", *model])  # the least float
+    out, err = capsys.readouterr()
+    assert rc in (0, 1) and err == "" and json.loads(out)["success"] is (rc == 0)
+
+
 def test_rename_params_maps_every_library_name_to_a_flag():
     """Each command's map sends its dests and the library's own names to the flags the user types."""
     sub = next(a for a in build_parser()._actions if hasattr(a, "choices") and a.choices)
