@@ -47,6 +47,11 @@ def risk_activation(args, setting) -> int:
         raise ValueError("`--omega` and `--mu` must be given together")
     if args.omega is None:
         M = float(manifold_profile(0.1, setting).M[0])
+        if not np.isfinite(M):  # C ≲ 1e-8: the manifold's quadratic in M cancels to 0 (the error named `w`)
+            raise ValueError(
+                f"`--activation-c` {setting.activation_c:g} leaves the default state (ω = ±0.1 on the solution "
+                "manifold) without a finite μ: give `--omega` and `--mu`"
+            )
         omega, mu = np.array([0.1, -0.1]), np.array([M, -M])
     else:
         omega, mu = check_heads_pair(parse_floats(args.omega, "--omega"), parse_floats(args.mu, "--mu"))

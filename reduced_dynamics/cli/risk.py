@@ -41,7 +41,8 @@ EPILOG = exit_codes_epilog() + (
     "  risk_d5_L40_sigma2-0.1_prompts200000_seed0_omega-0.1,-0.1_mu-4.4,-4.4_conditional0.json"
 )
 #: library parameter names -> the flags of this command (for the one error line)
-PARAM_FLAGS = {"n_prompts": "--prompts", "n": "--prompts", **SETTING_FLAGS}
+#: (``lam``: Bayes ridge's λ = σ²·d, zero only with ``--sigma2 0``)
+PARAM_FLAGS = {"n_prompts": "--prompts", "n": "--prompts", "lam": "--sigma2", **SETTING_FLAGS}
 
 #: γ of the default two-head point on the solution manifold
 DEFAULT_GAMMA = 0.1
@@ -222,6 +223,11 @@ def _main_multitask(args, setting, t0) -> int:
         raise ValueError("`--omega`/`--mu` are not supported with `--tasks` (use `run --tasks` for a flow end state)")
     if args.conditional:
         raise ValueError("`--conditional` is not supported with `--tasks` (plain Monte Carlo on common prompts)")
+    if setting.sigma2 == 0 and setting.L < max(map(len, setting.supports)):  # numpy's error named no flag
+        raise ValueError(
+            f"`--sigma2` must be > 0 when L < a task's number of features (Bayes ridge on the support: XᵀX is "
+            f"singular), got 0 with `--L` {setting.L} and supports of up to {max(map(len, setting.supports))} features"
+        )
     prepare_out(args.out)
     A = support_dgd_weights(setting)
     one, two = limit_predictor(1, setting), limit_predictor(2, setting)

@@ -280,6 +280,8 @@ def main(args) -> int:
             raise ValueError("`--n-init` draws random initial states: it cannot be combined with `--omega0`/`--mu0`")
         if args.init != "random":
             raise ValueError("`--n-init` needs `--init random` (every symmetric start is the same state)")
+    elif args.method == "batch-Radau":  # the library's refusal names its parameter `y0`, not a flag
+        raise ValueError("`--method` batch-Radau integrates a batch of starts: give `--n-init` N")
     if args.omega0 is not None and "--heads" not in typed_flags(args):
         args.heads = len(parse_floats(args.omega0, "--omega0"))
         model = model_from_args(args, setting)

@@ -31,8 +31,13 @@ invocation instead. Invocations are kept cheap: options such as ``--quick``, a t
 ``--t-end``, ``--steps`` or ``--prompts`` are always added unless the example fuzzes
 that option, in which case its valid values are capped (:data:`COST_INT`,
 :data:`COST_FLOAT`) and larger values are the kind that must be rejected (or, for
-``--t-end`` >= 1e13, cost no more than a small value). ``RD_FUZZ_REPORT=path`` appends one JSON line
-per invocation (argv, outcome, violations) to ``path``.
+``--t-end`` >= 1e13, cost no more than a small value); a value that selects an expensive model brings
+its own cheap options (:data:`EXPENSIVE`: ``run --objective exact`` gets a small ``--budget``). The
+options that select the model of ``run`` (``--objective``, ``--activation``, ``--tasks``,
+``--sigma-eigs``) take valid values too (:data:`VALID_NAMES`), so every model goes through the one run
+path and its flag table. An old spelling (``--n-eval``) replaces its new one in the cheap options
+(:data:`ALIASES`); both together must be rejected. ``RD_FUZZ_REPORT=path`` appends one JSON line per
+invocation (argv, outcome, violations) to ``path``.
 """
 
 from __future__ import annotations
@@ -81,14 +86,15 @@ POSITIONAL = {
     "sweep-table": ("DIR", "{tmp}/tiny_sweep", ["{tmp}/missing", "{tmp}/afile", "{tmp}/exists_dir", ""]),
 }
 #: the tiny spec: one point of `run`, a few milliseconds
-TINY_SPEC = 'command = "run"\nseeds = [0]\n[fixed]\nt-end = 1\nn-eval = 4\n'
+TINY_SPEC = 'command = "run"\nseeds = [0]\n[fixed]\nt-end = 1\nn-times = 4\n'
 
-#: cheap options added to every invocation of a command unless the example fuzzes that flag
+#: cheap options added to every invocation of a command unless the example fuzzes that flag (run has no
+#: --no-plot here: the flag table refuses it for every model but the isotropic one; it is fuzzed as a switch)
 BASE = {
-    "run": [("--t-end", "10"), ("--n-eval", "16"), ("--no-plot", None)],
+    "run": [("--t-end", "10"), ("--n-times", "16")],
     "risk": [("--prompts", "64")],
     "check": [("--quick", None), ("--only", "approximation")],
-    "train": [("--steps", "3"), ("--batch", "8"), ("--n-eval", "64")],
+    "train": [("--steps", "3"), ("--batch", "8"), ("--eval-prompts", "64")],
     "portrait": [
         ("--resolution", "10"),
         ("--n-traj", "1"),
@@ -100,6 +106,15 @@ BASE = {
     "sweep": [("--workers", "1"), ("--out", "{tmp}/sweep_out")],
 }
 
+#: command -> old spelling -> the new spelling it stands for: fuzzing the old one drops the new one from BASE,
+#: and an invocation giving both must be rejected
+ALIASES = {"run": {"--n-eval": "--n-times"}, "train": {"--n-eval": "--eval-prompts"}}
+#: (option, value) -> cheap options that value brings (unless the example fuzzes them): a gradient of the exact
+#: finite-L risk costs up to ~0.2 s (H = 5) and its BDF Jacobian 2H + 1 more, so with --n-init 4 even a budget of
+#: 2 takes ~13 s; its flow gets one gradient (status -2, exit 1: the output rules still apply), a fuzzed
+#: --budget (<= 20, COST_INT) lets it take steps
+EXPENSIVE = {("--objective", "exact"): [("--budget", "1")]}
+
 #: integer options that set the cost of a run: valid fuzzed values stay in [lo, hi]; counts <= 0
 #: and counts beyond int64 are generated too, and must be rejected
 COST_INT = {
@@ -107,6 +122,9 @@ COST_INT = {
     "--steps": (1, 6),
     "--batch": (1, 16),
     "--n-eval": (1, 100),
+    "--n-times": (1, 100),
+    "--eval-prompts": (1, 100),
+    "--budget": (1, 20),  # gradients per trajectory: bounds the cost of every model's flow (exact: ~0.3 s each)
     "--resolution": (10, 14),
     "--n-traj": (1, 2),
     "--heads": (1, 5),
@@ -123,7 +141,11 @@ TOO_LARGE = {"--d": ["100001", str(10**30)], "--L": [str(10**9 + 1), str(10**30)
 COST_FLOAT = {"--t-end": 1e3}
 #: the valid values of options that take a name without argparse choices (anything else must be rejected)
 VALID_NAMES = {
-    "--method": ("Radau", "BDF", "LSODA", "RK45", "RK23", "DOP853"),
+    "--method": ("Radau", "BDF", "LSODA", "RK45", "RK23", "DOP853", "batch-Radau"),
+    # the options that choose the model (valid or not for the drawn --d: either outcome)
+    "--activation": ("exp", "affine", "square", "tanh"),
+    "--tasks": ("1-2", "1-3,3-5", "2,1-3"),
+    "--sigma-eigs": ("1,2,3,4,5", "0.5,1.375,2.25,3.125,4", "1,2"),
     "--optimizer": ("adam", "sgd"),
     "--param": ("separate", "merged", "linear", "reduced"),
 }
@@ -152,8 +174,15 @@ UNKNOWN_FLAGS = ["--bogus", "--sigma3", "--t_end", "--D", "-x", "---d", "extra"]
 
 #: JSON paths where null means "absent", not a hidden NaN/inf: stage times never reached, the infimum of
 #: L̃ where it does not exist, closed forms that do not exist, a check's error (or reason to skip) when it had
-#: none, Σ = identity
-NULL_OK = re.compile(r"(\.stage_times\.\w+|\.inf_loss|\.exact|\.error|\.skipped|\.Sigma)$")
+#: none (also per task: risk --tasks), Σ = identity, the drift law of γ for an activation that has none (affine),
+#: train's manifold gap where it is not defined (every head dummy, or an activation other than exp: the manifold
+#: S_γ is the softmax's), and its relative gap (μ± − μ_γ)/μ_γ once μ_γ underflows to 0 (γ huge after a large
+#: --lr; the library documents it as inf, which to_jsonable writes as null; found by this suite on the engine
+#: branch, independent of the 0.2 CLI)
+NULL_OK = re.compile(
+    r"(\.stage_times\.\w+|\.inf_loss|\.exact(?:\[\])?|\.error|\.skipped|\.Sigma|\.gamma_drift_law"
+    r"|\.manifold|\.manifold\.rel_gap_(?:plus|minus))$"
+)
 
 TRACEBACK = "Traceback (most recent call last)"
 WARNING_RE = re.compile(r"\b[A-Z]\w*Warning\b")
@@ -514,6 +543,9 @@ def draw_invocation(data, command: Command, tmp: str) -> Invocation:
                 inv.fuzzed.add("--heads")
         else:
             inv.reject.append(f"{flag} without {partner}")
+    for old, new in ALIASES.get(command.name, {}).items():
+        if old in chosen and new in chosen:
+            inv.reject.append(f"{old} and {new} (its new spelling) both given")
     pairs = [(a, b) for a, b in (("--omega0", "--mu0"), ("--omega", "--mu")) if a in chosen and b in chosen]
     for a, b in pairs:
         na, nb = _list_ok(dict(args)[a]), _list_ok(dict(args)[b])
@@ -543,9 +575,12 @@ def draw_invocation(data, command: Command, tmp: str) -> Invocation:
         args.append((f"{flag}=1", None))
         inv.fuzzed.add(flag)
         inv.reject.append(f"{flag} takes no value")
-    # the cheap base options (those the example does not set itself), JSON output mostly
-    base = [(f, v.format(tmp=tmp) if v else v) for f, v in BASE.get(command.name, []) if f in opts]
-    base = [(f, v) for f, v in base if f not in inv.fuzzed]
+    # the cheap base options (those the example does not set itself, under either spelling; and those an
+    # expensive value brings), JSON output mostly
+    covered = inv.fuzzed | {new for old, new in ALIASES.get(command.name, {}).items() if old in inv.fuzzed}
+    cheap = [*BASE.get(command.name, []), *(o for key, more in EXPENSIVE.items() if key in args for o in more)]
+    base = [(f, v.format(tmp=tmp) if v else v) for f, v in cheap if f in opts]
+    base = [(f, v) for f, v in base if f not in covered]
     if "--json" in opts and data.draw(st.integers(0, 3), label="json") > 0:
         base.append(("--json", None))
         inv.json = True
@@ -739,6 +774,7 @@ def test_cli_fuzz(name, runner, tmp_path):
 def _with(command: str, options: list[str], *, json_output: bool = True) -> list[str]:
     """``command`` + its cheap base options that ``options`` does not set (+ ``--json``) + ``options``."""
     given_flags = {o.split("=")[0] for o in options if o.startswith("--")}
+    given_flags |= {new for old, new in ALIASES.get(command, {}).items() if old in given_flags}
     argv = [command]
     for flag, value in BASE.get(command, []):
         if flag in COMMANDS[command].options and flag not in given_flags:
@@ -771,6 +807,35 @@ def _issue_cases():
         ("check-L-1", "check", ["--L", "1", "--only", "approximation,optimality"], "contract", True),
         ("risk-sigma2-1e4-text", "risk", ["--sigma2", "1e4"], "contract", False),
         ("risk-sigma2-1e4-json", "risk", ["--sigma2", "1e4"], "contract", True),
+        # 0.2: one run path for every model, its flag table, the old spellings
+        ("run-old-n-eval", "run", ["--n-eval", "16"], "ok", True),
+        ("run-n-eval-and-n-times", "run", ["--n-eval", "16", "--n-times", "16"], "reject", True),
+        ("train-old-n-eval", "train", ["--n-eval", "64"], "ok", True),
+        ("train-n-eval-and-eval-prompts", "train", ["--n-eval", "64", "--eval-prompts", "64"], "reject", True),
+        ("run-sigma-with-tasks", "run", ["--d", "6", "--tasks", "1-4,3-6", "--sigma-eigs", "1,2,3,4,5,6"], "ok", True),
+        ("run-tasks-omega0", "run", ["--d", "6", "--tasks", "1-4,3-6", "--omega0", "0.1,-0.1"], "reject", True),
+        ("run-tasks-budget-5", "run", ["--d", "6", "--tasks", "1-4,3-6", "--budget", "5"], "contract", True),
+        ("run-exact-sigma", "run", ["--objective", "exact", "--sigma-eigs", "1,2,3,4,5"], "reject", True),
+        ("run-exact-budget-5", "run", ["--objective", "exact", "--budget", "5"], "contract", True),
+        ("run-corrected", "run", ["--objective", "corrected"], "ok", True),
+        ("run-affine-json", "run", ["--activation", "affine"], "ok", True),
+        ("run-affine-text", "run", ["--activation", "affine"], "ok", False),
+        ("run-n-init-any-method", "run", ["--n-init", "2", "--method", "BDF"], "ok", True),
+        ("run-batch-radau-one-start", "run", ["--method", "batch-Radau"], "reject", True),
+        (
+            "risk-sigma-with-tasks",
+            "risk",
+            ["--d", "6", "--tasks", "1-4,3-6", "--sigma-eigs", "1,2,3,4,5,6"],
+            "reject",
+            True,
+        ),
+        (
+            "train-sigma-with-tasks",
+            "train",
+            ["--d", "6", "--tasks", "1-4,3-6", "--sigma-eigs", "1,2,3,4,5,6"],
+            "reject",
+            True,
+        ),
     ]
     for name, command in sorted(COMMANDS.items()):
         if "--sigma2" in command.options:

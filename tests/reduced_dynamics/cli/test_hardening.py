@@ -11,7 +11,7 @@ from reduced_dynamics.cli import COMMANDS, _common, build_parser, main
 from reduced_dynamics.io import MAX_STEM, output_stem
 
 SETTING_COMMANDS = ["run", "risk", "check", "train", "portrait"]
-TINY_TRAIN = ["--d", "2", "--L", "4", "--batch", "8", "--n-eval", "64"]
+TINY_TRAIN = ["--d", "2", "--L", "4", "--batch", "8", "--eval-prompts", "64"]
 TINY_PORTRAIT = ["--resolution", "10", "--n-traj", "1", "--t-end", "5", "--heads", "2"]
 
 
@@ -91,7 +91,7 @@ def test_portrait_sigma2_and_seed_write_different_files(tmp_path, capsys, monkey
 
 
 def test_run_seeds_and_sigma2_write_different_files(tmp_path, capsys):
-    base = ["run", "--t-end", "1", "--n-eval", "4", "--no-plot", "--quiet", "--out", str(tmp_path)]
+    base = ["run", "--t-end", "1", "--n-times", "4", "--no-plot", "--quiet", "--out", str(tmp_path)]
     for extra in (["--seed", "0"], ["--seed", "1"], ["--sigma2", "0.5"]):
         assert main([*base, *extra]) == 0
     capsys.readouterr()
@@ -136,7 +136,7 @@ PROGRESS_CASES = {
     "train": ["train", "--steps", "5", *TINY_TRAIN],
     "check": ["check", "--quick", "--only", "approximation"],
     "figures": ["figures", "--quick", "--only", "bayes_ratio", "--out", "{tmp}"],
-    "run": ["run", "--t-end", "1", "--n-eval", "4"],
+    "run": ["run", "--t-end", "1", "--n-times", "4"],
 }
 
 
@@ -176,17 +176,25 @@ BAD = [
     ("run", ["--rtol", "1e308"], "--rtol"),
     ("run", ["--atol", "2.5"], "--atol"),
     ("run", ["--t-end", "1e308"], "--t-end"),
-    ("run", ["--t-end", "1e10"], "--t-end"),
+    ("run", ["--t-end", "1e13"], "--t-end"),  # the engine's bound is 1e12 (was 1e9; see test_run_t_end_bound)
     ("portrait", ["--t-end", "1e308"], "--t-end"),
     ("run", ["--init-scale", "1e308"], "--init-scale"),
     ("run", ["--init-scale", "0"], "--init-scale"),
     ("run", ["--heads", "0"], "--heads"),
-    ("run", ["--n-eval", "0"], "--n-eval"),
+    ("run", ["--n-times", "0"], "--n-times"),
+    ("run", ["--n-eval", "0"], "--n-eval"),  # the old spelling: the error names the flag typed
+    ("run", ["--budget", "0"], "--budget"),
+    ("run", ["--method", "Euler"], "--method"),
+    ("run", ["--objective", "exact", "--sigma-eigs", "1,2,3,4,5"], "--objective"),
+    ("run", ["--d", "6", "--tasks", "1-4,3-6", "--omega0", "0.1,-0.1"], "--omega0"),
     ("run", ["--omega0", "0.1,,-0.1", "--mu0", "1,-1"], "--omega0"),
     ("run", ["--out", ""], "--out"),
     ("train", ["--lr", "1e308"], "--lr"),
     ("train", ["--heads", "0"], "--heads"),
+    ("train", ["--eval-prompts", "1"], "--eval-prompts"),
     ("train", ["--n-eval", "1"], "--n-eval"),
+    ("train", ["--d", "6", "--tasks", "1-4,3-6", "--sigma-eigs", "1,2,3,4,5,6"], "--tasks"),
+    ("risk", ["--d", "6", "--tasks", "1-4,3-6", "--sigma-eigs", "1,2,3,4,5,6"], "--tasks"),
     ("train", ["--checkpoint-every", "0", "--steps", "1"], "--checkpoint-every"),
     ("train", ["--out", ""], "--out"),
     ("train", ["--lr", "1e-3", "--lr", "1e-2"], "--lr"),
@@ -216,8 +224,35 @@ def test_bad_input_one_line_names_the_flag(command, argv, flag, capsys):
     line = _one_line(capsys, main([command, *argv]))
     assert line.startswith(f"reduced-dynamics {command}: ")
     assert f"`{flag}`" in line or f"argument {flag}" in line, line
-    internal = re.findall(r"`(n_heads|scale|t_end|n_eval|n_prompts|init_scale|prompts|lr|sigma2|only|out)`", line)
+    internal = re.findall(
+        r"`(n_heads|scale|t_end|n_eval|n_times|budget|y0|n_prompts|init_scale|prompts|lr|sigma2|only|out|objective"
+        r"|setting\.\w+)`",
+        line,
+    )
     assert not internal, line
+
+
+def test_run_t_end_bound():
+    """`--t-end` is bounded by the engine's 1e12 (the cost is bounded by --budget); 1e10, refused before 0.2
+    (bound 1e9), now runs."""
+    from reduced_dynamics.flow import T_END_MAX
+
+    assert T_END_MAX == 1e12
+    assert main(["run", "--t-end", "1e10", "--n-times", "8", "--quiet"]) == 0
+
+
+@pytest.mark.parametrize(
+    "model", [[], ["--activation", "tanh"], ["--d", "6", "--tasks", "1-4,3-6"], ["--sigma-eigs", "1,2,3,4,5"]]
+)
+def test_run_tiny_t_end_is_a_run_not_a_bad_omega0(model, capsys):
+    """A tiny --t-end ran LSODA into NaN states reported as a success, and the one error line blamed `--omega0`,
+    which the user had not given; the engine now hands that interval to Radau: a normal run."""
+    assert main(["run", "--t-end", "1e-200", "--n-times", "8", "--json", "--quiet", *model]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and json.loads(out)["status"] == 0 and json.loads(out)["t"] == 1e-200
+    rc = main(["run", "--t-end", "5e-324", "--n-times", "8", "--json", "--quiet", *model])  # the least float
+    out, err = capsys.readouterr()
+    assert rc in (0, 1) and err == "" and json.loads(out)["success"] is (rc == 0)
 
 
 def test_rename_params_maps_every_library_name_to_a_flag():
@@ -226,6 +261,9 @@ def test_rename_params_maps_every_library_name_to_a_flag():
     flags = {name: p.get_default("_flags") for name, p in sub.choices.items()}
     assert flags["run"]["n_heads"] == "--heads" and flags["run"]["scale"] == "--init-scale"
     assert flags["run"]["t_end"] == "--t-end" and flags["run"]["n_eval"] == "--n-eval"
+    assert flags["run"]["n_times"] == "--n-times" and flags["run"]["budget"] == "--budget"
+    assert flags["run"]["setting.Sigma"] == "--sigma/--sigma-eigs" and flags["run"]["objective"] == "--objective"
+    assert flags["train"]["eval_prompts"] == "--eval-prompts" and flags["train"]["n_eval"] == "--n-eval"
     assert flags["train"]["n_prompts"] == "--eval-prompts" and flags["risk"]["n_prompts"] == "--prompts"
     assert flags["train"]["parameterisation"] == "--param"
     for name, table in flags.items():
@@ -245,8 +283,8 @@ def test_list_syntax_is_the_same_everywhere(capsys):
         outs.append(json.loads(capsys.readouterr().out))
     assert outs[0]["config"]["omega"] == outs[1]["config"]["omega"] == [0.1, -0.1]
     assert outs[0]["estimators"] == outs[1]["estimators"]
-    assert main(["run", "--omega0=-0.1,0.1", "--mu0", "-1,1", "--t-end", "1", "--n-eval", "4", "--quiet"]) == 0
-    assert main(["run", "--omega0", "-0.1,0.1", "--mu0", "-1,1", "--t-end", "1", "--n-eval", "4", "--quiet"]) == 0
+    assert main(["run", "--omega0=-0.1,0.1", "--mu0", "-1,1", "--t-end", "1", "--n-times", "4", "--quiet"]) == 0
+    assert main(["run", "--omega0", "-0.1,0.1", "--mu0", "-1,1", "--t-end", "1", "--n-times", "4", "--quiet"]) == 0
 
 
 @pytest.mark.parametrize("command", list(COMMANDS))

@@ -46,9 +46,14 @@ def test_text_output(capsys):
     "extra, flag",
     [
         (["--t-end", "-1"], "--t-end"),
-        (["--n-init", "3"], "--n-init"),
+        (["--t-end", "1e13"], "--t-end"),
         (["--omega0", "0.1,-0.1"], "--omega0"),
-        (["--method", "RK45"], "--method"),
+        (["--method", "Euler"], "--method"),
+        (["--method", "batch-Radau"], "--method"),
+        (["--rtol", "0.5"], "--rtol"),
+        (["--no-plot"], "--no-plot"),  # only the isotropic run draws a portrait: refused by the flag table
+        (["--objective", "corrected"], "--objective"),
+        (["--sigma-seed", "-1"], "--sigma-seed"),
     ],
 )
 def test_bad_input_exit_2_one_line(capsys, extra, flag):
@@ -56,3 +61,50 @@ def test_bad_input_exit_2_one_line(capsys, extra, flag):
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2
     assert len(err) == 1 and flag in err[0]
+
+
+def _expected_flow(seed, t_end, **kw):
+    """The CLI's start for Σ, recomputed: (ω, μ) of `--seed`, a shared W with i.i.d. N(0, 1/d) entries drawn
+    from the stream (seed, 1); integrated by the engine with the CLI's defaults (LSODA, 400 output times)."""
+    from reduced_dynamics import integrate, reduced_model
+    from reduced_dynamics.models._heads import initial_state
+
+    Sig = covariance_from_eigs([0.5, 1.375, 2.25, 3.125, 4.0], seed=0)
+    model = reduced_model(Setting(Sigma=Sig), n_heads=2)
+    w0, m0 = initial_state(2, scale=0.01, seed=seed)
+    W0 = np.random.default_rng([seed, 1]).standard_normal((5, 5)) / np.sqrt(5)
+    return integrate(model, model.state(w0, m0, W0), t_end=t_end, **kw), W0
+
+
+def test_n_init_now_works_with_sigma(capsys):
+    """`--n-init` (refused with Σ before 0.2) integrates the starts of seeds S..S+N-1: N × H (ω, μ), N × d × d W,
+    each row the flow of its own start."""
+    rc = main(["run", "--sigma-eigs", EIGS, "--n-init", "3", "--seed", "1", "--t-end", "100", "--json", "--quiet"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out["success"] == [True] * 3 and out["seeds"] == [1, 2, 3]
+    assert np.shape(out["omega"]) == (3, 2) and np.shape(out["W"]) == np.shape(out["W0"]) == (3, 5, 5)
+    for i in range(3):
+        flow, W0 = _expected_flow(1 + i, 100.0)
+        np.testing.assert_array_equal(out["W0"][i], W0)
+        np.testing.assert_allclose(out["omega"][i], flow.omega[-1], rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(out["W"][i], flow.W[-1], rtol=1e-12, atol=1e-15)
+
+
+def test_method_rk45_now_works_with_sigma(capsys):
+    """`--method` with Σ is any method of the engine (was LSODA, Radau or BDF only)."""
+    rc = main(["run", "--sigma-eigs", EIGS, "--method", "RK45", "--t-end", "20", "--json", "--quiet"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out["success"] is True and out["method"] == out["config"]["method"] == "RK45"
+    flow, _ = _expected_flow(0, 20.0, method="RK45")
+    np.testing.assert_allclose(out["W"], flow.W[-1], rtol=1e-12, atol=1e-15)
+    lsoda, _ = _expected_flow(0, 20.0)  # the same flow, to the solvers' tolerances
+    np.testing.assert_allclose(out["W"], lsoda.W[-1], rtol=0, atol=1e-5)
+
+
+def test_sigma_flow_stops_at_a_stationary_point_with_status_1(capsys):
+    """From seed 0 both heads take one sign and the Σ flow reaches the one-sign minimum: it now stops there with
+    status 1 (the old Σ driver had no stationarity event and ran on to --t-end); a success, exit 0."""
+    rc = main(["run", "--sigma-eigs", EIGS, "--sigma-seed", "0", "--t-end", "1e4", "--json", "--quiet"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and out["success"] is True and out["status"] == 1
+    assert out["grad_norm"] < 1.001e-10 and 0 < out["t"] < 1e4  # stopped where |∇L| crossed 1e-10

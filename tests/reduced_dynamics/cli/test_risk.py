@@ -89,6 +89,11 @@ def test_table_output(capsys):
         (["--seed", "-1"], "seed"),
         (["--omega", "1.0"], "omega"),
         (["--omega", "1.0", "2.0", "--mu", "1.0"], "omega"),
+        # noiseless with fewer examples than features: Bayes ridge is undefined (the lines named `lam`, or no flag)
+        (["--sigma2", "0", "--L", "3"], "sigma2"),
+        (["--sigma2", "0", "--L", "3", "--d", "6", "--tasks", "1-4,3-6"], "sigma2"),
+        # a tiny C leaves the default state of `risk --activation` without a finite μ (the line named `w`)
+        (["--activation", "affine", "--activation-c", "1e-10"], "activation-c"),
     ],
 )
 def test_bad_input_is_one_stderr_line_and_exit_2(capsys, argv, param):

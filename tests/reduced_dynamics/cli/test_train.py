@@ -10,7 +10,7 @@ import pytest
 from reduced_dynamics.cli import main
 from reduced_dynamics.model.training import STREAM_VERSION
 
-TINY = ["--d", "3", "--L", "10", "--batch", "16", "--n-eval", "200"]
+TINY = ["--d", "3", "--L", "10", "--batch", "16", "--eval-prompts", "200"]
 
 
 def test_json_output_and_files(tmp_path, capsys):
@@ -26,6 +26,32 @@ def test_json_output_and_files(tmp_path, capsys):
         assert (tmp_path / name).exists()
     assert json.loads((tmp_path / "final.json").read_text())["steps"] == 30
     assert not list(tmp_path.glob(".*.tmp"))  # atomic writes leave no temporaries
+
+
+def test_eval_prompts_and_its_old_spelling(capsys):
+    """`--eval-prompts` (was `--n-eval`): the old spelling gives the same run with one note after the result (none
+    under --quiet); both together are refused in one line; an error names the spelling typed."""
+    base = ["train", "--steps", "5", "--d", "3", "--L", "10", "--batch", "16", "--json"]
+    assert main([*base, "--eval-prompts", "100"]) == 0
+    cap = capsys.readouterr()
+    new = json.loads(cap.out)
+    assert not [line for line in cap.err.splitlines() if "note:" in line]
+    assert main([*base, "--n-eval", "100"]) == 0
+    cap = capsys.readouterr()
+    old = json.loads(cap.out)
+    notes = [line for line in cap.err.splitlines() if "note:" in line]
+    assert len(notes) == 1 and notes[0].startswith("reduced-dynamics train: note: ") and "`--eval-prompts`" in notes[0]
+    assert cap.err.strip().splitlines()[-1] == notes[0]  # written after the command returned
+    assert old["risk"] == new["risk"] and old["risk_stderr"] == new["risk_stderr"] and old["omega"] == new["omega"]
+    assert main([*base, "--n-eval", "100", "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
+    assert main([*base, "--n-eval", "100", "--eval-prompts", "100"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "`--n-eval`" in err[0] and "`--eval-prompts`" in err[0]
+    for flag in ("--n-eval", "--eval-prompts"):
+        assert main([*base, flag, "1"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and f"`{flag}`" in err[0]
 
 
 def test_resume_via_cli_matches_uninterrupted(tmp_path, capsys):
