@@ -150,9 +150,10 @@ def text_summary(flow) -> str:
     """The text report of one flow: the model, the status, the end state and its model-specific summaries."""
     s = flow.summary()
     st = flow.setting
+    act = f", f = {st.activation} (C = {st.activation_c:g})" if st.activation != "exp" else ""
     lines = [
-        f"reduced gradient flow, {flow.model.name} model: H={flow.n_heads}, d={st.d}, L={st.L}, σ²={st.sigma2:g}, "
-        f"method={s['method']}",
+        f"reduced gradient flow, {flow.model.name} model{act}: H={flow.n_heads}, d={st.d}, L={st.L}, "
+        f"σ²={st.sigma2:g}, method={s['method']}",
         f"  status {s['status']} ({'success' if s['success'] else 'FAILED'}): {s['message']}",
         f"  t_end = {s['t']:.4g}   ({s['nfev']} gradient evals, {s['njev']} Hessians, {s['seconds']:.2f} s)",
     ]

@@ -36,7 +36,8 @@ STATUS_MESSAGES = {
     ),
     Status.STATIONARY: (
         "Stationary point reached: |grad| < `stationarity_tol`. For H >= 2 this is a saddle (e.g. the start "
-        "ω = μ = 0), not a minimiser: start off it (e.g. a random start)."
+        "ω = μ = 0) or the minimum of heads of one sign (the kernel regressor), not the drift along the solution "
+        "manifold: start elsewhere (another seed, or a symmetric ± start)."
     ),
     Status.LEFT_DOMAIN: "Stopped at the edge of the model's domain: {domain}",
     Status.DIVERGED: "Gradient-descent iterates diverged or overflowed. Try a smaller step `eta`.",
