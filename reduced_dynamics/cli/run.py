@@ -286,6 +286,7 @@ def main(args) -> int:
     if args.omega0 is not None and "--heads" not in typed_flags(args):
         args.heads = len(parse_floats(args.omega0, "--omega0"))
         model = model_from_args(args, setting)
+    _check_solver_flags(args, model)
     prepare_out(args.out)
     progress = Progress("run", quiet=args.quiet)
     if args.n_init is not None:
@@ -344,6 +345,23 @@ def main(args) -> int:
         for k, v in files.items():
             print(f"  wrote {k}: {v}")
     return 0 if bool(np.all(flow.success)) else 1
+
+
+def _check_solver_flags(args, model) -> None:
+    """``--method``, ``--rtol``, ``--atol``, ``--budget`` checked before any work (the engine's bounds and defaults)."""
+    from reduced_dynamics._validation import check_positive_int
+    from reduced_dynamics.flow._batch import BATCH_MIN
+    from reduced_dynamics.flow._integrate import BUDGET_MAX, METHODS, _check_tolerances, default_tolerances
+
+    method = args.method
+    if method is not None and method not in METHODS:
+        raise ValueError(f"`--method` must be one of {', '.join(METHODS)}, got {method!r}")
+    if method is None:
+        batch = args.n_init is not None
+        big = batch and model.has_hessian and args.n_init >= BATCH_MIN
+        method = "batch-Radau" if big else model.default_method
+    _check_tolerances(*default_tolerances(method, args.rtol, args.atol))
+    check_positive_int("budget", args.budget, hi=BUDGET_MAX)
 
 
 def _write(args, model, flow, summary, progress) -> dict:
