@@ -34,6 +34,8 @@ __all__ = ["Setting", "PAPER_SETTING", "THEORY_STATEMENTS", "as_setting"]
 D_MAX = 100_000
 L_MAX = 10**9
 SIGMA2_MAX = 1e12
+#: Largest ``d`` of :meth:`Setting.covariance` by default (a dense d × d float64 matrix of 32 MB).
+COVARIANCE_D_MAX = 2000
 #: At most this many tasks in ``Setting.tasks``.
 MAX_TASKS = 64
 
@@ -368,6 +370,34 @@ class Setting:
     def isotropic(self) -> bool:
         """True when the covariates are :math:`N(0, I_d)` (``Sigma is None``)."""
         return self.Sigma is None
+
+    def covariance(self, *, d_max: int = COVARIANCE_D_MAX, where: str = "the d × d matrix computations") -> np.ndarray:
+        """The covariance Σ as a new ``(d, d)`` float array (``I_d`` when ``Sigma`` is None): the one conversion.
+
+        Parameters
+        ----------
+        d_max : int
+            Refuse a larger ``d`` (a dense ``d × d`` matrix; default 2000, 32 MB).
+        where : str
+            Named in the error.
+
+        Raises
+        ------
+        ValueError
+            An array-valued ``d``, or ``d > d_max``.
+
+        Examples
+        --------
+        >>> Setting(d=3).covariance()
+        array([[1., 0., 0.],
+               [0., 1., 0.],
+               [0., 0., 1.]])
+        """
+        if not isinstance(self.d, int):
+            raise ValueError(f"`setting` must have a scalar `d` for {where}, got an array of `d`")
+        if self.d > d_max:
+            raise ValueError(f"`setting.d` must be <= {d_max} for {where}, got {self.d}")
+        return np.eye(self.d) if self.Sigma is None else np.array(self.Sigma, dtype=np.float64)
 
     def require_scalar(self, where: str) -> Setting:
         """Return ``self`` or raise ``ValueError`` if any field is an array."""

@@ -123,9 +123,7 @@ class SigmaTasksGradient(FrozenResult):
 def sigma_matrix(setting: Setting) -> np.ndarray:
     """``Σ`` of ``setting`` as a (d, d) array (``I_d`` when ``setting.Sigma`` is None); ``d <= 1000``."""
     setting = as_setting(setting, "sigma_matrix").require_scalar("sigma_matrix")
-    if setting.d > D_MAX:
-        raise ValueError(f"`setting.d` must be <= {D_MAX} for the composed model (d × d blocks), got {setting.d}")
-    return np.eye(setting.d) if setting.Sigma is None else np.asarray(setting.Sigma, dtype=np.float64)
+    return setting.covariance(d_max=D_MAX, where="the composed model (d × d blocks)")
 
 
 def task_constants(setting: Setting) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -107,7 +107,7 @@ def sigma_matrix(setting) -> np.ndarray:
         raise ValueError(
             f"`setting` must have d <= {D_MAX} for the d × d preconditioner computations, got d = {setting.d}"
         )
-    return np.eye(setting.d) if setting.Sigma is None else np.array(setting.Sigma)
+    return setting.covariance(d_max=D_MAX)
 
 
 def _check_P(P, d) -> np.ndarray:

@@ -76,13 +76,12 @@ D_MAX = 1000
 
 
 def sigma_of(setting: Setting) -> np.ndarray:
-    """The covariance ``Σ`` of ``setting`` as a (d, d) array (``I_d`` when ``setting.Sigma`` is None); ``d <= 1000``."""
+    """The covariance ``Σ`` of ``setting`` as a (d, d) array (``I_d`` when ``setting.Sigma`` is None); ``d <= 1000``.
+
+    :meth:`~reduced_dynamics.Setting.covariance` with this model's bound on ``d``.
+    """
     setting = as_setting(setting, "sigma_of")
-    if setting.d > D_MAX:
-        raise ValueError(
-            f"`setting.d` must be <= {D_MAX} for the preconditioned model (d × d matrices), got {setting.d}"
-        )
-    return np.eye(setting.d) if setting.Sigma is None else np.asarray(setting.Sigma, dtype=np.float64)
+    return setting.covariance(d_max=D_MAX, where="the preconditioned model (d × d matrices)")
 
 
 def c_sigma(setting: Setting) -> float:
