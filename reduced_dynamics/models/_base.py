@@ -236,8 +236,14 @@ class ReducedModel(abc.ABC):
         models with a time law (e.g. the drift of γ)."""
 
     def predictor(self, y):
-        """The predictor (``reduced_dynamics.estimation.predictors.Predictor``) that state ``y`` implements."""
-        raise NotImplementedError(f"{type(self).__name__} has no predictor for Monte Carlo risks yet")
+        """The predictor (``reduced_dynamics.estimation.predictors.Predictor``) that state ``y`` implements.
+
+        Every single-output model defines it; the two multi-task models (N outputs) do not.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} predicts N task outputs, which the single-output Predictor interface does not "
+            "hold; its per-task predictions are reduced_dynamics.multitask.predictors.reduced_mt_predict"
+        )
 
     def reference_predictors(self) -> dict:
         """The predictors the theory compares the flow's limit with (name -> Predictor)."""

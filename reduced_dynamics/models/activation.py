@@ -13,12 +13,15 @@ docs/theory.md#other-activations
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
 import numpy as np
 
 from reduced_dynamics.activation_dynamics.loss import act_loss, act_loss_grad
 from reduced_dynamics.models._heads import ScalarHeadsModel
 
-__all__ = ["ActivationModel"]
+__all__ = ["ActivationModel", "ActivationHeads"]
 
 
 class ActivationModel(ScalarHeadsModel):
@@ -49,6 +52,11 @@ class ActivationModel(ScalarHeadsModel):
         y = np.asarray(y, dtype=np.float64)
         out = np.where(np.all(np.isfinite(y), axis=-1), 1.0, -1.0)
         return float(out) if np.ndim(out) == 0 else out
+
+    def predictor(self, y):
+        """The H-head model with this activation at state ``y`` (:class:`ActivationHeads`), not the softmax's."""
+        w, m = self.split(y)
+        return ActivationHeads(w, m, activation=self.setting.activation, activation_c=self.setting.activation_c)
 
     def limit(self) -> dict:
         """``act_limit``: C_f, η*, inf L̃_f, the cubic tilt m₃, the manifold-excess coefficient B, the drift kind."""
@@ -84,3 +92,50 @@ class ActivationModel(ScalarHeadsModel):
             pred = float(drift_gamma(t, self.setting))
             out["gamma_drift_law"] = None if np.isnan(pred) else pred
         return out
+
+
+def _activation_heads_base():
+    from reduced_dynamics.estimation.predictors import _HeadsPredictor
+
+    return _HeadsPredictor
+
+
+@dataclass(frozen=True, eq=False)
+class ActivationHeads(_activation_heads_base()):
+    r"""The reduced H-head model with activation f at ``(omega, mu)``.
+
+    .. math:: \hat y = \sum_h \mu_h \sum_l y_l\, \frac{f(\omega_h s_l)}{\sum_k f(\omega_h s_k)},
+              \quad s_l = x_l^\top x_q
+
+    (``f = exp`` is :class:`~reduced_dynamics.MultiHead`). The weights are those of
+    :func:`~reduced_dynamics.activation_dynamics.loss.act_mc_risk`.
+
+    Parameters
+    ----------
+    omega, mu : array_like, shape (H,)
+    activation : str
+        A name of :mod:`reduced_dynamics.activations`.
+    activation_c : float
+        Its constant ``C``.
+    """
+
+    activation: Any = "exp"
+    activation_c: Any = 1.0
+    name: ClassVar[str] = "activation_heads"
+
+    def weights(self, prompts):
+        from reduced_dynamics.activations import Activation
+        from reduced_dynamics.estimation.predictors import _check_prompts
+        from reduced_dynamics.model.attention import _weights
+
+        if self.omega.ndim != 1:
+            raise ValueError(f"`omega` and `mu` must be one state of shape (H,), got {self.omega.shape}")
+        act = Activation(self.activation, self.activation_c)
+        S = _check_prompts(prompts).scores[:, None, :] * self.omega[None, :, None]  # (n, H, L)
+        if act.name == "exp":  # stable softmax
+            S = S - S.max(axis=-1, keepdims=True)
+            F = np.exp(S)
+            norm = F.sum(axis=-1)
+        else:
+            F, _, norm = _weights(S, act, "ActivationHeads")
+        return np.einsum("nhl,h->nl", F / norm[..., None], self.mu)
