@@ -253,21 +253,32 @@ def mc_flow(omega0, mu0, times, sample: CovariateSample, *, omega_rate=1.0, rtol
     ----------
     docs/theory.md#gradient-flow
     """
+    model = SampleRiskModel(sample, np.size(omega0))
+    return rated_flow(
+        model, omega0, mu0, times, method="RK45", rtol=rtol, atol=atol, omega_rate=omega_rate, what="MC flow"
+    )
+
+
+def rated_flow(model, omega0, mu0, times, *, method, rtol, atol, omega_rate, what="flow"):
+    """The comparison flows' one call: ``integrate`` of a scalar-heads model at ``times`` with ω at ``omega_rate``.
+
+    No stationarity stop (the flows are compared at the given times); ``RuntimeError`` naming ``what`` when it
+    does not reach the last time.
+    """
     from reduced_dynamics.flow import integrate
 
-    model = SampleRiskModel(sample, np.size(omega0))
     flow = integrate(
         model,
         model.state(omega0, mu0),
         times=times,
-        method="RK45",
+        method=method,
         rtol=rtol,
         atol=atol,
         stationarity_tol=0.0,
         rates={"omega": omega_rate},
     )
     if not flow.success:
-        raise RuntimeError(f"MC flow integration failed: {flow.message}")
+        raise RuntimeError(f"{what} integration failed: {flow.message}")
     return flow
 
 

@@ -56,7 +56,7 @@ from reduced_dynamics._validation import (
     check_positive_float,
     check_positive_int,
 )
-from reduced_dynamics.crosscheck.monte_carlo import CovariateSample, mc_flow
+from reduced_dynamics.crosscheck.monte_carlo import CovariateSample, mc_flow, rated_flow
 from reduced_dynamics.crosscheck.trajectory import TrajectoryDiscrepancy, trajectory_discrepancy
 from reduced_dynamics.model.circuits import circuits_from_arrays
 from reduced_dynamics.setting import Setting, as_setting
@@ -133,24 +133,11 @@ def preconditioned_flow(omega0, mu0, times, setting: Setting, *, omega_rate=1.0,
     ----------
     docs/theory.md#gradient-flow, docs/theory.md#approximate-loss
     """
-    from reduced_dynamics.flow import integrate
     from reduced_dynamics.models import reduced_model
 
     setting = as_setting(setting, "preconditioned_flow")
     model = reduced_model(setting, n_heads=np.size(omega0))
-    flow = integrate(
-        model,
-        model.state(omega0, mu0),
-        times=times,
-        method="Radau",
-        rtol=rtol,
-        atol=atol,
-        stationarity_tol=0.0,
-        rates={"omega": omega_rate},
-    )
-    if not flow.success:
-        raise RuntimeError(f"flow integration failed: {flow.message}")
-    return flow
+    return rated_flow(model, omega0, mu0, times, method="Radau", rtol=rtol, atol=atol, omega_rate=omega_rate)
 
 
 @dataclass(frozen=True)
