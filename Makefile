@@ -34,7 +34,7 @@ $(STAMP_RUN): pyproject.toml | $(STAMP_VENV)
 	touch $@
 
 $(STAMP_TEST): pyproject.toml | $(STAMP_VENV)
-	$(PY) -m pip install --quiet -e ".[test,docs,sweep,numba]"
+	$(PY) -m pip install --quiet -e ".[test,docs,sweep,numba,torch,lens]"
 	touch $@ $(STAMP_RUN)
 
 run: $(STAMP_RUN)
