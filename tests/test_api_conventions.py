@@ -68,6 +68,8 @@ MODEL_DIMENSION = {
     "reduced_dynamics.AttentionModel.__init__": {"d"},
     "reduced_dynamics.ReducedModel.__init__": {"d"},
     "reduced_dynamics.make_model": {"d"},
+    # the torch module of the authors' layout (issue 20): its size, as for AttentionModel
+    "reduced_dynamics.importers.AuthorsAttention.__init__": {"d"},
 }
 # The proportional limit of Theorem 1(c) has no finite d or L: these take exactly the
 # keyword-only (sigma2, xi) (plus the mpmath precision dps); docs/conventions.md.
