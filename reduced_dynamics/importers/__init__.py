@@ -16,6 +16,9 @@ from reduced_dynamics.importers.authors import from_authors
 from reduced_dynamics.importers.mha import from_mha
 from reduced_dynamics.importers.transformerlens import from_transformerlens
 
+#: The checkpoint formats the importers read and write (``load(..., format=...)``, ``reduced-dynamics analyze --format``).
+FORMATS = FORMATS  # the object of reduced_dynamics.importers._canonical, documented here
+
 __all__ = [
     "FORMATS",
     "CheckpointError",
