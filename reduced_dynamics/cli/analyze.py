@@ -80,10 +80,12 @@ def _parse_lengths(text):
     items = [s.strip() for s in str(text).split(",")]
     if not text.strip() or any(not s for s in items):
         raise ValueError(f"`--lengths` must be comma-separated integers >= 2 without empty items, got {text!r}")
+    from reduced_dynamics.importers.analysis import LENGTH_MAX
+
     out = []
     for s in items:
-        if not s.isascii() or not s.isdigit():
-            raise ValueError(f"`--lengths` must be comma-separated integers >= 2, got {text!r}")
+        if not s.isascii() or not s.isdigit() or not 2 <= int(s) <= LENGTH_MAX:
+            raise ValueError(f"`--lengths` must be comma-separated integers in [2, {LENGTH_MAX}], got {text!r}")
         out.append(int(s))
     return out
 
@@ -141,10 +143,11 @@ def _check_out(out, run: dict, *, force: bool) -> Path | None:
 
 
 def main(args) -> int:
-    from reduced_dynamics.importers.analysis import analyze, check_config
+    from reduced_dynamics.importers.analysis import analyze, check_config, check_run_options
     from reduced_dynamics.io import atomic_write_json, to_jsonable
 
     lengths = _parse_lengths(args.lengths)
+    check_run_options(n_prompts=args.n_prompts, seed=args.seed, dummy_tol=args.dummy_tol)  # before reading FILE
     progress = Progress("analyze", quiet=args.quiet)
     progress.stage(f"reading {args.file}")
     imp = _read(args.file, args.format)

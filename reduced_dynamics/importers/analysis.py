@@ -237,14 +237,20 @@ def check_config(imp: ImportedAttention, setting, *, lengths, n_prompts, seed, d
     """
     if not isinstance(imp, ImportedAttention):
         raise ValueError(f"`source` must be an ImportedAttention here, got {type(imp).__name__}")
+    n_prompts, seed, dummy_tol = check_run_options(n_prompts=n_prompts, seed=seed, dummy_tol=dummy_tol)
     setting = _check_setting(setting, imp)
     lengths = _check_lengths(lengths, setting)
+    return {"setting": setting, "lengths": lengths, "n_prompts": n_prompts, "seed": seed, "dummy_tol": dummy_tol}
+
+
+def check_run_options(*, n_prompts, seed, dummy_tol) -> tuple[int, int, float]:
+    """``(n_prompts, seed, dummy_tol)`` validated as in :func:`analyze` (``ValueError`` naming the parameter)."""
     n_prompts = check_positive_int("n_prompts", n_prompts, hi=N_PROMPTS_MAX)
     if n_prompts < 2:
         raise ValueError(f"`n_prompts` must be an integer in [2, {N_PROMPTS_MAX}] (a standard error needs two), got 1")
     seed = check_nonnegative_int("seed", seed, hi=2**63 - 1)
     dummy_tol = check_probability("dummy_tol", dummy_tol)
-    return {"setting": setting, "lengths": lengths, "n_prompts": n_prompts, "seed": seed, "dummy_tol": dummy_tol}
+    return n_prompts, seed, dummy_tol
 
 
 # ------------------------------------------------------------------------------------- helpers
@@ -297,15 +303,24 @@ def _common_verdicts(pm, th, dummy_tol, *, H) -> dict:
     return v
 
 
-def _exact_risk(setting, H, y):
-    """The exact finite-L risk of the reduced model at ``y`` (dict), or ``(None, reason)``."""
+def _exact_risk(setting, H, y, cache: dict):
+    """The exact finite-L risk of the reduced model (objective ``"exact"``) at ``y`` (dict), or ``(None, reason)``.
+
+    ``cache`` (keyed by ``L``) keeps each length's value: the theory's number at ``setting.L`` and the
+    length table share it.
+    """
+    from reduced_dynamics.exact.evaluator import exact_risk
     from reduced_dynamics.models import reduced_model
 
-    try:
-        r = reduced_model(setting, n_heads=H, objective="exact").risk(y)
-    except ValueError as exc:
-        return None, str(exc).splitlines()[0]
-    return {"risk": float(r.risk), "error_estimate": float(r.error_estimate)}, None
+    if setting.L not in cache:
+        try:
+            model = reduced_model(setting, n_heads=H, objective="exact")
+            w, m = model.split(y)
+            r = exact_risk(w, m, setting, tol=model.tol)
+            cache[setting.L] = ({"risk": float(r.risk), "error_estimate": float(r.error_estimate)}, None)
+        except ValueError as exc:
+            cache[setting.L] = (None, str(exc).splitlines()[0])
+    return cache[setting.L]
 
 
 # ------------------------------------------------------------------------------- isotropic
@@ -364,7 +379,8 @@ def _isotropic(imp: ImportedAttention, setting: Setting, th: dict, dummy_tol: fl
     if H == 1:
         opt = single_head_optimum(setting)
         location["single_head_optimum"] = {"omega": float(opt.omega), "mu": float(opt.mu)}
-    exact, why = _exact_risk(setting, H, y)
+    cache = {}
+    exact, why = _exact_risk(setting, H, y, cache)
     if exact is None:
         notes.append(f"the exact finite-L risk at the extracted state is not available: {why}")
     lim = red.limit()
@@ -396,7 +412,7 @@ def _isotropic(imp: ImportedAttention, setting: Setting, th: dict, dummy_tol: fl
             ),
             "debiased_gd_own": np.array([gd_risk(eta_eff, setting.replace(L=L), debiased=True) for L in lengths]),
         }
-        ex = [_exact_risk(setting.replace(L=L), H, y)[0] for L in lengths]
+        ex = [_exact_risk(setting.replace(L=L), H, y, cache)[0] for L in lengths]
         if all(e is not None for e in ex):
             out["reduced"] = np.array([e["risk"] for e in ex])
         else:
