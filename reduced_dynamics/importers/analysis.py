@@ -1,7 +1,7 @@
 r"""Hold an imported attention model against the theory: :func:`analyze` and its :class:`AnalysisReport`.
 
 Given any one-layer attention model in the package's parameterisation (an
-:class:`~reduced_dynamics.importers.ImportedAttention`, or a checkpoint the importers read) and the
+``ImportedAttention``, or a checkpoint the importers read) and the
 data model it is judged on (a :class:`~reduced_dynamics.Setting`), :func:`analyze` reports, with
 numbers:
 
@@ -48,19 +48,10 @@ from reduced_dynamics._results import FrozenResult
 from reduced_dynamics._validation import check_nonnegative_int, check_positive_int, check_probability
 from reduced_dynamics.importers._canonical import FORMATS, ImportedAttention
 from reduced_dynamics.importers._paired import LengthRisks
-from reduced_dynamics.importers._verdicts import THRESHOLDS, Verdict, at_least, at_most, check_thresholds
+from reduced_dynamics.importers._verdicts import THRESHOLDS, Verdict, at_least, at_most, check_thresholds  # noqa: F401
 from reduced_dynamics.setting import Setting, as_setting
 
-__all__ = [
-    "analyze",
-    "check_config",
-    "AnalysisReport",
-    "Verdict",
-    "LengthRisks",
-    "THRESHOLDS",
-    "DEFAULT_LENGTHS",
-    "LENGTH_MAX",
-]
+__all__ = ["analyze", "check_config", "check_run_options", "AnalysisReport", "DEFAULT_LENGTHS", "LENGTH_MAX"]
 
 #: prompt lengths of the length-generalisation table (the setting's own L is added)
 DEFAULT_LENGTHS = (10, 20, 40, 80)
@@ -74,7 +65,7 @@ _DEFAULT_L, _DEFAULT_SIGMA2 = 40, 0.1
 
 @dataclass(frozen=True)
 class AnalysisReport(FrozenResult):
-    """What :func:`analyze` found (``to_dict()`` is the JSON report; :meth:`summary` the text one).
+    """What :func:`analyze` found (``to_dict()`` is the JSON report; ``summary()`` the text one).
 
     Attributes
     ----------
@@ -83,7 +74,7 @@ class AnalysisReport(FrozenResult):
     message : str
         One line: which verdicts failed, or that all passed.
     source : dict
-        The imported model: :meth:`ImportedAttention.describe` (format, H, d, n_out, conventions, warnings).
+        The imported model: ``ImportedAttention.describe()`` (format, H, d, n_out, conventions, warnings).
     setting : Setting
         The data model the model is judged on.
     model : str
@@ -666,7 +657,7 @@ def analyze(
     Parameters
     ----------
     source : ImportedAttention, path, state dict or live torch / TransformerLens object
-        The model; anything but an :class:`~reduced_dynamics.importers.ImportedAttention` is read by
+        The model; anything but an ``ImportedAttention`` is read by
         ``reduced_dynamics.importers._load.load(source, format=format)``.
     setting : Setting, optional
         The data model the model is judged on: ``d`` must be the model's; ``Sigma`` for
@@ -684,7 +675,7 @@ def analyze(
     dummy_tol : float in (0, 1)
         A head is dummy when ``|ω_h μ_h| < dummy_tol · max_k |ω_k μ_k|``.
     thresholds : dict, optional
-        Overrides of :data:`THRESHOLDS` (keys and defaults in
+        Overrides of :data:`~reduced_dynamics.importers._verdicts.THRESHOLDS` (keys and defaults in
         :mod:`reduced_dynamics.importers._verdicts`).
     log : callable, optional
         ``log(text)`` at each stage (progress).
@@ -697,7 +688,7 @@ def analyze(
     ------
     ValueError
         Bad parameters (named), a setting whose ``d``, tasks or activation do not fit the model,
-        Σ together with tasks; :class:`~reduced_dynamics.importers.CheckpointError` from reading
+        Σ together with tasks; ``CheckpointError`` from reading
         ``source``.
 
     References
@@ -717,7 +708,7 @@ def analyze(
     >>> OV = np.zeros((2, 1, 6)); OV[0, 0, 5] = m; OV[1, 0, 5] = -m
     >>> rep = analyze(ImportedAttention(KQ=KQ, OV=OV, d=5), s, lengths=[20], n_prompts=2000)
     >>> rep.matches, round(rep.location["eta_eff"], 6), round(float(s.eta_star), 6)
-    (True, 0.879069, 0.879121)
+    (True, 0.879118, 0.879121)
     """
     from reduced_dynamics.models import model_name
 

@@ -46,6 +46,19 @@ def ideal_file(tmp_path):
 
 
 @pytest.fixture
+def small_file(tmp_path):
+    """d = 2 circuits on the manifold of (d, L, σ²) = (2, 40, 0.1): a small figure, quick to write."""
+    s = Setting(d=2, L=40, sigma2=0.1)
+    g, m = 0.1, float(mu_gamma(0.1, s))
+    KQ = np.zeros((2, 3, 3))
+    KQ[0, :2, :2], KQ[1, :2, :2] = g * np.eye(2), -g * np.eye(2)
+    ov = np.array([[0.0, 0.0, m], [0.0, 0.0, -m]])
+    path = tmp_path / "small.npz"
+    np.savez(path, KQ=KQ, ov=ov)
+    return str(path)
+
+
+@pytest.fixture
 def random_file(tmp_path):
     rng = np.random.default_rng(0)
     path = tmp_path / "random.npz"
@@ -131,13 +144,14 @@ def test_on_file_setting_flags(capsys, ideal_file):
     assert doc["verdicts"]["preconditioner"]["passed"] is False
 
 
-def test_on_file_out_writes_both_files_and_refuses_another_configuration(capsys, ideal_file, tmp_path):
+def test_on_file_out_writes_both_files_and_refuses_another_configuration(capsys, small_file, tmp_path):
+    ideal_file = small_file
     out_dir = tmp_path / "rep"
     rc, out, _ = run(capsys, ideal_file, *CHEAP, "--json", "--out", str(out_dir))
     assert rc == 0
     doc = json.loads(out)
     saved = json.loads((out_dir / "report.json").read_text())
-    assert saved == doc and (out_dir / "analysis.png").stat().st_size > 10_000
+    assert saved == doc and saved["matches"] is True and (out_dir / "analysis.png").stat().st_size > 10_000
     assert saved["run"]["seed"] == 0 and len(saved["run"]["sha256"]) == 64
     assert run(capsys, ideal_file, *CHEAP, "--out", str(out_dir))[0] == 0  # the same configuration
     err = one_line_error(capsys, ideal_file, *CHEAP, "--seed", "1", "--out", str(out_dir))
