@@ -19,11 +19,19 @@ TITLES = {
 
 
 def _vec(a, fmt="+.5f") -> str:
-    return "[" + ", ".join(format(float(x), fmt) for x in np.ravel(a)) + "]"
+    return "[" + ", ".join(_num(x, fmt) for x in np.ravel(a)) + "]"
+
+
+def _num(x, fmt=".5f") -> str:
+    """``fmt`` while that is readable, six significant digits for large numbers (one token either way)."""
+    x = float(x)
+    if abs(x) >= 1e4:
+        return format(x, "+.6g" if fmt.startswith("+") else ".6g")
+    return format(x, fmt)
 
 
 def _pm(r, s, fmt=".5f") -> str:
-    return f"{format(float(r), fmt)} ± {float(s):.5f}"
+    return f"{_num(r, fmt)} ± {_num(s)}"
 
 
 def _g(x) -> str:
@@ -100,7 +108,7 @@ def summary_text(rep) -> str:
     if "loss_approx" in th:
         inf = th.get("inf_loss")
         lines.append(
-            f"  L̃ (the reduced model's loss)       {th['loss_approx']:.6f}"
+            f"  {'L̃ (the reduced model loss)':<44} {_num(th['loss_approx'], '.6f')}"
             + (f"   (its infimum {inf:.6f})" if inf is not None else "")
         )
     if rep.model == "multitask":
@@ -110,19 +118,19 @@ def summary_text(rep) -> str:
         )
     if th.get("exact") is not None:
         lines.append(
-            f"  exact finite-L risk (reduced model)  {th['exact']['risk']:.6f} "
+            f"  {'exact finite-L risk (reduced model)':<44} {_num(th['exact']['risk'], '.6f')} "
             f"(error estimate {th['exact']['error_estimate']:.1e})"
         )
     for key, text in (
         ("debiased_gd_optimal", "debiased GD at the optimum (exact)"),
-        ("debiased_gd_own", "debiased GD at the model's own step  "),
-        ("debiased_gd_sigma_inv", "debiased GD with P = Σ⁻¹ (exact)    "),
-        ("debiased_gd_identity", "debiased GD with P = I (exact)      "),
+        ("debiased_gd_own", "debiased GD at the model's own step (exact)"),
+        ("debiased_gd_sigma_inv", "debiased GD with P = Σ⁻¹ (exact)"),
+        ("debiased_gd_identity", "debiased GD with P = I (exact)"),
     ):
         if key in th:
-            lines.append(f"  {text:<36} {th[key]:.6f}")
-    lines.append(f"  {'Bayes ridge (Monte Carlo)':<36} " + _risk_cell(th["bayes_ridge_mc"]))
-    lines.append(f"  {'the model (Monte Carlo)':<36} " + _risk_cell(th["model_mc"]))
+            lines.append(f"  {text:<44} {_num(th[key], '.6f')}")
+    lines.append(f"  {'Bayes ridge (Monte Carlo)':<44} " + _risk_cell(th["bayes_ridge_mc"]))
+    lines.append(f"  {'the model (Monte Carlo)':<44} " + _risk_cell(th["model_mc"]))
     rk = rep.risks
     lines += ["", f"risks on fresh prompts, paired on common prompts (± standard error, {rk.n} prompts per L):"]
     multi = np.ndim(rk.risk["model"]) == 2

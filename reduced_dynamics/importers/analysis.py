@@ -59,6 +59,8 @@ DEFAULT_LENGTHS = (10, 20, 40, 80)
 LENGTH_MAX = 10_000
 #: most prompts per length
 N_PROMPTS_MAX = 10**7
+#: largest |η| of debiased GD (the predictor and its closed-form risk)
+ETA_CLOSED_FORM_MAX = 1e12
 #: the theory's L and σ² when no setting is given (the paper's)
 _DEFAULT_L, _DEFAULT_SIGMA2 = 40, 0.1
 
@@ -380,8 +382,15 @@ def _isotropic(imp: ImportedAttention, setting: Setting, th: dict, dummy_tol: fl
         "inf_loss": lim.get("inf_loss") if H >= 2 else None,
         "exact": exact,
         "debiased_gd_optimal": float(gd_risk(eta_star, setting, debiased=True)),
-        "debiased_gd_own": float(gd_risk(eta_eff, setting, debiased=True)),
     }
+    own_exact = abs(eta_eff) <= ETA_CLOSED_FORM_MAX  # the range of DebiasedGD and of its closed form
+    if own_exact:
+        theory["debiased_gd_own"] = float(gd_risk(eta_eff, setting, debiased=True))
+    else:
+        notes.append(
+            f"|η_eff| = {abs(eta_eff):.3g} is beyond the range of debiased GD (|η| <= 1e12): the model is not "
+            "compared with debiased GD at its own step"
+        )
     ideal_KQ = np.zeros_like(c.KQ)
     ideal_KQ[:, :d, :d] = c.omega[:, None, None] * I
     ideal_OV = np.zeros((H, 1, d + 1))
@@ -389,20 +398,19 @@ def _isotropic(imp: ImportedAttention, setting: Setting, th: dict, dummy_tol: fl
 
     def references(s_L):
         rm = reduced_model(s_L, n_heads=H)
-        return {
-            "debiased_gd": rm.reference_predictors()["debiased_gd"],
-            "debiased_gd_own": DebiasedGD(eta_eff),
-            "reduced": rm.predictor(y),
-            "bayes_ridge": BayesRidge(s_L),
-        }
+        out = {"debiased_gd": rm.reference_predictors()["debiased_gd"]}
+        if own_exact:
+            out["debiased_gd_own"] = DebiasedGD(eta_eff)
+        return out | {"reduced": rm.predictor(y), "bayes_ridge": BayesRidge(s_L)}
 
     def exact_at(lengths):
         out = {
             "debiased_gd": np.array(
                 [gd_risk(setting.replace(L=L).eta_star, setting.replace(L=L), debiased=True) for L in lengths]
             ),
-            "debiased_gd_own": np.array([gd_risk(eta_eff, setting.replace(L=L), debiased=True) for L in lengths]),
         }
+        if own_exact:
+            out["debiased_gd_own"] = np.array([gd_risk(eta_eff, setting.replace(L=L), debiased=True) for L in lengths])
         ex = [_exact_risk(setting.replace(L=L), H, y, cache)[0] for L in lengths]
         if all(e is not None for e in ex):
             out["reduced"] = np.array([e["risk"] for e in ex])
