@@ -169,7 +169,7 @@ def main(args) -> int:
     folder = _check_out(args.out, run, force=args.force)
     report = analyze(
         imp,
-        setting,
+        setting=setting,
         lengths=cfg["lengths"],
         n_prompts=cfg["n_prompts"],
         seed=cfg["seed"],

@@ -650,12 +650,12 @@ _BRANCHES = {"isotropic": _isotropic, "precond": _precond, "multitask": _multita
 # ------------------------------------------------------------------------------------------ API
 def analyze(
     source,
-    setting: Setting | None = None,
     *,
+    setting: Setting | None = None,
     format: str = "auto",
     lengths=None,
     n_prompts: int = 20_000,
-    seed: int = 0,
+    seed: int,
     dummy_tol: float = 0.05,
     thresholds: dict | None = None,
     log=None,
@@ -679,7 +679,7 @@ def analyze(
     n_prompts : int, in [2, 1e7]
         Fresh prompts per length.
     seed : int, >= 0
-        Seeds every prompt (length ``L`` from its own child stream; same seed, same report).
+        Required: seeds every prompt (length ``L`` from its own child stream; same seed, same report).
     dummy_tol : float in (0, 1)
         A head is dummy when ``|ω_h μ_h| < dummy_tol · max_k |ω_k μ_k|``.
     thresholds : dict, optional
@@ -714,7 +714,7 @@ def analyze(
     >>> g = 0.05; m = mu_gamma(g, s)
     >>> KQ = np.zeros((2, 6, 6)); KQ[0, :5, :5] = g * np.eye(5); KQ[1, :5, :5] = -g * np.eye(5)
     >>> OV = np.zeros((2, 1, 6)); OV[0, 0, 5] = m; OV[1, 0, 5] = -m
-    >>> rep = analyze(ImportedAttention(KQ=KQ, OV=OV, d=5), s, lengths=[20], n_prompts=2000)
+    >>> rep = analyze(ImportedAttention(KQ=KQ, OV=OV, d=5), setting=s, lengths=[20], n_prompts=2000, seed=0)
     >>> rep.matches, round(rep.location["eta_eff"], 6), round(float(s.eta_star), 6)
     (True, 0.879118, 0.879121)
     """

@@ -90,7 +90,7 @@ def trained():
 def test_ideal_manifold_circuits_pass_every_verdict(gamma, heads):
     """On S_γ: every verdict passes, η_eff = γ²/(γ² + c sinh dγ²) (= 2γμ_γ) and the manifold gap is 0."""
     s = PAPER
-    rep = analyze(on_manifold(gamma, s, *heads), s, lengths=[20], n_prompts=200)
+    rep = analyze(on_manifold(gamma, s, *heads), setting=s, lengths=[20], n_prompts=200, seed=0)
     assert rep.matches, rep.message
     assert all(v.passed for v in rep.verdicts.values())
     c, d = (1 + s.sigma2) / s.L, s.d
@@ -107,7 +107,7 @@ def test_ideal_manifold_circuits_pass_every_verdict(gamma, heads):
 
 def test_ideal_model_is_the_reduced_model_on_every_prompt():
     """Ideal circuits predict exactly what the reduced model MultiHead(ω, μ) predicts: paired difference 0."""
-    rep = analyze(on_manifold(0.1, PAPER), PAPER, lengths=[10, 80], n_prompts=500)
+    rep = analyze(on_manifold(0.1, PAPER), setting=PAPER, lengths=[10, 80], n_prompts=500, seed=0)
     r = rep.risks
     assert np.all(np.abs(r.diff["reduced"]) < 1e-12) and np.all(r.diff_stderr["reduced"] < 1e-12)
     np.testing.assert_allclose(r.risk["model"], r.risk["reduced"], rtol=1e-12)
@@ -115,7 +115,7 @@ def test_ideal_model_is_the_reduced_model_on_every_prompt():
 
 def test_single_head_at_its_optimum_passes():
     opt = single_head_optimum(PAPER)
-    rep = analyze(ideal_isotropic([opt.omega], [opt.mu], 5), PAPER, lengths=[20], n_prompts=200)
+    rep = analyze(ideal_isotropic([opt.omega], [opt.mu], 5), setting=PAPER, lengths=[20], n_prompts=200, seed=0)
     assert rep.matches and set(rep.verdicts) >= {"single_head", "diagonal", "sign_match"}
     assert "zero_sum" not in rep.verdicts and rep.theory["inf_loss"] is None
     assert rep.verdicts["single_head"].value < 1e-12
@@ -124,7 +124,7 @@ def test_single_head_at_its_optimum_passes():
 def test_package_trained_model(trained):
     """A short package-trained model: the patterns are found, the state is the package's own extraction."""
     s, model, params = trained
-    rep = analyze(ImportedAttention.from_package(model, params), s, lengths=[10, 40], n_prompts=4000)
+    rep = analyze(ImportedAttention.from_package(model, params), setting=s, lengths=[10, 40], n_prompts=4000, seed=0)
     c = extract_circuits(model, params)
     np.testing.assert_array_equal(rep.state["omega"], c.omega)
     np.testing.assert_array_equal(rep.state["mu"], c.mu)
@@ -146,7 +146,7 @@ def test_random_circuits_do_not_match(seed):
     """Negative control: Gaussian circuits fail the pattern verdicts."""
     rng = np.random.default_rng(seed)
     imp = ImportedAttention(KQ=0.3 * rng.standard_normal((2, 6, 6)), OV=rng.standard_normal((2, 1, 6)), d=5)
-    rep = analyze(imp, PAPER, lengths=[20], n_prompts=200)
+    rep = analyze(imp, setting=PAPER, lengths=[20], n_prompts=200, seed=0)
     assert not rep.matches
     for key in ("diagonal", "homogeneous_diagonal", "last_entry_ov"):
         assert not rep.verdicts[key].passed, key
@@ -158,9 +158,11 @@ def test_thresholds_are_used_and_reported():
     KQ = np.array(imp.KQ)
     KQ[0, 0, 1] = KQ[0, 1, 0] = 0.01  # off-diagonal energy 2e-4 / (5·0.05² + 2e-4) = 0.0157
     imp = ImportedAttention(KQ=KQ, OV=imp.OV, d=5)
-    v = analyze(imp, PAPER, lengths=[20], n_prompts=50).verdicts["diagonal"]
+    v = analyze(imp, setting=PAPER, lengths=[20], n_prompts=50, seed=0).verdicts["diagonal"]
     assert v.passed and v.threshold == THRESHOLDS["kq_offdiag"] and v.value == pytest.approx(2e-4 / (0.0125 + 2e-4))
-    v = analyze(imp, PAPER, lengths=[20], n_prompts=50, thresholds={"kq_offdiag": 0.01}).verdicts["diagonal"]
+    v = analyze(imp, setting=PAPER, lengths=[20], n_prompts=50, thresholds={"kq_offdiag": 0.01}, seed=0).verdicts[
+        "diagonal"
+    ]
     assert not v.passed and v.threshold == 0.01
 
 
@@ -174,7 +176,7 @@ def test_paired_risks_match_a_per_prompt_loop(self_attend):
     OV = rng.standard_normal((2, 1, d + 1))
     imp = ImportedAttention(KQ=KQ, OV=OV, d=d, query_attends_self=self_attend)
     s = Setting(d=d, L=L, sigma2=0.2)
-    rep = analyze(imp, s, lengths=[L], n_prompts=n, seed=seed)
+    rep = analyze(imp, setting=s, lengths=[L], n_prompts=n, seed=seed)
     p = sample_prompts(n, s, seed=generator(seed, L))
     X, y, xq, yq = p.X, p.y, p.x_q, p.y_q
     a = np.array([(loop_prediction(KQ, OV, X[i], y[i], xq[i], self_attend=self_attend) - yq[i]) ** 2 for i in range(n)])
@@ -197,7 +199,7 @@ def test_paired_risks_match_precond_cross_check(trained, sigma):
     if sigma:
         s = s.replace(Sigma=covariance_from_eigs(np.array([0.5, 2.0]), seed=1))
     n, seed = 300, 11
-    rep = analyze(ImportedAttention.from_package(model, params), s, lengths=[s.L], n_prompts=n, seed=seed)
+    rep = analyze(ImportedAttention.from_package(model, params), setting=s, lengths=[s.L], n_prompts=n, seed=seed)
     cc = precond_cross_check(model, params, s, n_prompts=n, seed=generator(seed, s.L))
     r = rep.risks
     assert r.risk["model"][0] == pytest.approx(cc.risks["model"].risk, rel=1e-12)
@@ -212,7 +214,7 @@ def test_standard_errors_match_the_spread_over_seeds(trained):
     """16 seeds of 400 prompts: the spread of the estimates is the reported standard error (χ²₁₅, 99.9 %)."""
     s, model, params = trained
     imp = ImportedAttention.from_package(model, params)
-    reps = [analyze(imp, s, lengths=[s.L], n_prompts=400, seed=k).risks for k in range(16)]
+    reps = [analyze(imp, setting=s, lengths=[s.L], n_prompts=400, seed=k).risks for k in range(16)]
     for key, se_key, name in (("risk", "stderr", "model"), ("diff", "diff_stderr", "debiased_gd")):
         est = np.array([getattr(r, key)[name][0] for r in reps])
         se = np.array([getattr(r, se_key)[name][0] for r in reps])
@@ -223,17 +225,17 @@ def test_standard_errors_match_the_spread_over_seeds(trained):
 
 def test_same_seed_same_report_other_seed_other_prompts():
     imp = on_manifold(0.1, PAPER)
-    a = json.dumps(to_jsonable(analyze(imp, PAPER, lengths=[10], n_prompts=300, seed=3).to_dict()))
-    b = json.dumps(to_jsonable(analyze(imp, PAPER, lengths=[10], n_prompts=300, seed=3).to_dict()))
-    c = analyze(imp, PAPER, lengths=[10], n_prompts=300, seed=4)
+    a = json.dumps(to_jsonable(analyze(imp, setting=PAPER, lengths=[10], n_prompts=300, seed=3).to_dict()))
+    b = json.dumps(to_jsonable(analyze(imp, setting=PAPER, lengths=[10], n_prompts=300, seed=3).to_dict()))
+    c = analyze(imp, setting=PAPER, lengths=[10], n_prompts=300, seed=4)
     assert a == b
     assert json.loads(a)["risks"]["risk"]["model"] != c.risks.risk["model"].tolist()
 
 
 def test_one_length_does_not_depend_on_the_others():
     imp = on_manifold(0.1, PAPER)
-    one = analyze(imp, PAPER, lengths=[20], n_prompts=200).risks
-    many = analyze(imp, PAPER, lengths=[10, 20, 80], n_prompts=200).risks
+    one = analyze(imp, setting=PAPER, lengths=[20], n_prompts=200, seed=0).risks
+    many = analyze(imp, setting=PAPER, lengths=[10, 20, 80], n_prompts=200, seed=0).risks
     assert one.risk["model"][one.at(20)] == many.risk["model"][many.at(20)]
 
 
@@ -264,7 +266,7 @@ def _distance(A, B):
 def test_sigma_ideal_circuits_at_the_optimal_preconditioner():
     s = _sigma_setting()
     imp, opt = _precond_ideal(s)
-    rep = analyze(imp, s, lengths=[40], n_prompts=300)
+    rep = analyze(imp, setting=s, lengths=[40], n_prompts=300, seed=0)
     assert rep.model == "precond" and rep.matches, rep.message
     assert "diagonal" not in rep.verdicts and {"shared_direction", "preconditioner"} <= set(rep.verdicts)
     loc = rep.location
@@ -284,7 +286,7 @@ def test_sigma_isotropic_pattern_is_not_the_optimum():
     """The isotropic pattern (blocks ±γI) under an anisotropic Σ: P_eff is far from P*, the verdict fails."""
     s = _sigma_setting()
     imp, opt = _precond_ideal(s, W=np.eye(3))
-    rep = analyze(imp, s, lengths=[40], n_prompts=200)
+    rep = analyze(imp, setting=s, lengths=[40], n_prompts=200, seed=0)
     v = rep.verdicts["preconditioner"]
     assert not v.passed and v.value == pytest.approx(_distance(np.eye(3), opt.P), rel=1e-9)
     assert rep.verdicts["shared_direction"].passed and not rep.matches
@@ -307,7 +309,7 @@ def _dedicated(s, gamma=0.05):
 
 def test_tasks_dedicated_heads_reach_the_limit_predictor():
     s = Setting.paper_multitask()
-    rep = analyze(_dedicated(s), s, lengths=[40], n_prompts=300)
+    rep = analyze(_dedicated(s), setting=s, lengths=[40], n_prompts=300, seed=0)
     assert rep.model == "multitask" and rep.matches, rep.message
     assert rep.state["roles"] == ["T1+", "T1-", "T2+", "T2-"]
     assert rep.verdicts["limit"].value < 1e-12
@@ -321,7 +323,7 @@ def test_tasks_random_circuits_fail():
     s = Setting.paper_multitask()
     rng = np.random.default_rng(0)
     imp = ImportedAttention(KQ=0.3 * rng.standard_normal((3, 8, 8)), OV=rng.standard_normal((3, 2, 8)), d=6, n_out=2)
-    rep = analyze(imp, s, lengths=[40], n_prompts=100)
+    rep = analyze(imp, setting=s, lengths=[40], n_prompts=100, seed=0)
     assert not rep.matches and not rep.verdicts["diagonal"].passed
 
 
@@ -351,9 +353,9 @@ def test_tasks_random_circuits_fail():
     ],
 )
 def test_bad_input_is_one_line_naming_the_parameter(kwargs, match):
-    kw = {"setting": PAPER, **kwargs}
+    kw = {"setting": PAPER, "seed": 0, **kwargs}
     with pytest.raises(ValueError, match=match) as exc:
-        analyze(on_manifold(0.1, PAPER), kw.pop("setting"), **kw)
+        analyze(on_manifold(0.1, PAPER), setting=kw.pop("setting"), **kw)
     assert "\n" not in str(exc.value)
 
 
@@ -361,13 +363,13 @@ def test_several_outputs_need_tasks_and_sigma_with_tasks_is_refused():
     s = Setting.paper_multitask()
     imp = _dedicated(s)
     with pytest.raises(ValueError, match="`setting.tasks` must give the checkpoint's 2 tasks"):
-        analyze(imp, Setting(d=6, L=40))
+        analyze(imp, setting=Setting(d=6, L=40), seed=0)
     with pytest.raises(ValueError, match="`setting.Sigma` together with `setting.tasks`"):
-        analyze(imp, s.replace(Sigma=np.eye(6) * 2.0))
+        analyze(imp, setting=s.replace(Sigma=np.eye(6) * 2.0), seed=0)
 
 
 def test_summary_and_json_hold_the_numbers():
-    rep = analyze(on_manifold(0.1, PAPER), PAPER, lengths=[20], n_prompts=200)
+    rep = analyze(on_manifold(0.1, PAPER), setting=PAPER, lengths=[20], n_prompts=200, seed=0)
     text = rep.summary()
     assert rep.message in text and "pass  zero_sum" in text and f"{rep.location['eta_eff']:.5f}" in text
     doc = json.loads(json.dumps(to_jsonable(rep.to_dict()), allow_nan=False))
