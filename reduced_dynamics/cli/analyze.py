@@ -104,7 +104,7 @@ def _read(path: str, fmt: str):
 
     try:
         return load(p, format=fmt)
-    except CheckpointError as exc:
+    except (CheckpointError, ValueError) as exc:  # CheckpointError is the importers' own; any other is the file's too
         why = str(exc).splitlines()[0] if str(exc).strip() else "not a checkpoint the importers read"
         raise ValueError(f"`FILE` {path!r}{how}: {why}") from None
     except OSError as exc:

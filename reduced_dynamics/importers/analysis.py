@@ -751,7 +751,7 @@ def analyze(
     theory["paired_at_L"] = {k: {"diff": risks.diff[k][i], "stderr": risks.diff_stderr[k][i]} for k in risks.names}
     KQ, OV = np.array(imp.KQ), np.array(imp.OV)
     width = imp.d  # the columns of KQ that meet the non-zero part of z_q
-    ideal = dict(part["ideal"])
+    ideal = {k: v + 0.0 for k, v in part["ideal"].items()}  # + 0.0: no −0.0 entries (ω_h · 0 for ω_h < 0)
     ideal["distance"] = _pattern_distance(KQ, ideal["KQ"], width)
     circuits = {"KQ": KQ, "OV": OV, **part["circuits"]}
     # the notes: repeats dropped, order kept
