@@ -45,6 +45,7 @@ COMMANDS = {
     "sweep-table": "reduced_dynamics.cli.sweep_table",
     "single-head": "reduced_dynamics.cli.single_head",
     "exact-risk": "reduced_dynamics.cli.exact_risk",
+    "analyze": "reduced_dynamics.cli.analyze",
 }
 
 #: command name -> its one-line help, the ``HELP`` of its module, so that ``--help`` lists the
@@ -69,6 +70,10 @@ COMMAND_HELP = {
     "single-head": "Exact finite-L optimum (omega, mu, risk) of the single head and its large-L limit omega_limit.",
     "exact-risk": (
         "Exact finite-L risk of the reduced model at (omega, mu) by deterministic quadrature (no Monte Carlo)."
+    ),
+    "analyze": (
+        "Analyse a trained one-layer attention model (PyTorch, TransformerLens, torch MultiheadAttention, "
+        "safetensors or .npz) against the theory: circuits, pattern verdicts, reduced state, paired risks vs L."
     ),
 }
 

@@ -11,6 +11,7 @@ from reduced_dynamics.setting import Setting
 
 __all__ = [
     "add_extension_arguments",
+    "add_sigma_arguments",
     "add_setting_arguments",
     "add_tasks_argument",
     "covariance_from_eigs",
@@ -80,6 +81,24 @@ def add_extension_arguments(p) -> None:
     """
     from reduced_dynamics.activations import ACTIVATIONS
 
+    add_sigma_arguments(p)
+    p.add_argument(
+        "--activation",
+        type=str,
+        default="exp",
+        help=f"attention activation f of the weights f(s_l)/Σ_j f(s_j): one of {', '.join(ACTIVATIONS)} "
+        "(default exp, the softmax)",
+    )
+    p.add_argument(
+        "--activation-c",
+        type=float,
+        default=1.0,
+        help="the constant C of affine (1 + Cx) and square ((1 + Cx)²); 1 for exp and tanh (default 1)",
+    )
+
+
+def add_sigma_arguments(p) -> None:
+    """Add ``--sigma``, ``--sigma-eigs``, ``--sigma-seed`` (the covariance Σ of the covariates) to the parser ``p``."""
     p.add_argument(
         "--sigma",
         type=str,
@@ -101,19 +120,6 @@ def add_extension_arguments(p) -> None:
         type=int,
         default=None,
         help="seed of the random basis of --sigma-eigs (default 0)",
-    )
-    p.add_argument(
-        "--activation",
-        type=str,
-        default="exp",
-        help=f"attention activation f of the weights f(s_l)/Σ_j f(s_j): one of {', '.join(ACTIVATIONS)} "
-        "(default exp, the softmax)",
-    )
-    p.add_argument(
-        "--activation-c",
-        type=float,
-        default=1.0,
-        help="the constant C of affine (1 + Cx) and square ((1 + Cx)²); 1 for exp and tanh (default 1)",
     )
 
 

@@ -57,6 +57,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -72,7 +73,7 @@ MEM_BYTES = 2 * 1024**3
 WALL_SECONDS = 20.0
 
 #: examples per command (bounded: the whole file runs in about a minute)
-EXAMPLES = {"run": 60, "risk": 45, "check": 35, "train": 40, "portrait": 14, "figures": 14}
+EXAMPLES = {"run": 60, "risk": 45, "check": 35, "train": 40, "portrait": 14, "figures": 14, "analyze": 30}
 DEFAULT_EXAMPLES = 20
 
 #: commands with a positional argument: (its metavar, a valid value, values that must be rejected); {tmp} is the
@@ -84,6 +85,17 @@ POSITIONAL = {
         ["{tmp}/missing.toml", "{tmp}/afile", "{tmp}/exists_dir", "", "{tmp}/bad.toml"],
     ),
     "sweep-table": ("DIR", "{tmp}/tiny_sweep", ["{tmp}/missing", "{tmp}/afile", "{tmp}/exists_dir", ""]),
+    "analyze": (
+        "FILE",
+        "{tmp}/model.npz",
+        ["{tmp}/missing.npz", "{tmp}/afile", "{tmp}/exists_dir", "", "{tmp}/other.npz"],
+    ),
+}
+#: the checkpoint `analyze` reads in the example folder: circuits KQ (H, D, D), ov (H, D) of d = 2, H = 2
+#: (the importers' .npz layout), and an .npz that is not an attention model
+TINY_MODEL = {
+    "KQ": [[[0.3, 0.0, 0.0], [0.0, 0.3, 0.0], [0.0, 0.0, 0.0]], [[-0.3, 0.0, 0.0], [0.0, -0.3, 0.0], [0.0, 0.0, 0.0]]],
+    "ov": [[0.0, 0.0, 1.5], [0.0, 0.0, -1.5]],
 }
 #: the tiny spec: one point of `run`, a few milliseconds
 TINY_SPEC = 'command = "run"\nseeds = [0]\n[fixed]\nt-end = 1\nn-times = 4\n'
@@ -104,6 +116,7 @@ BASE = {
     ],
     "figures": [("--quick", None), ("--only", "risk_vs_L"), ("--out", "{tmp}/figures")],
     "sweep": [("--workers", "1"), ("--out", "{tmp}/sweep_out")],
+    "analyze": [("--n-prompts", "64"), ("--lengths", "4")],
 }
 
 #: command -> old spelling -> the new spelling it stands for: fuzzing the old one drops the new one from BASE,
@@ -132,6 +145,7 @@ COST_INT = {
     "--L": (1, 80),
     "--workers": (1, 2),
     "--n-init": (1, 4),
+    "--n-prompts": (2, 300),
 }
 #: values beyond the data model's bounds (Setting: d <= 1e5, L <= 1e9, sigma2 <= 1e12): must be rejected
 TOO_LARGE = {"--d": ["100001", str(10**30)], "--L": [str(10**9 + 1), str(10**30)], "--sigma2": ["1e308", "1e200"]}
@@ -148,6 +162,7 @@ VALID_NAMES = {
     "--sigma-eigs": ("1,2,3,4,5", "0.5,1.375,2.25,3.125,4", "1,2"),
     "--optimizer": ("adam", "sgd"),
     "--param": ("separate", "merged", "linear", "reduced"),
+    "--lengths": ("4", "4,8", "2,16"),
 }
 
 #: options taking a list of numbers, and the option that must come with each
@@ -178,10 +193,11 @@ UNKNOWN_FLAGS = ["--bogus", "--sigma3", "--t_end", "--D", "-x", "---d", "extra"]
 #: train's manifold gap where it is not defined (every head dummy, or an activation other than exp: the manifold
 #: S_γ is the softmax's), and its relative gap (μ± − μ_γ)/μ_γ once μ_γ underflows to 0 (γ huge after a large
 #: --lr; the library documents it as inf, which to_jsonable writes as null; found by this suite on the engine
-#: branch, independent of the 0.2 CLI)
+#: branch, independent of the 0.2 CLI); analyze: the exact finite-L risk where it is not derived (Σ, tasks,
+#: theory.exact) and the manifold verdict's value when that gap is undefined (verdicts.manifold.value)
 NULL_OK = re.compile(
     r"(\.stage_times\.\w+|\.inf_loss|\.exact(?:\[\])?|\.error|\.skipped|\.Sigma|\.gamma_drift_law"
-    r"|\.manifold|\.manifold\.rel_gap_(?:plus|minus))$"
+    r"|\.manifold|\.manifold\.rel_gap_(?:plus|minus)|\.verdicts\.manifold\.value)$"
 )
 
 TRACEBACK = "Traceback (most recent call last)"
@@ -734,6 +750,8 @@ def _example_dir(root: Path) -> str:
     Path(tmp, "exists_dir").mkdir()
     Path(tmp, "tiny.toml").write_text(TINY_SPEC)
     Path(tmp, "bad.toml").write_text('command = "run"\n[fixed]\nbogus-option = 1\n')
+    np.savez(Path(tmp, "model.npz"), **{k: np.array(v) for k, v in TINY_MODEL.items()})
+    np.savez(Path(tmp, "other.npz"), weights=np.ones(3))
     shutil.copytree(_tiny_sweep(root), Path(tmp, "tiny_sweep"))
     return tmp
 
@@ -772,7 +790,8 @@ def test_cli_fuzz(name, runner, tmp_path):
 
 
 def _with(command: str, options: list[str], *, json_output: bool = True) -> list[str]:
-    """``command`` + its cheap base options that ``options`` does not set (+ ``--json``) + ``options``."""
+    """``command`` + its cheap base options that ``options`` does not set (+ ``--json``) + ``options``
+    (+ the valid value of its positional argument, if it has one)."""
     given_flags = {o.split("=")[0] for o in options if o.startswith("--")}
     given_flags |= {new for old, new in ALIASES.get(command, {}).items() if old in given_flags}
     argv = [command]
@@ -781,7 +800,8 @@ def _with(command: str, options: list[str], *, json_output: bool = True) -> list
             argv += [flag] if value is None else [flag, value]
     if json_output and "--json" in COMMANDS[command].options:
         argv.append("--json")
-    return argv + options
+    tail = [POSITIONAL[command][1]] if command in POSITIONAL else []
+    return argv + options + tail
 
 
 def _issue_cases():
