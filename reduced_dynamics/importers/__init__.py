@@ -5,7 +5,8 @@ conventions it assumed and, where the checkpoint stores them, the per-head facto
 :func:`load` reads any supported checkpoint (file, state dict or live torch object) and
 :func:`export` writes one, for round trips. Importing this package needs neither torch nor
 safetensors: they are imported when a file or object needs them, and :class:`AuthorsAttention`
-(a torch module) is loaded on first access.
+(a torch module) is loaded on first access. :func:`analyze` (loaded on first access too) holds an
+imported model against the theory.
 """
 
 from reduced_dynamics._lazy import attach
@@ -33,8 +34,14 @@ __all__ = [
     "from_arrays",
     "read_arrays",
     "AuthorsAttention",
+    "analyze",
+    "AnalysisReport",
 ]
 
 #: names whose module imports torch: loaded on first access
-_LAZY = {"AuthorsAttention": "reduced_dynamics.importers.authors_module"}
+_LAZY = {
+    "AuthorsAttention": "reduced_dynamics.importers.authors_module",
+    "analyze": "reduced_dynamics.importers.analysis",
+    "AnalysisReport": "reduced_dynamics.importers.analysis",
+}
 __getattr__, __dir__ = attach(__name__, _LAZY)
