@@ -102,16 +102,31 @@ nitpick_ignore_regex = [
 ]
 
 # ---------------------------------------------------------------- HTML
-html_theme = "alabaster"
+# pydata-sphinx-theme (numpy, scipy, pandas): a wide article column, the section tree of the page on the
+# right ("On this page", the map of the long theory page), code blocks that scroll instead of being cut,
+# light and dark modes. It loads nothing remote: Font Awesome is vendored in the theme, the fonts are the
+# reader's system fonts, and no analytics, version switcher or edit button is configured.
+html_theme = "pydata_sphinx_theme"
 html_title = f"reduced-dynamics {release}"
 html_static_path = ["_static"]
-html_css_files = ["rd.css"]  # figures scaled to the text column
-# Wider than alabaster's 940 px: the tables of docs/findings/ have up to ten columns.
+html_css_files = ["rd.css"]  # wide tables, wrapping node ids, figures at the column width
 html_theme_options = {
-    "description": "Reduced (ω, μ) dynamics of multi-head softmax attention",
-    "fixed_sidebar": True,
-    "page_width": "1240px",
-    "body_max_width": "none",  # the basic theme's 800 px cap would undo page_width
+    "navbar_align": "left",
+    "header_links_before_dropdown": 6,
+    "show_toc_level": 2,  # the right-hand "On this page": sections and subsections
+    "navigation_depth": 3,
+    "show_prev_next": True,
+    "navbar_end": ["theme-switcher"],
+    "footer_start": ["copyright"],
+    "footer_end": ["sphinx-version"],
+    "secondary_sidebar_items": ["page-toc"],
+    "pygments_light_style": "default",
+    "pygments_dark_style": "monokai",
+}
+# The left column lists a section's pages (findings, API, tutorials); pages without sub-pages give its
+# width to the article. (Names, not globs: two matching glob patterns would be a warning.)
+html_sidebars = {
+    page: [] for page in ("index", "theory", "python", "conventions", "cli", "gallery", "layout", "migration")
 }
 html_show_sourcelink = False
 

@@ -312,3 +312,15 @@ def test_built_site_ships_the_mathjax_its_pages_load(built_site):
     assert len(srcs) == 1, srcs
     assert (built_site / srcs[0].split("?")[0]).is_file()
     assert page.count('class="math notranslate nohighlight"') > 500  # the formulas it typesets
+
+
+def test_built_figures_open_full_size_on_click(built_site):
+    """Every figure of figures/ shown in the site is a link to its full-size image (click to enlarge)."""
+    pages = [built_site / "gallery.html", *sorted((built_site / "findings").glob("*.html"))]
+    shown = 0
+    for page in pages:
+        text = page.read_text("utf-8")
+        for img in re.finditer(r'(<a [^>]*href="([^"]+)"[^>]*>\s*)?<img [^>]*src="([^"]+\.png)"', text):
+            shown += 1
+            assert img[1] is not None and img[2] == img[3], f"{page.name}: {img[3]} is not a link to itself"
+    assert shown >= len(list((ROOT / "figures").glob("*.png")))
