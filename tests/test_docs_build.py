@@ -324,3 +324,35 @@ def test_built_figures_open_full_size_on_click(built_site):
             shown += 1
             assert img[1] is not None and img[2] == img[3], f"{page.name}: {img[3]} is not a link to itself"
     assert shown >= len(list((ROOT / "figures").glob("*.png")))
+
+
+# ----------------------------------------------------------------------------- the executed tutorials
+
+TUTORIALS = sorted((DOCS / "tutorials").glob("plot_*.py"))
+
+
+def test_tutorials_exist_and_the_index_lists_them_in_order():
+    """The three tutorials of issue 21 (the PyTorch one, number 3, comes with the importers) and their index."""
+    assert [p.stem for p in TUTORIALS] == [
+        "plot_1_paper_in_five_minutes",
+        "plot_2_train_attention",
+        "plot_4_dask_sweep",
+    ]
+    readme = (DOCS / "tutorials" / "README.rst").read_text(encoding="utf-8")
+    assert re.findall(r"^(\d)\. \*\*", readme, re.M) == ["1", "2", "3", "4"]
+
+
+@pytest.mark.parametrize("script", TUTORIALS, ids=lambda p: p.stem)
+def test_built_tutorial_shows_its_output_and_figures_and_ran_under_a_minute(built_site, script):
+    """Each tutorial page has printed output and at least one figure, and the script ran in under 60 s."""
+    page = (built_site / "auto_tutorials" / f"{script.stem}.html").read_text("utf-8")
+    assert page.count('class="sphx-glr-script-out') >= 1, "no printed output on the page"
+    images = re.findall(r'<img [^>]*src="\.\./(_images/sphx_glr_[^"]+\.png)"', page)
+    assert images, "no figure on the page"
+    for src in images:
+        assert (built_site / src).is_file()
+    assert "Traceback" not in page
+    minutes, seconds = map(float, re.search(r"\(\s*(\d+) minutes\s+([\d.]+) seconds\)", page).groups())
+    assert 60 * minutes + seconds < 60
+    index = (built_site / "auto_tutorials" / "index.html").read_text("utf-8")
+    assert f'href="{script.stem}.html' in index
