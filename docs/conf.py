@@ -28,8 +28,8 @@ import proofs_check  # noqa: E402
 import reduced_dynamics  # noqa: E402
 
 project = "reduced-dynamics"
-author = "reduced-dynamics authors"
-copyright = "2025, reduced-dynamics authors"
+author = "the reduced-dynamics authors"
+copyright = "2026, the reduced-dynamics authors"
 release = version = reduced_dynamics.__version__
 
 extensions = [
