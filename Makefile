@@ -1,4 +1,5 @@
-# Two commands: `make run` (set up + main job) and `make test` (set up + docs build + full suite).
+# Two commands: `make run` (set up + main job) and `make test` (set up + docs build + the sdist and wheel built,
+# checked and the wheel run from a clean venv + full suite).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -9,7 +10,7 @@ STAMP_TEST := $(VENV)/.installed-test
 # error), warnings as errors (-W), all of them reported (--keep-going).
 SPHINX := $(PY) -m sphinx -E -n -W --keep-going -q -b html docs docs/_build/html
 
-.PHONY: run test lint check figures figures-quick bench clean docs
+.PHONY: run test lint check figures figures-quick bench clean docs dist dist-check
 
 # The venv counts as made only once its stamp exists, so a half-created .venv (e.g. ensurepip missing)
 # is rebuilt on the next run instead of being trusted; an existing venv with a working pip is reused.
@@ -44,7 +45,32 @@ test: $(STAMP_TEST)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(SPHINX)
+	$(MAKE) --no-print-directory dist-check
 	$(PY) -m pytest -q -p no:cacheprovider -n auto --dist worksteal
+
+# The sdist and the wheel, built with the venv's setuptools (no isolated build env: offline, seconds; the
+# test extra brings setuptools, build and twine), then checked by twine (metadata, README rendering).
+DIST := dist
+dist: $(STAMP_TEST)
+	rm -rf $(DIST) && mkdir -p build
+	$(PY) -m build --no-isolation --outdir $(DIST) . >build/dist.log 2>&1 || { cat build/dist.log; exit 1; }
+	$(PY) -m twine check --strict $(DIST)/*
+	@ls $(DIST)
+
+# The built wheel in a clean virtual environment (no system or project site-packages): its own
+# dependencies from PyPI through pip (kept in build/wheelhouse, so a second run downloads nothing), then
+# `reduced-dynamics run --quiet` outside the source tree. About 45 s on 2 cores (dist included), most of it
+# unpacking numpy, scipy, sympy and matplotlib; part of `make test`.
+WHEEL_VENV := build/wheel-venv
+WHEELHOUSE := build/wheelhouse
+dist-check: dist
+	rm -rf $(WHEEL_VENV) build/wheel-run
+	$(PYTHON) -m venv $(WHEEL_VENV) || { echo "error: cannot create $(WHEEL_VENV): install python3-venv" >&2; exit 1; }
+	$(PY) -m pip download --quiet --dest $(WHEELHOUSE) $(DIST)/*.whl
+	$(WHEEL_VENV)/bin/python -m pip install --quiet --no-index --find-links $(WHEELHOUSE) $(DIST)/*.whl
+	mkdir -p build/wheel-run
+	cd build/wheel-run && ../wheel-venv/bin/python -c 'import reduced_dynamics as rd; assert "site-packages" in rd.__file__, rd.__file__; print("installed", rd.__version__, "from", rd.__file__)'
+	cd build/wheel-run && ../wheel-venv/bin/reduced-dynamics run --quiet --out out
 
 docs: $(STAMP_TEST)
 	$(SPHINX)
@@ -75,4 +101,4 @@ bench: $(STAMP_TEST)
 	$(PY) benchmarks/bench_startup.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) results build *.egg-info
+	rm -rf $(VENV) results build dist *.egg-info

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from reduced_dynamics._lazy import attach
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 #: public name -> module defining it (the order is ``__all__``'s)
 _LAZY = {

@@ -4,15 +4,19 @@
 - the CLI page renders the help of every subcommand of the real parser;
 - the API pages cover every group of the package layout;
 - the Python examples of docs/index.md and docs/python.md run and print the numbers they quote;
-- the findings pages (docs/findings/) cite only commands, checks, figures, scripts and files that exist.
+- the findings pages (docs/findings/) cite only commands, checks, figures, scripts and files that exist;
+- the built site loads nothing from the network: no page refers to a remote script, stylesheet, font or
+  image, no stylesheet imports a remote one, and the bundled MathJax is there (it reads from ``file://``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import html.parser
 import importlib
 import io
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -212,3 +216,143 @@ def test_findings_index_lists_every_findings_page():
     listed = {line.strip() for line in toctree.splitlines() if line.strip() and not line.startswith(":")}
     pages = {p.stem for p in (DOCS / "findings").glob("*.md")} - {"index"}
     assert listed == pages
+
+
+# ----------------------------------------------------------------------------- the site reads offline
+
+#: the site ``make docs`` / ``make test`` builds (make test builds it before it runs the suite)
+BUILT_SITE = DOCS / "_build" / "html"
+REMOTE = re.compile(r"^\s*(?:[a-z][a-z0-9+.-]*:)?//", re.I)  # http://, https://, protocol-relative //host
+#: CSS that fetches: url(...) and @import "..." with a remote target
+CSS_REMOTE = re.compile(r"""(?:url\(\s*['"]?|@import\s+['"])\s*((?:[a-z][a-z0-9+.-]*:)?//[^'")\s]+)""", re.I)
+
+
+class _AssetParser(html.parser.HTMLParser):
+    """Collects what a browser fetches by itself when it shows the page (links to follow are not fetched)."""
+
+    #: (tag, attribute) pairs the browser loads on its own
+    FETCHED = {("script", "src"), ("link", "href"), ("img", "src"), ("iframe", "src"), ("source", "src")}
+
+    def __init__(self):
+        super().__init__()
+        self.assets: list[str] = []
+        self.inline_css: list[str] = []
+        self._in_style = False
+
+    def handle_starttag(self, tag, attrs):
+        values = dict(attrs)
+        for attr in ("src", "href"):
+            if (
+                (tag, attr) in self.FETCHED
+                and values.get(attr)
+                and not (tag == "link" and values.get("rel") in ("canonical", "alternate"))
+            ):
+                self.assets.append(f"<{tag} {attr}={values[attr]}>")
+        if "style" in values and values["style"]:
+            self.inline_css.append(values["style"])
+        self._in_style = tag == "style"
+
+    def handle_endtag(self, tag):
+        self._in_style = False
+
+    def handle_data(self, data):
+        if self._in_style:
+            self.inline_css.append(data)
+
+
+def remote_references(page: str) -> list[str]:
+    """The remote scripts, stylesheets, fonts and images one HTML page loads, and the remote URLs of its CSS."""
+    parser = _AssetParser()
+    parser.feed(page)
+    remote = [a for a in parser.assets if REMOTE.match(a.split("=", 1)[1])]
+    return remote + [m for css in parser.inline_css for m in CSS_REMOTE.findall(css)]
+
+
+@pytest.mark.parametrize(
+    ("page", "expected"),
+    [
+        ('<script defer src="https://cdn.example.org/mathjax/tex-chtml.js"></script>', 1),
+        ('<link rel="stylesheet" href="//fonts.example.com/css?family=Lato">', 1),
+        ('<link rel="preload" as="font" href="http://x.org/f.woff2">', 1),
+        ("<style>@import 'https://x.org/a.css'; p { background: url(//x.org/b.png) }</style>", 2),
+        ('<img src="https://x.org/badge.svg">', 1),
+        ('<script src="_static/mathjax/tex-svg.js?v=1"></script><link rel="stylesheet" href="../_static/rd.css">', 0),
+        ('<a href="https://arxiv.org/abs/2503.12734">the paper</a><link rel="canonical" href="https://x.org/">', 0),
+    ],
+)
+def test_remote_reference_finder(page, expected):
+    """The finder flags what a browser would fetch from the network, and nothing it only links to."""
+    assert len(remote_references(page)) == expected
+
+
+@pytest.fixture(scope="module")
+def built_site(tmp_path_factory) -> Path:
+    """The site make test built just before the suite; built here (about a minute) when it is missing."""
+    if (BUILT_SITE / "index.html").is_file():
+        return BUILT_SITE
+    out = tmp_path_factory.mktemp("html")
+    subprocess.run([sys.executable, "-m", "sphinx", "-E", "-q", "-b", "html", str(DOCS), str(out)], check=True)
+    return out
+
+
+def test_built_site_loads_nothing_from_the_network(built_site):
+    """No page or stylesheet of the site refers to a remote script, stylesheet, font or image."""
+    pages = sorted(built_site.rglob("*.html"))
+    assert len(pages) > 20, "the site has its pages"
+    bad = [f"{p.relative_to(built_site)}: {ref}" for p in pages for ref in remote_references(p.read_text("utf-8"))]
+    for css in sorted((built_site / "_static").rglob("*.css")):
+        bad += [f"{css.relative_to(built_site)}: {url}" for url in CSS_REMOTE.findall(css.read_text("utf-8"))]
+    assert not bad, f"the site loads from the network: {bad[:10]}"
+
+
+def test_built_site_ships_the_mathjax_its_pages_load(built_site):
+    """The theory page loads MathJax from the site's own _static folder, and the file is there."""
+    page = (built_site / "theory.html").read_text("utf-8")
+    srcs = re.findall(r'<script[^>]*src="([^"]*mathjax[^"]*)"', page, re.I)
+    assert len(srcs) == 1, srcs
+    assert (built_site / srcs[0].split("?")[0]).is_file()
+    assert page.count('class="math notranslate nohighlight"') > 500  # the formulas it typesets
+
+
+def test_built_figures_open_full_size_on_click(built_site):
+    """Every figure of figures/ shown in the site is a link to its full-size image (click to enlarge)."""
+    pages = [built_site / "gallery.html", *sorted((built_site / "findings").glob("*.html"))]
+    shown = 0
+    for page in pages:
+        text = page.read_text("utf-8")
+        for img in re.finditer(r'(<a [^>]*href="([^"]+)"[^>]*>\s*)?<img [^>]*src="([^"]+\.png)"', text):
+            shown += 1
+            assert img[1] is not None and img[2] == img[3], f"{page.name}: {img[3]} is not a link to itself"
+    assert shown >= len(list((ROOT / "figures").glob("*.png")))
+
+
+# ----------------------------------------------------------------------------- the executed tutorials
+
+TUTORIALS = sorted((DOCS / "tutorials").glob("plot_*.py"))
+
+
+def test_tutorials_exist_and_the_index_lists_them_in_order():
+    """The three tutorials of issue 21 (the PyTorch one, number 3, comes with the importers) and their index."""
+    assert [p.stem for p in TUTORIALS] == [
+        "plot_1_paper_in_five_minutes",
+        "plot_2_train_attention",
+        "plot_4_dask_sweep",
+    ]
+    readme = (DOCS / "tutorials" / "README.rst").read_text(encoding="utf-8")
+    assert re.findall(r"^(\d)\. \*\*", readme, re.M) == ["1", "2", "3", "4"]
+
+
+@pytest.mark.parametrize("script", TUTORIALS, ids=lambda p: p.stem)
+def test_built_tutorial_shows_its_output_and_figures_and_ran_under_a_minute(built_site, script):
+    """Each tutorial page has printed output and at least one figure, and the script ran in under 60 s."""
+    page = (built_site / "auto_tutorials" / f"{script.stem}.html").read_text("utf-8")
+    assert page.count('class="sphx-glr-script-out') >= 1, "no printed output on the page"
+    images = re.findall(r'<img [^>]*src="\.\./(_images/sphx_glr_[^"]+\.png)"', page)
+    assert images, "no figure on the page"
+    for src in images:
+        assert (built_site / src).is_file()
+    assert "Traceback" not in page
+    minutes, seconds = map(float, re.search(r"\(\s*(\d+) minutes\s+([\d.]+) seconds\)", page).groups())
+    assert 60 * minutes + seconds < 60
+    index = (built_site / "auto_tutorials" / "index.html").read_text("utf-8")
+    assert f'href="{script.stem}.html' in index
