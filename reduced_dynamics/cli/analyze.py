@@ -29,7 +29,7 @@ EPILOG = exit_codes_epilog() + (
     "unless --force."
 )
 #: library parameter names -> the flags of this command
-PARAM_FLAGS = {"source": "FILE", "file": "FILE", **SETTING_FLAGS}
+PARAM_FLAGS = {"source": "FILE", "file": "FILE", **SETTING_FLAGS, "n_heads": "--n-heads", "n_out": "--n-out"}
 
 
 def add_arguments(p) -> None:
@@ -46,6 +46,20 @@ def add_arguments(p) -> None:
         type=int,
         default=None,
         help="covariate dimension d (default: the checkpoint's; another value is an error)",
+    )
+    a(
+        "--n-heads",
+        type=int,
+        default=None,
+        help="number of heads: needed for a torch MultiheadAttention state dict (its weights do not record it); "
+        "checked against the checkpoint otherwise",
+    )
+    a(
+        "--n-out",
+        type=int,
+        default=None,
+        help="number of outputs (tasks) of a TransformerLens or MultiheadAttention model, whose weights do not "
+        "record it (default 1); checked against the checkpoint otherwise",
     )
     a("--L", type=int, default=40, help="prompt length L of the data model the model is judged on (default 40)")
     a("--sigma2", type=float, default=0.1, help="noise variance σ² of that data model (default 0.1)")
@@ -90,7 +104,7 @@ def _parse_lengths(text):
     return out
 
 
-def _read(path: str, fmt: str):
+def _read(path: str, fmt: str, *, n_out=None, n_heads=None):
     """The checkpoint at ``path`` as an ImportedAttention; every reading failure is one line naming FILE."""
     from reduced_dynamics.importers._canonical import CheckpointError
 
@@ -103,7 +117,7 @@ def _read(path: str, fmt: str):
     from reduced_dynamics.importers._load import load
 
     try:
-        return load(p, format=fmt)
+        return load(p, format=fmt, n_out=n_out, n_heads=n_heads)
     except (CheckpointError, ValueError) as exc:  # CheckpointError is the importers' own; any other is the file's too
         why = str(exc).splitlines()[0] if str(exc).strip() else "not a checkpoint the importers read"
         raise ValueError(f"`FILE` {path!r}{how}: {why}") from None
@@ -150,7 +164,10 @@ def main(args) -> int:
     check_run_options(n_prompts=args.n_prompts, seed=args.seed, dummy_tol=args.dummy_tol)  # before reading FILE
     progress = Progress("analyze", quiet=args.quiet)
     progress.stage(f"reading {args.file}")
-    imp = _read(args.file, args.format)
+    for flag, value in (("--n-heads", args.n_heads), ("--n-out", args.n_out)):
+        if value is not None and not 1 <= value <= 1024:
+            raise ValueError(f"`{flag}` must be an integer in [1, 1024], got {value}")
+    imp = _read(args.file, args.format, n_out=args.n_out, n_heads=args.n_heads)
     if args.d is not None and args.d != imp.d:
         raise ValueError(
             f"`--d` {args.d} disagrees with FILE, whose d = {imp.d} (leave `--d` out to take it from the checkpoint)"

@@ -163,7 +163,7 @@ def test_progress_waits_for_the_delay(capsys):
 
 @pytest.mark.parametrize("command", list(COMMANDS))
 def test_every_command_has_quiet(command):
-    positional = {"sweep": ["spec.toml"], "sweep-table": ["sweep_dir"]}.get(command, [])
+    positional = {"sweep": ["spec.toml"], "sweep-table": ["sweep_dir"], "analyze": ["model.pt"]}.get(command, [])
     assert build_parser().parse_args([command, *positional, "--quiet"]).quiet is True
 
 
