@@ -314,7 +314,9 @@ def main(args) -> int:
     args.n_times = n_times
     summary = {"command": "run", **flow.summary(), "setting": setting.to_dict()}
     if setting.tasks is not None:  # as typed (1-based ranges); the 0-based supports are in "setting"
-        summary["tasks"] = ",".join(f"{t[0] + 1}-{t[-1] + 1}" if len(t) > 1 else f"{t[0] + 1}" for t in setting.tasks)
+        from reduced_dynamics.models.multitask import tasks_1based
+
+        summary["tasks"] = tasks_1based(setting)
     summary["config"] = {
         "heads": model.n_heads,
         "objective": model.objective,

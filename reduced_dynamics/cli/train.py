@@ -32,6 +32,7 @@ from reduced_dynamics.cli._setting import (
     add_tasks_argument,
     setting_from_args,
 )
+
 HELP = "train an attention model (numpy, fresh prompts each step) and extract its (omega, mu) circuits"
 #: exit status of a run that failed numerically (the loss became non-finite)
 EXIT_DIVERGED = 3

@@ -82,8 +82,8 @@ class ScalarHeadsModel(ReducedModel):
     def manifold_point(self, gamma: float) -> np.ndarray:
         """The two-head state ``ω = (γ, −γ)``, ``μ = (μ_γ, −μ_γ)`` on the solution manifold S_γ (H = 2).
 
-        ``μ_γ`` minimises the model's loss along the manifold (:func:`~reduced_dynamics.dynamics.manifold.mu_gamma`
-        for the softmax; the activation model overrides it).
+        ``μ_γ`` minimises L̃ along the manifold (:func:`~reduced_dynamics.dynamics.manifold.mu_gamma`; the corrected
+        and exact objectives take the same large-L point; the activation model minimises its L̃_f instead).
         """
         from reduced_dynamics.dynamics.manifold import mu_gamma
 
@@ -133,7 +133,6 @@ class ScalarHeadsModel(ReducedModel):
     def risk_plan(self, y=None):
         """The H-head model at ``y`` against the references of :meth:`reference_predictors`; η* in the config."""
         return super().risk_plan(y).replace(config={"eta_star": float(self.setting.eta_star)})
-
 
     # ------------------------------------------------------------------ training
     trainer = "attention"

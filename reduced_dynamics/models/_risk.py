@@ -51,7 +51,8 @@ class RiskPlan:
     config : dict
         JSON-ready configuration the model adds to the report (e.g. η*, the Σ spectrum, the tasks).
     conditional : bool or None
-        None: Rao–Blackwellised only if the caller asks; True: always (the model's stream is conditional).
+        None: Rao–Blackwellised only if the caller asks; True: always (the model's stream is conditional);
+        False: never (plain Monte Carlo only).
     name_prefix : str
         Prefix of the report's file name.
     name_keys : dict
@@ -70,9 +71,7 @@ class RiskPlan:
 
     def __post_init__(self):
         if set(self.exact) != set(self.predictors):
-            raise ValueError(
-                f"`exact` must name the predictors {sorted(self.predictors)}, got {sorted(self.exact)}"
-            )
+            raise ValueError(f"`exact` must name the predictors {sorted(self.predictors)}, got {sorted(self.exact)}")
         if self.state is not None and self.state not in self.predictors:
             raise ValueError(f"`state` must name a predictor of {sorted(self.predictors)}, got {self.state!r}")
         for pair in self.pairs:

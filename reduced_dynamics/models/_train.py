@@ -70,10 +70,16 @@ class TrainSpec:
         set_(self, "seed", check_nonnegative_int("seed", self.seed))
         n = check_positive_int("eval_prompts", self.eval_prompts, hi=EVAL_PROMPTS_MAX)
         if n < 2:
-            raise ValueError(f"`eval_prompts` must be an integer in [2, {EVAL_PROMPTS_MAX:.0e}] (a standard error), got {n}")
+            raise ValueError(
+                f"`eval_prompts` must be an integer in [2, {EVAL_PROMPTS_MAX:.0e}] (a standard error), got {n}"
+            )
         set_(self, "eval_prompts", n)
         every = self.checkpoint_every
-        every = max(1000, self.steps // 20) if every is None else check_positive_int("checkpoint_every", every, hi=STEPS_MAX)
+        every = (
+            max(1000, self.steps // 20)
+            if every is None
+            else check_positive_int("checkpoint_every", every, hi=STEPS_MAX)
+        )
         set_(self, "checkpoint_every", every)
 
 

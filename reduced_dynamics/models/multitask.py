@@ -189,6 +189,7 @@ class MultitaskModel(ReducedModel):
         exact = {name: [None] * s.n_tasks if v is None else v for name, v in plan.exact.items()}
         return plan.replace(
             exact=exact,
+            conditional=False,
             config={**s.to_dict(), "tasks_1based": tasks, "eta": support_dgd_weights(s).max(axis=1).tolist()},
             name_keys={"tasks": tasks},
         )
@@ -206,10 +207,7 @@ class MultitaskModel(ReducedModel):
         if stage is not None:
             stage(f"{', '.join(plan.predictors)} on {n_prompts} prompts ({self.setting.n_tasks} tasks)")
         res = per_task_risks(plan.predictors, self.setting, n_prompts=n_prompts, seed=seed)
-        return ModelRisks(
-            names=res.names, risk=res.risk, stderr=res.stderr, n=res.n, conditional=False, differences={}
-        )
-
+        return ModelRisks(names=res.names, risk=res.risk, stderr=res.stderr, n=res.n, conditional=False, differences={})
 
     # ------------------------------------------------------------------ training
     trainer = "multitask"
@@ -238,7 +236,9 @@ class MultitaskModel(ReducedModel):
             "trained": lambda p: mt_attention_predict(result.model, p, s),
             "reduced": self.predictor(self.state(circ.omega, circ.mu)),
             "limit": lambda p: (
-                weighted_dgd_predict(p, lim.A) if lim.regime != "kernel" else reduced_mt_predict(p, lim.omega, lim.mu, s)
+                weighted_dgd_predict(p, lim.A)
+                if lim.regime != "kernel"
+                else reduced_mt_predict(p, lim.omega, lim.mu, s)
             ),
             "debiased_gd_S": lambda p: weighted_dgd_predict(p, per_task),
             "bayes_ridge_S": lambda p: support_ridge_predict(p, s),
@@ -280,6 +280,7 @@ class MultitaskModel(ReducedModel):
                 },
             }
         )
+
 
 def _zero_prediction(prompts):
     """The zero predictor ``ŷ = 0`` (per task)."""

@@ -287,9 +287,7 @@ class PrecondModel(ReducedModel):
             config={"sigma_eigs": eigs},
             name_prefix="risk_precond",
             # a short, stable name of Σ: 12 hex digits of the sha256 of its float64 bytes
-            name_keys={
-                "Sigma": hashlib.sha256(np.ascontiguousarray(S, dtype=np.float64).tobytes()).hexdigest()[:12]
-            },
+            name_keys={"Sigma": hashlib.sha256(np.ascontiguousarray(S, dtype=np.float64).tobytes()).hexdigest()[:12]},
         )
 
     # ------------------------------------------------------------------ training

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from reduced_dynamics.cli import main
 from reduced_dynamics import Setting
+from reduced_dynamics.cli import main
 from reduced_dynamics.estimation.closed_forms import gd_risk
 
 NAMES = ["multi_head", "single_head", "gd", "debiased_gd", "bayes_ridge"]
