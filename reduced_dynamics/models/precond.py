@@ -118,10 +118,10 @@ class PrecondModel(ReducedModel):
 
     def exponents(self, y):
         """The largest exponent ``max_hk ω_h ω_k τ_hk`` of one state."""
-        from reduced_dynamics.precond.loss import sigma_of
+        from reduced_dynamics.precond.loss import COVARIANCE_WHERE, D_MAX
 
         om, _, W = self.split(y)
-        S = sigma_of(self.setting)
+        S = self.setting.covariance(d_max=D_MAX, where=COVARIANCE_WHERE)
         H, d = self.n_heads, self.setting.d
         Wh = np.broadcast_to(W, (H, d, d)) if W.ndim == 2 else W
         with np.errstate(over="ignore", invalid="ignore"):

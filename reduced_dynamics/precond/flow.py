@@ -41,7 +41,7 @@ import numpy as np
 from reduced_dynamics._results import FrozenResult
 from reduced_dynamics._validation import check_finite_array, check_positive_float, check_positive_int
 from reduced_dynamics.models.precond import D_FLOW_MAX, N_HEADS_MAX
-from reduced_dynamics.precond.loss import c_sigma, sigma_of
+from reduced_dynamics.precond.loss import COVARIANCE_WHERE, D_MAX, c_sigma
 from reduced_dynamics.precond.metrics import scale_free_distance
 from reduced_dynamics.setting import Setting, as_setting
 
@@ -108,7 +108,7 @@ def precond_limit(setting: Setting) -> PrecondLimit:
     (0.879121, 0.220879)
     """
     setting = as_setting(setting, "precond_limit")
-    S = sigma_of(setting)
+    S = setting.covariance(d_max=D_MAX, where=COVARIANCE_WHERE)
     d = setting.d
     lam = c_sigma(setting) * d
     Gam = np.linalg.inv(S + lam * np.eye(d))
@@ -194,7 +194,7 @@ def normalise_precond_state(omega, mu, W, setting) -> NormalisedPrecond:
     """
     setting = as_setting(setting, "normalise_precond_state")
     omega, mu, W = _check_state(omega, mu, W, setting)
-    S = sigma_of(setting)
+    S = setting.covariance(d_max=D_MAX, where=COVARIANCE_WHERE)
     d, H = setting.d, omega.shape[0]
     shared = W.ndim == 2
     Wh = np.broadcast_to(W, (H, d, d)) if shared else W

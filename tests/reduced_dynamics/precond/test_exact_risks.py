@@ -23,7 +23,6 @@ from reduced_dynamics.precond.exact import (
     optimal_pgd,
     pgd_risk,
     precond_optimal_eta,
-    sigma_matrix,
 )
 from reduced_dynamics.precond.metrics import scale_free_distance
 from reduced_dynamics.precond.predictors import debiased_precond_gd, precond_gd
@@ -227,7 +226,7 @@ def test_optimal_matches_eigen_formula():
         (lambda s: optimal_dpgd(s.replace(L=1)), "`L`"),
         (lambda s: optimal_dpgd(Setting(d=5, L=[10, 20])), "`setting`"),
         (lambda s: dpgd_risk(np.eye(5), 0.5, "paper"), "`setting`"),
-        (lambda s: sigma_matrix(Setting(d=[2, 3], L=10)), "`setting`"),
+        (lambda s: optimal_dpgd(Setting(d=2001, L=10)), "`setting.d` must be <= 2000"),
     ],
 )
 def test_bad_input_names_the_parameter(call, match):
