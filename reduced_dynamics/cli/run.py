@@ -179,7 +179,7 @@ def text_summary(flow) -> str:
     if "distance_sigma_inv" in s:
         lines.append(
             f"  γ = {s['gamma']:.5f}  η_eff = {s['eta_eff']:.5f}  distance of W to Σ⁻¹ {float(np.ravel(s['distance_sigma_inv'])[0]):.5f}, "
-            f"to the limit (Σ+λI)⁻¹ {float(np.ravel(s['distance_limit'])[0]):.2e}, to I {float(np.ravel(s['distance_identity'])[0]):.4f}"
+            f"to the limit (Σ+κ_L I)⁻¹ {float(np.ravel(s['distance_limit'])[0]):.2e}, to I {float(np.ravel(s['distance_identity'])[0]):.4f}"
         )
     if "roles" in s:
         lines.append(f"  head roles {s['roles']}   loss per task {[round(float(x), 6) for x in s['loss_per_task']]}")

@@ -134,13 +134,13 @@ class PrecondModel(ReducedModel):
         return float(out) if np.ndim(out) == 0 else out
 
     def limit(self) -> dict:
-        """The limit predictor (:func:`~reduced_dynamics.precond.flow.precond_limit`): Γ* = (Σ + λI)⁻¹, λ, η, P, loss."""
+        """The limit predictor (:func:`~reduced_dynamics.precond.flow.precond_limit`): Γ* = (Σ + κ_L I)⁻¹, κ_L, η, P, loss."""
         from reduced_dynamics.precond.flow import precond_limit
 
         lim = precond_limit(self.setting)
         return {
             "Gamma": lim.Gamma.tolist(),
-            "lam": lim.lam,
+            "kappa": lim.kappa,
             "eta_eff": lim.eta_eff,
             "loss": lim.loss,
             "distance_sigma_inv": lim.distance_sigma_inv,

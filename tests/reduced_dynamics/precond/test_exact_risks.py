@@ -255,7 +255,7 @@ def test_exact_optimum_is_the_limit_of_the_reduced_flow_and_its_loss_gap_is_the_
     s = Setting(d=5, L=L, sigma2=0.1, Sigma=SIGMA)
     opt, lim = optimal_dpgd(s), precond_limit(s)
     np.testing.assert_allclose(opt.effective, lim.Gamma, rtol=1e-12, atol=1e-14)
-    assert opt.kappa == pytest.approx(lim.lam, rel=1e-13)
+    assert opt.kappa == pytest.approx(lim.kappa, rel=1e-13)
     gap = np.trace(SIGMA @ SIGMA @ np.linalg.inv(SIGMA + opt.kappa * np.eye(5))) / (5 * L)
     assert opt.risk - lim.loss == pytest.approx(gap, rel=1e-10)
     iso = Setting(d=5, L=L, sigma2=0.1)
