@@ -290,7 +290,13 @@ def main(args) -> int:
     prepare_out(args.out)
     progress = Progress("run", quiet=args.quiet)
     if args.n_init is not None:
-        y0 = np.stack([_start(args, model, args.seed + i) for i in range(args.n_init)])
+        seeds = range(args.seed, args.seed + args.n_init)
+        if model.scalar_heads:  # the starts of --init random for seeds S..S+N-1, drawn in one call
+            from reduced_dynamics.models._heads import random_starts
+
+            y0 = random_starts(model.n_heads, seeds, scale=args.init_scale)
+        else:
+            y0 = np.stack([_start(args, model, s) for s in seeds])
         what = f"{args.n_init} flows"
     else:
         y0 = _start(args, model, args.seed)

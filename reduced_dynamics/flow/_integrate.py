@@ -380,21 +380,8 @@ def _single(model, y0, t_out, method, *, rtol, atol, stationarity_tol, budget, t
     )
 
 
-def _batch_states_loss(model, Y):
-    """Loss and gradient norm of a (B, T, n) array with NaN rows (NaN there)."""
-    B, T, n = Y.shape
-    loss = np.full((B, T), np.nan)
-    gnorm = np.full((B, T), np.nan)
-    ok = ~np.isnan(Y[:, :, 0])
-    if np.any(ok):
-        lv, gv = evaluate_along(model, Y[ok])
-        loss[ok], gnorm[ok] = lv, gv
-    return loss, gnorm
-
-
 def _batch_radau(model, y0, t_out, *, rtol, atol, stationarity_tol, budget, tolerances):
     r = radau_batch(model, y0, t_out, rtol=rtol, atol=atol, stationarity_tol=stationarity_tol, budget=budget)
-    loss, gnorm = _batch_states_loss(model, r["Y_out"])
     status = r["status"]
     return Flow(
         success=np.isin(status, [int(s) for s in SUCCESS]),
@@ -402,8 +389,8 @@ def _batch_radau(model, y0, t_out, *, rtol, atol, stationarity_tol, budget, tole
         message=r["message"],
         t=t_out,
         states=r["Y_out"],
-        loss=loss,
-        grad_norm=gnorm,
+        loss=None,  # evaluated along the states on first access (Flow.loss)
+        grad_norm=None,
         model=model,
         method="batch-Radau",
         rtol=rtol,
@@ -451,15 +438,14 @@ def _batch_loop(model, y0, t_out, method, *, rtol, atol, stationarity_tol, budge
         t_stop[b] = r.t[-1]
         y_stop[b] = r.states[-1]
         nfev[b], njev[b], nlu[b] = r.nfev, r.njev, r.nlu
-    loss, gnorm = _batch_states_loss(model, Y)
     return Flow(
         success=np.isin(status, [int(s) for s in SUCCESS]),
         status=status,
         message=tuple(msgs),
         t=t_out,
         states=Y,
-        loss=loss,
-        grad_norm=gnorm,
+        loss=None,  # evaluated along the states on first access (Flow.loss)
+        grad_norm=None,
         model=model,
         method=method,
         rtol=rtol,

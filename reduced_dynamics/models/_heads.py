@@ -18,7 +18,7 @@ from reduced_dynamics._validation import (
 from reduced_dynamics.models._base import Part, ReducedModel
 from reduced_dynamics.setting import Setting, as_setting
 
-__all__ = ["ScalarHeadsModel", "N_HEADS_MAX", "initial_state"]
+__all__ = ["ScalarHeadsModel", "N_HEADS_MAX", "initial_state", "random_starts"]
 
 #: Largest number of heads H of a flow (the Hessian is 2H × 2H, exp(d ωωᵀ) is H × H).
 N_HEADS_MAX = 1000
@@ -217,3 +217,31 @@ def initial_state(n_heads, *, kind="random", scale=0.01, seed=None, omega0=None,
         signs = np.where(np.arange(n_heads) % 2 == 0, 1.0, -1.0)
         return np.stack([scale * signs, scale * signs])
     raise ValueError(f"`kind` must be one of 'random', 'symmetric', 'given', got {kind!r}")
+
+
+def random_starts(n_heads, seeds, *, scale=0.01) -> np.ndarray:
+    """One random start per seed, as state vectors: row ``i`` is ``initial_state(n_heads, seed=seeds[i],
+    scale=scale).ravel()`` (the same numbers), validated once.
+
+    Parameters
+    ----------
+    n_heads : int, in [1, 1000]
+    seeds : sequence of int >= 0
+    scale : float, > 0
+
+    Returns
+    -------
+    ndarray, shape (len(seeds), 2 * n_heads)
+
+    Examples
+    --------
+    >>> np.array_equal(random_starts(2, [3], scale=0.1)[0], initial_state(2, seed=3, scale=0.1).ravel())
+    True
+    """
+    n_heads = check_positive_int("n_heads", n_heads, hi=N_HEADS_MAX)
+    scale = check_positive_float("scale", scale)
+    seeds = [check_nonnegative_int("seed", s) for s in seeds]
+    out = np.empty((len(seeds), 2 * n_heads))
+    for i, s in enumerate(seeds):
+        out[i] = np.random.default_rng(s).standard_normal(2 * n_heads)
+    return out * scale
