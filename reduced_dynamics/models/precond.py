@@ -46,7 +46,7 @@ class PrecondModel(ReducedModel):
     name = "precond"
     domain_text = (
         "an exponent ω_h ω_k tr(ΣW_hᵀΣW_k) reached 0.95·MAX_EXPONENT (overflow-safe region). "
-        "Try a smaller `init_scale` or a smaller start."
+        "Try a smaller start (a smaller `scale`)."
     )
 
     def __init__(self, setting, *, n_heads, per_head=False):
