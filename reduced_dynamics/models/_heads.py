@@ -140,7 +140,7 @@ class ScalarHeadsModel(ReducedModel):
     def trained_summary(self, result, spec) -> dict:
         """The trained H-head attention: extracted (ω, μ), patterns, manifold gap, risks against the reduced
         model at (ω, μ) and debiased GD (:func:`~reduced_dynamics.model.training.summarize_run`, evaluation
-        seed :data:`EVAL_SEED`), and each head's circuits with their |cosines| with Σ⁻¹ and I."""
+        seed ``EVAL_SEED`` = 12345), and each head's circuits with their |cosines| with Σ⁻¹ and I."""
         from reduced_dynamics.io import to_jsonable
         from reduced_dynamics.model.circuits import extract_precond_circuits
         from reduced_dynamics.model.training import summarize_run
