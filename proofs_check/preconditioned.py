@@ -13,10 +13,10 @@ random orthogonal basis of seed 0 when it has none; ``d``, ``σ²`` of the setti
    derived ``O(1/L)`` gap.
 4. **Flow end state.** From a symmetric ± start and a random ``W`` the flow (to ``t_end``) ends with
    the OV pattern unchanged (sign matching, ``|Σμ|/Σ|μ| < 1e-6``), ``W`` at the derived limit
-   ``(Σ + λI)⁻¹`` up to scale (distance < 2e-3), ``η_eff`` at the limit's, and the distance of ``W``
-   to ``Σ⁻¹`` decreasing with ``L`` (like ``λ ∝ 1/L``).
+   ``(Σ + κ_L I)⁻¹`` up to scale (distance < 2e-3), ``η_eff`` at the limit's, and the distance of ``W``
+   to ``Σ⁻¹`` decreasing with ``L`` (like ``κ_L ∝ 1/L``).
 5. **Limit predictor.** At the first L the reduced model at the flow's end state (t = 1e4, full 1e5) and debiased
-   preconditioned GD with ``Γ* = (Σ + λI)⁻¹`` (``precond.predictors``) have Monte Carlo risks within
+   preconditioned GD with ``Γ* = (Σ + κ_L I)⁻¹`` (``precond.predictors``) have Monte Carlo risks within
    ``PAIRED_TOL`` of each other (paired, common prompts), and ``P = Σ⁻¹`` at the same step is worse
    by more than 3 SE.
 """
@@ -145,7 +145,7 @@ def check_preconditioned(setting: Setting, *, quick: bool = False) -> CheckResul
                 "distance_limit": float(n.distance_limit),
                 "distance_identity": float(n.distance_identity),
                 "limit_distance_sigma_inv": lim.distance_sigma_inv,
-                "lam": lim.lam,
+                "kappa": lim.kappa,
                 "gamma": n.gamma,
                 "eta_eff": n.eta_eff,
                 "limit_eta_eff": lim.eta_eff,
@@ -205,7 +205,7 @@ def check_preconditioned(setting: Setting, *, quick: bool = False) -> CheckResul
         passed=passed,
         predicted=(
             "derived − closed form = 0, reduction to L̃ at Σ = I, W = I = 0; MC risk = R0 + R1/L; "
-            "flow: W → (Σ + λI)⁻¹ (λ = (tr Σ + dσ²)/L) up to scale, η_eff → its limit, OV pattern unchanged, "
+            "flow: W → (Σ + κ_L I)⁻¹ (κ_L = (tr Σ + dσ²)/L) up to scale, η_eff → its limit, OV pattern unchanged, "
             "distance of W to Σ⁻¹ decreasing like 1/L: "
             + ", ".join(f"L={row['L']}: {row['limit_distance_sigma_inv']:.4f}" for row in rows)
         ),
@@ -213,9 +213,9 @@ def check_preconditioned(setting: Setting, *, quick: bool = False) -> CheckResul
             f"symbolic {'0' if sym_zero else '≠ 0'}, reduction {'0' if red_zero else '≠ 0'} (numeric rel {red_err:.1e}); "
             f"grad vs FD rel {grad_err:.1e}; MC at L = {L_mc} ({n_mc} prompts): {est.risk:.5f} ± {est.stderr:.5f} vs "
             f"R0 + R1/L {exp_mc.risk:.5f} ({z_exp:+.2f} SE), L̃_Σ {approx_mc:.5f} ({z_approx:+.2f} SE, derived gap "
-            f"{exp_mc.approx_gap:+.5f}); flow distances to Σ⁻¹ {table}; max distance to (Σ + λI)⁻¹ {max_dlim:.1e}, "
+            f"{exp_mc.approx_gap:+.5f}); flow distances to Σ⁻¹ {table}; max distance to (Σ + κ_L I)⁻¹ {max_dlim:.1e}, "
             f"max |η_eff − limit| {max_eta:.1e}, OV pattern (sign matching, zero-sum) {'kept' if ov_ok else 'broken'}; "
-            f"L = {L0}, t = {t_pair:g} ({n_pair} paired prompts): risk(reduced end state) − risk(DPGD with (Σ + λI)⁻¹) = "
+            f"L = {L0}, t = {t_pair:g} ({n_pair} paired prompts): risk(reduced end state) − risk(DPGD with (Σ + κ_L I)⁻¹) = "
             f"{d_lim.risk:+.2e} ± {d_lim.stderr:.1e}, DPGD with Σ⁻¹ (same step) worse by {d_sinv.risk:.2e} ± {d_sinv.stderr:.1e}"
         ),
         tolerance=(

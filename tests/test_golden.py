@@ -103,6 +103,12 @@ IGNORED_KEYS = frozenset(
 #: of every model the same field names)
 RENAMED_KEYS: dict[str, str] = {
     "t_end": "t",  # run --activation printed the time it stopped at as t_end; every run now prints it as t
+    # risk --activation printed its estimates as estimates; every model's risk report now names them estimators
+    # (with an "exact" entry each, null: no closed form for the model with f)
+    "estimates": "estimators",
+    # κ_L = (tr Σ + dσ²)/L had two names (PrecondLimit.lam, OptimalPreconditioner.kappa); it is kappa everywhere now
+    # (run --sigma: limit.lam; check preconditioned: flow[].lam)
+    "lam": "kappa",
 }
 
 #: case -> {recorded key: why the redesign moved it}. These keys are not compared for that case; the

@@ -1,17 +1,31 @@
-"""``reduced-dynamics risk``: Monte Carlo risks of the attention model and the reference predictors.
+"""``reduced-dynamics risk``: Monte Carlo risks of a reduced model's predictor and of its reference predictors.
 
-Estimates, on the same seed, the risks of ``multi_head`` (at ``--omega/--mu``;
-default the two-head point of the solution manifold at γ = 0.1),
-``single_head`` (the H = 1 optimum of L̃, docs/theory.md#gradient-flow), ``gd`` and ``debiased_gd`` (at η*) and
-``bayes_ridge`` (λ = σ² d). The attention/GD predictors share prompts from the
-sufficient-statistics sampler; ridge uses the full sampler. ``exact`` is the
-closed-form finite-L risk where one exists (gd, debiased_gd through
-``proofs_check.closed_forms.gd_risk`` when that module is importable), else null.
+One path for every model: the flags build the :class:`~reduced_dynamics.Setting`,
+:func:`reduced_dynamics.reduced_model` picks the model (H = the number of ``--omega`` entries, else 2),
+:mod:`reduced_dynamics.cli._dispatch` checks that ``risk`` serves it and that every typed flag applies, and
+the model's :meth:`~reduced_dynamics.models.ReducedModel.risk_plan` names what is estimated: the predictor of
+the state (``--omega/--mu``; default the two-head point of the solution manifold at γ = 0.1) for the models
+that have one, then the model's reference predictors, with their exact risks where a closed form exists,
+paired differences and the model's landmarks. :meth:`~reduced_dynamics.models.ReducedModel.estimate_risks`
+estimates them on common prompts of ``--seed``. Per model:
+
+* isotropic: ``multi_head`` at the state, ``single_head`` (the H = 1 optimum of L̃), ``gd`` and
+  ``debiased_gd`` at η* (exact finite-L risks), ``bayes_ridge`` (λ = σ²d; on its own prompts of the same
+  seed: it needs the covariates, the others share the statistics sampler);
+* ``--activation``: ``reduced_f`` (the model with f) at the state against debiased GD at η* and at the
+  claimed step C_f μᵀω, paired and always Rao–Blackwellised; L̃_f and the claimed step at the state;
+* ``--sigma/--sigma-eigs``: (debiased) preconditioned GD at the optimum (Σ + κ_L I)⁻¹, with Σ⁻¹ and with I,
+  and Bayes ridge, with exact risks, paired differences and the proportional-limit Bayes ratio;
+* ``--tasks``: per task, debiased GD and Bayes ridge on each support, the flow's limits for H = 1 and 2,
+  and zero.
+
+``--json`` prints ``model, estimators {name: {risk, stderr, exact}}, differences {a-b: {risk, stderr,
+exact}}, prompts, seed, setting, config`` and the model's landmarks; ``--out`` writes it, named by the
+configuration.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
 import time
@@ -19,24 +33,21 @@ from pathlib import Path
 
 import numpy as np
 
-from reduced_dynamics._validation import check_positive_int
 from reduced_dynamics.cli._common import Progress, add_quiet, exit_codes_epilog, nonempty, parse_floats, prepare_out
 from reduced_dynamics.cli._common import risk_table as table
-from reduced_dynamics.cli._dispatch import SETTING_FLAGS
+from reduced_dynamics.cli._dispatch import MODEL_FLAGS, SETTING_FLAGS, check_model_flags, model_from_args
 from reduced_dynamics.cli._setting import (
     add_extension_arguments,
     add_setting_arguments,
     add_tasks_argument,
     setting_from_args,
 )
-from reduced_dynamics.dynamics.manifold import eta_star, mu_gamma
-from reduced_dynamics.estimation.predictors import BayesRidge, DebiasedGD, MultiHead, SingleHead, VanillaGD
-from reduced_dynamics.estimation.risk import RiskEstimate, estimate_risks
-from reduced_dynamics.io import atomic_write_json, output_stem, to_jsonable
 
 HELP = "Monte Carlo risks of multi-head attention, single head, GD, debiased GD and Bayes ridge."
 EPILOG = exit_codes_epilog() + (
-    "\n\nLists: --omega 0.1,-0.1 --mu 4.4,-4.4 (comma-separated, as in `run`; space-separated also works).\n"
+    "\n\nThe setting (--sigma/--sigma-eigs, --tasks, --activation) chooses the reduced model and its reference\n"
+    "predictors; flags that do not apply to it are refused.\n"
+    "Lists: --omega 0.1,-0.1 --mu 4.4,-4.4 (comma-separated, as in `run`; space-separated also works).\n"
     "Output name (--out) encodes the whole configuration, e.g.\n"
     "  risk_d5_L40_sigma2-0.1_prompts200000_seed0_omega-0.1,-0.1_mu-4.4,-4.4_conditional0.json"
 )
@@ -46,13 +57,17 @@ PARAM_FLAGS = {"n_prompts": "--prompts", "n": "--prompts", "lam": "--sigma2", **
 
 #: γ of the default two-head point on the solution manifold
 DEFAULT_GAMMA = 0.1
+#: largest --prompts (every model's estimator takes it)
+PROMPTS_MAX = 10**8
 
 
 def add_arguments(parser) -> None:
     add_setting_arguments(parser)
     add_tasks_argument(parser)
     add_extension_arguments(parser)
-    parser.add_argument("--prompts", type=int, default=200000, help="Monte Carlo prompts (default 200000)")
+    parser.add_argument(
+        "--prompts", type=int, default=200000, help=f"Monte Carlo prompts, in [2, {PROMPTS_MAX:.0e}] (default 200000)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed (default 0)")
     parser.add_argument(
         "--omega", nargs="+", default=None, help="KQ scales of the heads, comma-separated: 0.1,-0.1 (needs --mu)"
@@ -72,216 +87,172 @@ def add_arguments(parser) -> None:
     add_quiet(parser)
 
 
-def _gd_risk():
-    """``proofs_check.closed_forms.gd_risk`` if importable now, else None."""
-    try:
-        mod = importlib.import_module("reduced_dynamics.estimation.closed_forms")
-    except ImportError:
+def _state(args, model):
+    """The state ``risk`` evaluates: ``--omega/--mu``, else the two-head point of the solution manifold at γ = 0.1;
+    None for the models whose plan has no state."""
+    if "--omega" not in MODEL_FLAGS["risk"][model.name]:
         return None
-    return getattr(mod, "gd_risk", None)
-
-
-def _risk_activation(args, setting, t0):
-    from reduced_dynamics.cli._activation import risk_activation
-
-    return risk_activation(args, setting)
-
-
-def _risk_precond(args, setting, t0):
-    from reduced_dynamics.cli._precond_risk import risk_precond
-
-    return risk_precond(args, setting)
-
-
-#: the reduced model of the setting (reduced_dynamics.models.model_name) -> how ``risk`` estimates its risks;
-#: a model without an entry is refused in one line
-HANDLERS = {
-    "isotropic": lambda args, setting, t0: _main_isotropic(args, setting, t0),
-    "activation": _risk_activation,
-    "precond": _risk_precond,
-    "multitask": lambda args, setting, t0: _main_multitask(args, setting, t0),
-}
+    if args.omega is None:
+        return model.manifold_point(DEFAULT_GAMMA)
+    return model.state(parse_floats(args.omega, "--omega"), parse_floats(args.mu, "--mu"))
 
 
 def main(args) -> int:
-    from reduced_dynamics.models import model_name
-
     t0 = time.perf_counter()
     setting = setting_from_args(args)
-    name = model_name(setting)
-    if name not in HANDLERS:
-        raise ValueError(
-            f"`risk` has no Monte Carlo estimators for the {name} model yet (Σ with several tasks: "
-            "`--sigma/--sigma-eigs` together with `--tasks`); `run` integrates its reduced flow"
-        )
-    return HANDLERS[name](args, setting, t0)
-
-
-def _main_isotropic(args, setting, t0) -> int:
-    d, L, sigma2 = setting.d, setting.L, setting.sigma2
-    eta = eta_star(setting)
-    if check_positive_int("prompts", args.prompts) < 2:
-        raise ValueError(f"`prompts` must be an integer >= 2 (for a standard error), got {args.prompts}")
+    heads = 2
     if (args.omega is None) != (args.mu is None):
-        raise ValueError("`omega` and `mu` must be given together")
-    if args.omega is None:
-        m = mu_gamma(DEFAULT_GAMMA, setting)
-        omega, mu = (DEFAULT_GAMMA, -DEFAULT_GAMMA), (m, -m)
-    else:
-        omega, mu = tuple(parse_floats(args.omega, "--omega")), tuple(parse_floats(args.mu, "--mu"))
-    stats_preds = {
-        "multi_head": MultiHead(omega, mu),
-        "single_head": SingleHead.optimum(setting),
-        "gd": VanillaGD(eta),
-        "debiased_gd": DebiasedGD(eta),
-    }
+        raise ValueError("`--omega` and `--mu` must be given together")
+    if args.omega is not None:
+        omega, mu = parse_floats(args.omega, "--omega"), parse_floats(args.mu, "--mu")
+        if len(omega) != len(mu):
+            raise ValueError(
+                f"`--omega` and `--mu` must have one entry per head each, got {len(omega)} and {len(mu)} entries"
+            )
+        heads = len(omega)
+    model = model_from_args(args, setting, n_heads=heads)
+    check_model_flags(args, model, "risk")
+    if not 2 <= args.prompts <= PROMPTS_MAX:
+        raise ValueError(
+            f"`--prompts` must be an integer in [2, {PROMPTS_MAX:.0e}] (two for a standard error), got {args.prompts}"
+        )
+    if args.seed < 0:
+        raise ValueError(f"`--seed` must be an integer >= 0, got {args.seed}")
+    y = _state(args, model)
+    plan = model.risk_plan(y)
+    conditional = bool(args.conditional) if plan.conditional is None else plan.conditional
     prepare_out(args.out)
     progress = Progress("risk", quiet=args.quiet)
-    common = dict(n_prompts=args.prompts, seed=args.seed, conditional=args.conditional)
-    progress.stage(f"{', '.join(stats_preds)} on {args.prompts} prompts")
     try:
-        res = estimate_risks(stats_preds, setting, **common)
+        res = model.estimate_risks(
+            plan, n_prompts=args.prompts, seed=args.seed, conditional=conditional, stage=progress.stage
+        )
     except (ValueError, OverflowError) as exc:
-        if args.omega is not None and re.search(r"MultiHead|multi_head", str(exc)):  # the user's heads overflow
+        state = plan.predictors.get(plan.state)
+        names = [re.escape(plan.state or "")] + ([re.escape(type(state).__name__)] if state is not None else [])
+        if args.omega is not None and re.search("|".join(names), str(exc)):  # the user's heads overflow
             raise ValueError(
-                "`--omega` and `--mu` make the multi-head predictions overflow to non-finite values; use smaller values"
+                "`--omega` and `--mu` make the model's predictions overflow to non-finite values; use smaller values"
             ) from None
         raise
-    progress.stage(f"bayes_ridge on {args.prompts} prompts")
-    ridge = estimate_risks({"bayes_ridge": BayesRidge()}, setting, **common)
-    gd_risk = _gd_risk()
-    exact = {name: None for name in (*stats_preds, "bayes_ridge")}
-    if gd_risk is not None:
-        exact["gd"] = float(gd_risk(eta, setting, debiased=False))
-        exact["debiased_gd"] = float(gd_risk(eta, setting, debiased=True))
-    estimates = {**res.estimates, **ridge.estimates}
-    seconds = time.perf_counter() - t0
-    out = {
-        "estimators": {
-            name: {"risk": est.risk, "stderr": est.stderr, "exact": exact[name]} for name, est in estimates.items()
-        },
-        "prompts": res.n,
-        "seconds": seconds,
-        "config": {
-            "d": d,
-            "L": L,
-            "sigma2": sigma2,
-            "seed": args.seed,
-            "omega": list(omega),
-            "mu": list(mu),
-            "eta_star": eta,
-            "conditional": bool(args.conditional),
-        },
-    }
+    out = _report(args, model, setting, y, plan, res, conditional, seconds=time.perf_counter() - t0)
     if args.out is not None:
-        stem = output_stem(
-            "risk",
-            dict(
-                d=d,
-                L=L,
-                sigma2=float(sigma2),
-                prompts=int(args.prompts),
-                seed=int(args.seed),
-                omega=[float(w) for w in omega],
-                mu=[float(v) for v in mu],
-                conditional=int(bool(args.conditional)),
-            ),
-        )
-        out["file"] = str(atomic_write_json(Path(args.out) / f"{stem}.json", out))
+        out["file"] = str(_write(args, model, setting, y, plan, conditional, out))
     if args.json:
+        from reduced_dynamics.io import to_jsonable
+
         print(json.dumps(to_jsonable(out), indent=2))
         return 0
-    print(f"risk  d={d} L={L} sigma2={sigma2} prompts={res.n} seed={args.seed}  ({seconds:.2f} s)")
-    print(f"multi_head at omega={np.round(omega, 6).tolist()} mu={np.round(mu, 6).tolist()}; eta*={eta:.6f}")
-    print(table(estimates, exact))
+    print(_text(model, setting, y, plan, res, out))
     if args.out is not None:
         print(f"  wrote {out['file']}")
     return 0
 
 
-def _main_multitask(args, setting, t0) -> int:
-    """``risk --tasks``: per-task risks of the multi-task predictors on common prompts (docs/theory.md#extensions).
-
-    Predictors: debiased GD on each support at η_n = 1/(1 + c|S_n|) (exact finite-L risk from
-    the single-task closed form at d = |S_n|), Bayes ridge on each support (λ = σ²|S_n|), the
-    limit predictors of the reduced flow for H = 1 (one head at the optimum of L̃) and
-    H = 2 (one weighted debiased GD shared by the tasks), and the zero predictor (exact 1 + σ²).
-    """
-    from reduced_dynamics.exact.expansion import dgd_risk
-    from reduced_dynamics.multitask.predictors import (
-        limit_predictor,
-        per_task_risks,
-        reduced_mt_predict,
-        support_dgd_weights,
-        support_ridge_predict,
-        weighted_dgd_predict,
-    )
-
-    if check_positive_int("prompts", args.prompts) < 2:
-        raise ValueError(f"`prompts` must be an integer >= 2 (for a standard error), got {args.prompts}")
-    if args.omega is not None or args.mu is not None:
-        raise ValueError("`--omega`/`--mu` are not supported with `--tasks` (use `run --tasks` for a flow end state)")
-    if args.conditional:
-        raise ValueError("`--conditional` is not supported with `--tasks` (plain Monte Carlo on common prompts)")
-    if setting.sigma2 == 0 and setting.L < max(map(len, setting.supports)):  # numpy's error named no flag
-        raise ValueError(
-            f"`--sigma2` must be > 0 when L < a task's number of features (Bayes ridge on the support: XᵀX is "
-            f"singular), got 0 with `--L` {setting.L} and supports of up to {max(map(len, setting.supports))} features"
-        )
-    prepare_out(args.out)
-    A = support_dgd_weights(setting)
-    one, two = limit_predictor(1, setting), limit_predictor(2, setting)
-    preds = {
-        "debiased_gd_S": lambda p: weighted_dgd_predict(p, A),
-        "bayes_ridge_S": lambda p: support_ridge_predict(p, setting),
-        "limit_H1": lambda p: reduced_mt_predict(p, one.omega, one.mu, setting),
-        "limit_H2": lambda p: weighted_dgd_predict(p, two.A),
-        "zero": lambda p: np.zeros_like(p.yq),
+def _report(args, model, setting, y, plan, res, conditional, *, seconds) -> dict:
+    """The one JSON report of every model (the model's landmarks at the top level)."""
+    estimators = {}
+    for name in res.names:
+        r, s = res.estimate(name)
+        estimators[name] = {"risk": r, "stderr": s, "exact": plan.exact[name]}
+    differences = {}
+    for a, b in plan.pairs:
+        key = f"{a}-{b}"
+        r, s = res.differences[key]
+        ea, eb = plan.exact[a], plan.exact[b]
+        exact = None if ea is None or eb is None else ea - eb
+        differences[key] = {"risk": r, "stderr": s, "exact": exact}
+    config = {"d": setting.d, "L": setting.L, "sigma2": setting.sigma2, "seed": args.seed, "conditional": conditional}
+    if y is not None:
+        config.update({k: v.tolist() for k, v in model.unpack(y).items()})
+    config.update(plan.config)
+    return {
+        "model": model.name,
+        "estimators": estimators,
+        "differences": differences,
+        "prompts": res.n,
+        "seed": int(args.seed),
+        "seconds": seconds,
+        "setting": setting.to_dict(),
+        "config": config,
+        **plan.landmarks,
     }
-    res = per_task_risks(preds, setting, n_prompts=args.prompts, seed=args.seed)
-    exact = {name: [None] * setting.n_tasks for name in preds}
-    exact["debiased_gd_S"] = [
-        float(dgd_risk(A[n].max(), setting.replace(d=len(S), tasks=None))) for n, S in enumerate(setting.supports)
+
+
+def _write(args, model, setting, y, plan, conditional, out) -> Path:
+    """Write the report under ``--out``, named by everything that changes the numbers."""
+    from reduced_dynamics.io import atomic_write_json, output_stem
+
+    key = dict(d=setting.d, L=setting.L, sigma2=float(setting.sigma2), **plan.name_keys)
+    key.update(prompts=int(args.prompts), seed=int(args.seed))
+    if y is not None:
+        key.update({k: [float(x) for x in np.ravel(v)] for k, v in model.unpack(y).items()})
+    if "--conditional" in MODEL_FLAGS["risk"][model.name]:
+        key["conditional"] = int(bool(conditional))
+    return atomic_write_json(Path(args.out) / f"{output_stem(plan.name_prefix, key)}.json", out)
+
+
+def _vec(v) -> str:
+    return np.array2string(np.asarray(v, dtype=float), precision=5)
+
+
+def _text(model, setting, y, plan, res, out) -> str:
+    """The text report: the configuration, the state and its landmarks, the risk table(s), the paired differences."""
+    land, cfg = plan.landmarks, out["config"]
+    what = f"{model.name} model"
+    if "activation" in land:
+        what += f", f = {land['activation']} (C = {land['activation_c']:g}, C_f = {land['c_f']:g})"
+    if "sigma_eigs" in cfg:
+        what += f", Σ eigenvalues [{', '.join(f'{v:.4g}' for v in cfg['sigma_eigs'])}]"
+    if "tasks_1based" in cfg:
+        what += f", tasks {cfg['tasks_1based']}"
+    lines = [
+        f"risk  {what}  d={setting.d} L={setting.L} sigma2={setting.sigma2:g} prompts={res.n} seed={out['seed']}"
+        f"{'  conditional' if cfg['conditional'] else ''}  ({out['seconds']:.2f} s)"
     ]
-    exact["zero"] = [1.0 + setting.sigma2] * setting.n_tasks
-    seconds = time.perf_counter() - t0
-    tasks = ",".join(f"{t[0] + 1}-{t[-1] + 1}" if len(t) > 1 else f"{t[0] + 1}" for t in setting.tasks)
-    out = {
-        "estimators": {
-            name: {"risk": res.risk[i].tolist(), "stderr": res.stderr[i].tolist(), "exact": exact[name]}
-            for i, name in enumerate(res.names)
-        },
-        "prompts": res.n,
-        "seconds": seconds,
-        "config": {**setting.to_dict(), "tasks_1based": tasks, "seed": args.seed, "eta": A.max(axis=1).tolist()},
-    }
-    if args.out is not None:
-        stem = output_stem(
-            "risk",
-            dict(
-                d=setting.d,
-                L=setting.L,
-                sigma2=float(setting.sigma2),
-                tasks=tasks,
-                prompts=int(args.prompts),
-                seed=int(args.seed),
-            ),
+    if y is not None:
+        parts = " ".join(f"{k}={_vec(v)}" for k, v in model.unpack(y).items())
+        facts = []
+        if "approx_loss" in land:
+            facts.append(f"L̃_f = {land['approx_loss']:.6f}")
+        if "eta_claim" in land:
+            facts.append(f"η claimed {land['eta_claim']:.5f}, slope μᵀT₁ {land['eta_tilt']:.5f}")
+        eta = land.get("eta_star", cfg.get("eta_star"))
+        if eta is not None:
+            facts.append(f"η* = {eta:.6f}")
+        lines.append(f"{plan.state} at {parts}; " + "; ".join(facts))
+    if "optimal" in land:
+        o = land["optimal"]
+        lines.append(
+            f"optimal preconditioner ηP = (Σ + κI)⁻¹, κ = {o['kappa']:.6g}, η = {o['eta']:.6f} (tr PΣ = d); "
+            f"scale-free distance to Σ⁻¹ {o['distance_to_sigma_inv']:.4g}"
         )
-        out["file"] = str(atomic_write_json(Path(args.out) / f"{stem}.json", out))
-    if args.json:
-        print(json.dumps(to_jsonable(out), indent=2))
-        return 0
-    print(
-        f"risk --tasks {tasks}  d={setting.d} L={setting.L} sigma2={setting.sigma2} prompts={res.n} seed={args.seed}"
-        f"  ({seconds:.2f} s)"
-    )
-    for n in range(setting.n_tasks):
-        print(f"task {n + 1} (features {[j + 1 for j in setting.supports[n]]})")
-        ests = {
-            name: RiskEstimate(float(res.risk[i, n]), float(res.stderr[i, n]), res.n, name)
-            for i, name in enumerate(res.names)
-        }
-        print(table(ests, {name: exact[name][n] for name in res.names}))
-    if args.out is not None:
-        print(f"  wrote {out['file']}")
-    return 0
+    if np.ndim(res.risk) == 2:  # per task
+        from reduced_dynamics.estimation.risk import RiskEstimate
+
+        for n, S in enumerate(setting.supports):
+            lines.append(f"task {n + 1} (features {[j + 1 for j in S]})")
+            ests = {
+                name: RiskEstimate(float(res.risk[i, n]), float(res.stderr[i, n]), res.n, name)
+                for i, name in enumerate(res.names)
+            }
+            exact = {name: None if plan.exact[name] is None else plan.exact[name][n] for name in res.names}
+            lines.append(table(ests, exact))
+    else:
+        from reduced_dynamics.estimation.risk import RiskEstimate
+
+        ests = {name: RiskEstimate(*res.estimate(name), res.n, name) for name in res.names}
+        lines.append(table(ests, plan.exact))
+    if out["differences"]:
+        lines.append("paired differences")
+        for key, v in out["differences"].items():
+            ex = "-" if v["exact"] is None else f"{v['exact']:+.6f}"
+            lines.append(f"  {key}: {v['risk']:+.6f} ± {v['stderr']:.6f}  (exact {ex})")
+    lim = land.get("limit")
+    if lim:
+        lines.append(
+            f"proportional limit (ξ = {lim['xi']:.4g}, σ²/s̄ = {lim['sigma2_eff']:.4g}): ratio to Bayes "
+            f"{lim['ratio']:.4f} (optimal P), {lim['ratio_sigma_inv']:.4f} (Σ⁻¹); isotropic bound U = "
+            f"{lim['bound']:.4f} {'holds' if lim['bound_holds'] else 'FAILS'}"
+        )
+    return "\n".join(lines)

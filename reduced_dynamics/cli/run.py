@@ -25,6 +25,7 @@ from reduced_dynamics.cli._common import (
     note,
     parse_floats,
     prepare_out,
+    rename_params,
 )
 from reduced_dynamics.cli._dispatch import SETTING_FLAGS, check_model_flags, model_from_args, typed_flags
 from reduced_dynamics.cli._setting import (
@@ -69,7 +70,7 @@ def add_arguments(p):
         help="approx: the large-L loss L̃ (default); corrected: the risk to order 1/L; exact: the exact finite-L risk "
         "(isotropic softmax single task only)",
     )
-    p.add_argument("--t-end", type=float, default=1e5, help=f"final time, in (0, {T_END_MAX:g}] (default 1e5)")
+    p.add_argument("--t-end", type=float, default=1e5, help=f"final time, in [2.2e-308, {T_END_MAX:g}] (default 1e5)")
     p.add_argument(
         "--init",
         choices=["random", "symmetric"],
@@ -146,9 +147,12 @@ def _vec(v, precision=5):
     return np.array2string(np.asarray(v, dtype=float), precision=precision)
 
 
-def text_summary(flow) -> str:
-    """The text report of one flow: the model, the status, the end state and its model-specific summaries."""
-    s = flow.summary()
+def text_summary(flow, summary: dict | None = None) -> str:
+    """The text report of one flow: the model, the status, the end state and its model-specific summaries.
+
+    ``summary`` is ``flow.summary()`` (default), e.g. with its message naming the flags.
+    """
+    s = flow.summary() if summary is None else summary
     st = flow.setting
     act = f", f = {st.activation} (C = {st.activation_c:g})" if st.activation != "exp" else ""
     lines = [
@@ -179,7 +183,7 @@ def text_summary(flow) -> str:
     if "distance_sigma_inv" in s:
         lines.append(
             f"  γ = {s['gamma']:.5f}  η_eff = {s['eta_eff']:.5f}  distance of W to Σ⁻¹ {float(np.ravel(s['distance_sigma_inv'])[0]):.5f}, "
-            f"to the limit (Σ+λI)⁻¹ {float(np.ravel(s['distance_limit'])[0]):.2e}, to I {float(np.ravel(s['distance_identity'])[0]):.4f}"
+            f"to the limit (Σ+κ_L I)⁻¹ {float(np.ravel(s['distance_limit'])[0]):.2e}, to I {float(np.ravel(s['distance_identity'])[0]):.4f}"
         )
     if "roles" in s:
         lines.append(f"  head roles {s['roles']}   loss per task {[round(float(x), 6) for x in s['loss_per_task']]}")
@@ -263,13 +267,13 @@ def output_name(args, model, flow) -> str:
 
 def main(args) -> int:
     from reduced_dynamics.flow import integrate
-    from reduced_dynamics.flow._integrate import T_END_MAX
+    from reduced_dynamics.flow._integrate import T_END_MAX, T_END_MIN
 
     setting = setting_from_args(args)
     model = model_from_args(args, setting)
     check_model_flags(args, model, "run")
     n_times = resolve_n_times(args)
-    check_range("--t-end", args.t_end, 0.0, T_END_MAX)
+    check_range("--t-end", args.t_end, T_END_MIN, T_END_MAX, lo_open=False)
     if (args.omega0 is None) != (args.mu0 is None):
         raise ValueError("`--omega0` and `--mu0` must be given together")
     if args.seed < 0:
@@ -290,7 +294,13 @@ def main(args) -> int:
     prepare_out(args.out)
     progress = Progress("run", quiet=args.quiet)
     if args.n_init is not None:
-        y0 = np.stack([_start(args, model, args.seed + i) for i in range(args.n_init)])
+        seeds = range(args.seed, args.seed + args.n_init)
+        if model.scalar_heads:  # the starts of --init random for seeds S..S+N-1, drawn in one call
+            from reduced_dynamics.models._heads import random_starts
+
+            y0 = random_starts(model.n_heads, seeds, scale=args.init_scale)
+        else:
+            y0 = np.stack([_start(args, model, s) for s in seeds])
         what = f"{args.n_init} flows"
     else:
         y0 = _start(args, model, args.seed)
@@ -313,8 +323,15 @@ def main(args) -> int:
         raise OverflowError(f"{text} (lower {hint})") from None
     args.n_times = n_times
     summary = {"command": "run", **flow.summary(), "setting": setting.to_dict()}
+    # the messages name what to try next as the flags the user types (`--t-end`, `--init-scale` ...)
+    msg, names = summary["message"], getattr(args, "_flags", {})
+    summary["message"] = (
+        [rename_params(m, names) for m in msg] if isinstance(msg, (list, tuple)) else rename_params(msg, names)
+    )
     if setting.tasks is not None:  # as typed (1-based ranges); the 0-based supports are in "setting"
-        summary["tasks"] = ",".join(f"{t[0] + 1}-{t[-1] + 1}" if len(t) > 1 else f"{t[0] + 1}" for t in setting.tasks)
+        from reduced_dynamics.models.multitask import tasks_1based
+
+        summary["tasks"] = tasks_1based(setting)
     summary["config"] = {
         "heads": model.n_heads,
         "objective": model.objective,
@@ -340,7 +357,7 @@ def main(args) -> int:
     elif flow.is_batch:
         _print_batch(args, model, flow)
     else:
-        print(text_summary(flow))
+        print(text_summary(flow, summary))
     if not args.json:
         for k, v in files.items():
             print(f"  wrote {k}: {v}")

@@ -1,11 +1,20 @@
-"""``reduced-dynamics train``: train an attention model from random init and cross-check the reduced theory."""
+"""``reduced-dynamics train``: train the full attention model of a reduced model and cross-check the reduced theory.
+
+One path for every model: the flags build the :class:`~reduced_dynamics.Setting`,
+:func:`reduced_dynamics.reduced_model` picks the reduced model with ``--heads`` heads,
+:mod:`reduced_dynamics.cli._dispatch` checks that ``train`` serves it, the common flags are checked with the
+same bounds for every model, and the model's trainer (:mod:`reduced_dynamics.models._train`: the
+single-output attention for the isotropic, activation and Σ models, the N-output attention for
+``--tasks``) trains it and hands the run to the model, which extracts the circuits and compares the
+trained model with the reduced model and its references. A run whose loss became non-finite exits 3
+with one line.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
 
-from reduced_dynamics._validation import check_positive_int
 from reduced_dynamics.cli._common import (
     Progress,
     add_quiet,
@@ -14,24 +23,14 @@ from reduced_dynamics.cli._common import (
     nonempty,
     note,
     prepare_out,
+    rename_params,
 )
-from reduced_dynamics.cli._dispatch import SETTING_FLAGS
+from reduced_dynamics.cli._dispatch import SETTING_FLAGS, _describe, check_model_flags, model_from_args
 from reduced_dynamics.cli._setting import (
     add_extension_arguments,
     add_setting_arguments,
     add_tasks_argument,
     setting_from_args,
-)
-from reduced_dynamics.io import to_jsonable
-from reduced_dynamics.model.attention import MODEL_KINDS
-from reduced_dynamics.model.circuits import circuits_from_arrays, pattern_metrics, precond_cross_check
-from reduced_dynamics.model.training import (
-    CHECKPOINT_NAME,
-    OPTIMIZERS,
-    TrainConfig,
-    summarize_run,
-    train,
-    write_outputs,
 )
 
 HELP = "train an attention model (numpy, fresh prompts each step) and extract its (omega, mu) circuits"
@@ -39,11 +38,9 @@ HELP = "train an attention model (numpy, fresh prompts each step) and extract it
 EXIT_DIVERGED = 3
 #: largest accepted learning rate (Adam's steps are about lr in size; anything larger is a typo)
 LR_MAX = 10.0
-#: files of a previous run in --out that a new run (without --resume) would replace
-RUN_FILES = (CHECKPOINT_NAME, "final.npz", "final.json")
 EPILOG = exit_codes_epilog(numerical=True) + (
-    "\n\n--out DIR holds one run (checkpoint.npz, final.npz, final.json; the configuration is in final.json\n"
-    "and the checkpoint). A DIR that already holds a run is refused (exit 2) unless --resume continues it\n"
+    "\n\n--out DIR holds one run (checkpoint.npz, final.npz, final.json; with --tasks checkpoint_multitask.npz and\n"
+    "final_multitask.json; the configuration is in the summary and the checkpoint). A DIR that already holds a run is refused (exit 2) unless --resume continues it\n"
     "or --force replaces it. Printed sum_mu_ratio = |Σμ|/Σ|μ| of the OV values (0: zero-sum holds, 1: worst);\n"
     "in --json it is patterns.zero_sum_ratio.\n\n"
     "--json also reports each head's circuits: kq (H x d x d, the covariate block of KQ), ov (H x (d+1)),\n"
@@ -64,17 +61,28 @@ PARAM_FLAGS = {
 
 
 def add_arguments(parser) -> None:
+    from reduced_dynamics.models._train import BATCH_MAX, HEADS_MAX, STEPS_MAX, TRAINERS
+
+    single, multi = TRAINERS["attention"], TRAINERS["multitask"]
     a = parser.add_argument
-    a("--heads", type=int, default=2, help="number of heads H (default 2)")
+    a("--heads", type=int, default=2, help=f"number of heads H, in [1, {HEADS_MAX}] (default 2)")
     add_setting_arguments(parser, what="of the training prompts")
     add_tasks_argument(parser)
     add_extension_arguments(parser)
-    a("--steps", type=int, default=10_000, help="optimizer steps (default 10000)")
-    a("--batch", type=int, default=256, help="prompts per step (default 256)")
+    a("--steps", type=int, default=10_000, help=f"optimizer steps, in [1, {STEPS_MAX:.0e}] (default 10000)")
+    a("--batch", type=int, default=256, help=f"prompts per step, in [1, {BATCH_MAX:.0e}] (default 256)")
     a("--lr", type=float, default=1e-3, help=f"learning rate, in (0, {LR_MAX:g}] (default 1e-3)")
     # choices are validated by TrainConfig so bad values give the package's one-line ValueError
-    a("--optimizer", default="adam", help=f"one of {', '.join(OPTIMIZERS)} (default adam)")
-    a("--param", default="separate", help=f"one of {', '.join(MODEL_KINDS)} (default separate)")
+    a(
+        "--optimizer",
+        default="adam",
+        help=f"one of {', '.join(single.optimizers())} (default adam; with --tasks: {', '.join(multi.optimizers())})",
+    )
+    a(
+        "--param",
+        default="separate",
+        help=f"one of {', '.join(single.params())} (default separate; with --tasks: {', '.join(multi.params())})",
+    )
     a("--seed", type=int, default=0, help="seed of init and prompts (default 0)")
     a(
         "--out",
@@ -92,20 +100,22 @@ def add_arguments(parser) -> None:
     add_quiet(parser)
 
 
-def check_out(out, *, resume: bool, force: bool) -> None:
+def check_out(out, *, resume: bool, force: bool, files=("checkpoint.npz", "final.npz", "final.json")) -> None:
     """Refuse (``ValueError`` naming ``--resume`` and ``--force``) to start a new run over a folder holding one.
 
-    With ``force``, remove the previous run's files first, so the folder never
-    mixes two runs.
+    ``files`` are the run's files in the folder, the resumable checkpoint first. With ``force``, remove
+    the previous run's files first, so the folder never mixes two runs; ``resume`` needs the checkpoint.
     """
     if resume and force:
         raise ValueError("`--resume` continues the run in `--out` and `--force` replaces it: give one of them")
     if out is None:
         if resume:
-            raise ValueError("`--resume` needs `--out` (the folder holding checkpoint.npz)")
+            raise ValueError(f"`--resume` needs `--out` (the folder holding {files[0]})")
         return
     path = prepare_out(out)
-    present = [name for name in RUN_FILES if (path / name).exists()]
+    if resume and not (path / files[0]).exists():
+        raise ValueError(f"`--resume` needs {str(path / files[0])!r}, which does not exist")
+    present = [name for name in files if (path / name).exists()]
     if not present or resume:
         return
     if not force:
@@ -136,145 +146,85 @@ def _resolve_eval_prompts(args) -> None:
         args.n_eval = 20_000 if args.eval_prompts is None else args.eval_prompts
 
 
+def _check_choice(flag: str, value: str, choices, model) -> str:
+    if value not in choices:
+        listed = ", ".join(choices[:-1]) + f" or {choices[-1]}" if len(choices) > 1 else choices[0]
+        raise ValueError(f"`{flag}` must be {listed} with {_describe(model)} (the {model.name} model), got {value!r}")
+    return value
+
+
 def main(args) -> int:
-    from reduced_dynamics.models import model_name
+    from reduced_dynamics.models._train import HEADS_MAX, TRAINERS, TrainSpec
 
     _resolve_eval_prompts(args)
     setting = setting_from_args(args)
-    name = model_name(setting)
-    if name == "precond_multitask":
-        raise ValueError(
-            "`train` has no trainer for Σ with several tasks yet (`--sigma/--sigma-eigs` together with `--tasks`); "
-            "`run` integrates its reduced flow"
-        )
-    if name == "multitask":  # the N-output attention model and its trainer
-        from reduced_dynamics.cli._multitask import train_multitask
-
-        return train_multitask(args, setting)
-    check_positive_int("heads", args.heads)
-    if args.param not in MODEL_KINDS:
-        raise ValueError(f"`param` must be one of {', '.join(MODEL_KINDS)}, got {args.param!r}")
-    config = TrainConfig(
-        setting=setting,
-        n_heads=args.heads,
+    if not 1 <= args.heads <= HEADS_MAX:
+        raise ValueError(f"`--heads` must be an integer in [1, {HEADS_MAX}], got {args.heads}")
+    model = model_from_args(args, setting)
+    check_model_flags(args, model, "train")
+    trainer = TRAINERS[model.trainer]
+    check_range("--lr", args.lr, 0.0, LR_MAX)
+    spec = TrainSpec(
         steps=args.steps,
         batch=args.batch,
         lr=args.lr,
-        optimizer=args.optimizer,
-        parameterisation=args.param,
         seed=args.seed,
-    )
-    check_range("--lr", args.lr, 0.0, LR_MAX)
-    n_eval = check_positive_int("n-eval", args.n_eval)
-    if n_eval < 2:
-        raise ValueError(f"`n-eval` must be an integer >= 2, got {n_eval}")
-    check_out(args.out, resume=args.resume, force=args.force)
-    progress = Progress("train", quiet=args.quiet)
-    progress.stage(f"training H={args.heads} for {args.steps} steps ({args.optimizer}, lr {args.lr:g})")
-    result = train(
-        config,
-        out=args.out,
-        resume=args.resume,
+        optimizer=_check_choice("--optimizer", args.optimizer, trainer.optimizers(), model),
+        param=_check_choice("--param", args.param, trainer.params(), model),
+        eval_prompts=args.n_eval,
         checkpoint_every=args.checkpoint_every,
-        progress=not args.quiet,
     )
-    if result.status == 2:  # diverged: no meaningful circuits or risks to summarise
+    check_out(args.out, resume=args.resume, force=args.force, files=trainer.files)
+    progress = Progress("train", quiet=args.quiet)
+    try:
+        outcome = model.train(spec, out=args.out, resume=args.resume, progress=progress)
+    finally:
         progress.close()
-        msg = result.message.replace("`lr`", "`--lr`")
-        sys.stderr.write(f"reduced-dynamics train: failed numerically: {msg} (stopped at step {result.step})\n")
+    if outcome.diverged:  # no meaningful circuits or risks to summarise
+        msg = rename_params(outcome.message, args._flags)
+        sys.stderr.write(f"reduced-dynamics train: failed numerically: {msg} (stopped at step {outcome.step})\n")
         return EXIT_DIVERGED
-    progress.stage(f"risk on {n_eval} fresh prompts")
-    if setting.Sigma is not None:
-        return _report_sigma(args, result, n_eval, progress)
-    summary = summarize_run(result, n_prompts=n_eval, seed=12345)
-    heads = _head_circuits(result)
-    if args.out is not None:
-        write_outputs(args.out, result, summary, extra=heads)
     if args.json:
-        sys.stdout.write(json.dumps(to_jsonable({**summary.to_dict(), **heads}), indent=2) + "\n")
+        sys.stdout.write(json.dumps(outcome.summary, indent=2) + "\n")
     else:
-        fmt = lambda a: "[" + ", ".join(f"{x:+.4f}" for x in a) + "]"  # noqa: E731
-        p = summary.patterns
-        sys.stdout.write(
-            f"{result.message} steps={result.step} ({result.steps_per_second:.0f} steps/s)\n"
-            f"omega={fmt(summary.omega)} mu={fmt(summary.mu)} eta_eff={summary.eta_eff:.4f}\n"
-            f"sum_mu_ratio={p.zero_sum_ratio:.3f} sign_match={p.sign_match_fraction:.2f} "
-            f"kq_offdiag_max={p.kq_offdiag_fraction_max:.3f} ov_off_max={p.ov_offresponse_fraction_max:.3f}\n"
-            f"risk={summary.risk:.4f}±{summary.risk_stderr:.4f} reduced={summary.risk_reduced:.4f} "
-            f"debiased_gd={summary.risk_debiased_gd:.4f}\n"
+        sys.stdout.write(text_summary(outcome.summary) + "\n")
+    return 0  # status 0 (all steps) or 1 (stopped early, resumable); a diverged run returned above
+
+
+def _fmt(a, spec="+.4f") -> str:
+    return "[" + ", ".join(f"{x:{spec}}" for x in a) + "]"
+
+
+def text_summary(s: dict) -> str:
+    """The text report of a trained run, from its summary (the keys say which model it is)."""
+    if "roles" in s:  # the N-output attention (--tasks)
+        lines = [f"train --tasks {s['tasks']}  H={len(s['roles'])}  ({s['seconds']:.2f} s)"]
+        for h, (w, m, r) in enumerate(zip(s["omega"], s["mu"], s["roles"]), start=1):
+            lines.append(f"  head {h}: omega={_fmt(w)}  mu={_fmt(m, '+.3f')}  {r}")
+        for name, est in s["risk"].items():
+            lines.append(
+                f"  {name:>14}: " + "  ".join(f"{r:.5f} ± {e:.5f}" for r, e in zip(est["risk"], est["stderr"]))
+            )
+        return "\n".join(lines)
+    head = f"{s['message']} steps={s['steps']} ({s['steps_per_second']:.0f} steps/s)"
+    if "P_eff" in s:  # under Σ
+        r, df = s["risks"], s["diffs"]
+        return (
+            f"{head}\n"
+            f"kq_cosine_sigma_inv={_fmt(s['kq_cosine_sigma_inv'])} kq_cosine_identity={_fmt(s['kq_cosine_identity'])} "
+            f"W_distance_sigma_inv={s['W_distance_sigma_inv']:.4f}\n"
+            f"omega={_fmt(s['omega'])} mu={_fmt(s['mu'])} eta_eff={s['eta_eff']:.4f} "
+            f"rank1_residual={s['rank1_residual']:.3f}\n"
+            f"risk={r['model']['risk']:.4f}±{r['model']['stderr']:.4f} "
+            f"model-dpgd_own={df['model-dpgd_own']['risk']:+.4f}±{df['model-dpgd_own']['stderr']:.4f} "
+            f"model-dpgd_optimal={df['model-dpgd_optimal']['risk']:+.4f}±{df['model-dpgd_optimal']['stderr']:.4f}"
         )
-    return 0  # status 0 (all steps) or 1 (stopped early, resumable); 2 (diverged) returned above
-
-
-def _head_circuits(result) -> dict:
-    """Each head's circuits for ``--json``: ``kq`` (H, d, d), ``ov`` (H, d+1) and the |cosines| with Σ⁻¹ and I."""
-    from reduced_dynamics.model.circuits import extract_precond_circuits
-
-    cfg = result.config
-    c = extract_precond_circuits(cfg.model(), result.params, cfg.setting)
-    return {
-        "kq": c.kq,
-        "ov": c.ov,
-        "kq_cosine_sigma_inv": c.cosine_sigma_inv,
-        "kq_cosine_identity": c.cosine_identity,
-    }
-
-
-def _report_sigma(args, result, n_eval: int, progress) -> int:
-    """Summary of a run under ``x ~ N(0, Σ)``: circuits vs Σ⁻¹, extracted (ω, μ, W), paired risks."""
-    cfg = result.config
-    model = cfg.model()
-    cc = precond_cross_check(model, result.params, cfg.setting, n_prompts=n_eval, seed=12345)
-    c = cc.circuits
-    KQ, ov = model.circuits(result.params)
-    patterns = pattern_metrics(circuits_from_arrays(KQ, ov))
-    tail = result.losses[-min(1000, result.losses.size) :]
-    summary = {
-        "success": result.success,
-        "status": result.status,
-        "message": result.message,
-        "config": cfg.to_dict(),
-        "steps": result.step,
-        "seconds": result.seconds,
-        "steps_per_second": result.steps_per_second,
-        "train_loss_last1000": float(tail.mean()) if tail.size else float("nan"),
-        "stream_version": result.stream_version,
-        "kq": c.kq,
-        "ov": c.ov,
-        "kq_cosine_sigma_inv": c.cosine_sigma_inv,
-        "kq_cosine_identity": c.cosine_identity,
-        "kq_distance_sigma_inv": c.distance_sigma_inv,
-        "W": c.W,
-        "omega": c.omega,
-        "mu": c.mu,
-        "dummy": c.dummy,
-        "eta_eff": c.eta_eff,
-        "W_distance_sigma_inv": c.W_distance_sigma_inv,
-        "W_distance_identity": c.W_distance_identity,
-        "P_eff": c.P_eff,
-        "P_eff_distance_sigma_inv": c.P_eff_distance_sigma_inv,
-        "rank1_residual": c.rank1_residual,
-        "patterns": patterns.to_dict(),
-        "n_eval": cc.n,
-        "risks": {k: {"risk": v.risk, "stderr": v.stderr} for k, v in cc.risks.items()},
-        "diffs": {f"model-{k}": {"risk": v.risk, "stderr": v.stderr} for k, v in cc.diffs.items()},
-        "exact_risks": cc.exact,
-    }
-    if args.out is not None:
-        write_outputs(args.out, result, to_jsonable(summary))
-    progress.close()
-    if args.json:
-        sys.stdout.write(json.dumps(to_jsonable(summary), indent=2) + "\n")
-    else:
-        fmt = lambda a: "[" + ", ".join(f"{x:+.4f}" for x in a) + "]"  # noqa: E731
-        r, df = cc.risks, cc.diffs
-        sys.stdout.write(
-            f"{result.message} steps={result.step} ({result.steps_per_second:.0f} steps/s)\n"
-            f"kq_cosine_sigma_inv={fmt(c.cosine_sigma_inv)} kq_cosine_identity={fmt(c.cosine_identity)} "
-            f"W_distance_sigma_inv={c.W_distance_sigma_inv:.4f}\n"
-            f"omega={fmt(c.omega)} mu={fmt(c.mu)} eta_eff={c.eta_eff:.4f} rank1_residual={c.rank1_residual:.3f}\n"
-            f"risk={r['model'].risk:.4f}±{r['model'].stderr:.4f} "
-            f"model-dpgd_own={df['dpgd_own'].risk:+.4f}±{df['dpgd_own'].stderr:.4f} "
-            f"model-dpgd_optimal={df['dpgd_optimal'].risk:+.4f}±{df['dpgd_optimal'].stderr:.4f}\n"
-        )
-    return 0
+    p = s["patterns"]
+    return (
+        f"{head}\n"
+        f"omega={_fmt(s['omega'])} mu={_fmt(s['mu'])} eta_eff={s['eta_eff']:.4f}\n"
+        f"sum_mu_ratio={p['zero_sum_ratio']:.3f} sign_match={p['sign_match_fraction']:.2f} "
+        f"kq_offdiag_max={p['kq_offdiag_fraction_max']:.3f} ov_off_max={p['ov_offresponse_fraction_max']:.3f}\n"
+        f"risk={s['risk']:.4f}±{s['risk_stderr']:.4f} reduced={s['risk_reduced']:.4f} "
+        f"debiased_gd={s['risk_debiased_gd']:.4f}"
+    )

@@ -60,6 +60,9 @@ __all__ = [
 METHODS = ("LSODA", "Radau", "BDF", "RK45", "RK23", "DOP853", "batch-Radau")
 #: Largest allowed final time. The cost of a run is bounded by its gradient-evaluation budget.
 T_END_MAX = 1e12
+#: Smallest ``t_end`` (and positive output time): the smallest normal float. Below it the solvers' first step
+#: is subnormal and its inverse overflows (they fail, or report the breakdown as leaving the domain).
+T_END_MIN = float(np.finfo(np.float64).tiny)
 #: Allowed solver tolerances: ``rtol`` in [RTOL_MIN, RTOL_MAX], ``atol`` in (0, ATOL_MAX].
 RTOL_MIN, RTOL_MAX, ATOL_MAX = 1e-13, 0.1, 1.0  # below ~2e-14 solve_ivp silently raises rtol
 #: Largest number of output times.
@@ -108,10 +111,13 @@ def _check_model(model):
     return model
 
 
-def _check_t_end(t_end) -> float:
-    out = check_positive_float("t_end", t_end)
-    if out > T_END_MAX:
-        raise ValueError(f"`t_end` must be a number in (0, {T_END_MAX:g}], got {t_end!r}")
+def _check_t_end(t_end, name: str = "t_end") -> float:
+    out = check_positive_float(name, t_end)
+    if not T_END_MIN <= out <= T_END_MAX:
+        raise ValueError(
+            f"`{name}` must be a number in [{T_END_MIN:.6g}, {T_END_MAX:g}] (a normal float: the solver steps "
+            f"below it are subnormal), got {t_end!r}"
+        )
     return out
 
 
@@ -123,12 +129,14 @@ def output_times(t_end, n_times, t_first, times):
             raise ValueError(f"`times` must be non-negative, strictly increasing and <= {T_END_MAX:g}")
         if times[-1] <= 0:
             raise ValueError("`times` must end at a positive time")
+        if np.any((times > 0) & (times < T_END_MIN)):
+            raise ValueError(f"`times` must be 0 or >= {T_END_MIN:.6g} (normal floats: the solver steps between them)")
         return times.astype(np.float64)
     t_end = _check_t_end(t_end)
     n_times = check_positive_int("n_times", n_times, hi=N_TIMES_MAX)
     if n_times < 2:
         raise ValueError(f"`n_times` must be an integer in [2, {N_TIMES_MAX}], got {n_times}")
-    t_first = check_positive_float("t_first", t_first)
+    t_first = _check_t_end(t_first, "t_first")
     if t_first >= t_end:
         return np.array([0.0, t_end])
     return np.concatenate([[0.0], np.geomspace(t_first, t_end, n_times - 1)])
@@ -158,8 +166,8 @@ def integrate(
         From :func:`reduced_dynamics.reduced_model` (any data model and objective).
     y0 : array_like, shape (size,) or (B, size)
         One start, or B starts integrated as a batch (``model.state(...)``, ``model.initial_state(...)``).
-    t_end : float, in (0, 1e12]
-        Final time (ignored when ``times`` is given: its last entry is the final time).
+    t_end : float, in [2.2e-308, 1e12]
+        Final time (a normal float) (ignored when ``times`` is given: its last entry is the final time).
     method : str, optional
         ``"LSODA"``: scipy's LSODA driven by its own Fortran loop (:func:`scipy.integrate.odeint`),
         events located by handing over to ``solve_ivp`` (Radau) at the first evaluation that meets
@@ -380,21 +388,8 @@ def _single(model, y0, t_out, method, *, rtol, atol, stationarity_tol, budget, t
     )
 
 
-def _batch_states_loss(model, Y):
-    """Loss and gradient norm of a (B, T, n) array with NaN rows (NaN there)."""
-    B, T, n = Y.shape
-    loss = np.full((B, T), np.nan)
-    gnorm = np.full((B, T), np.nan)
-    ok = ~np.isnan(Y[:, :, 0])
-    if np.any(ok):
-        lv, gv = evaluate_along(model, Y[ok])
-        loss[ok], gnorm[ok] = lv, gv
-    return loss, gnorm
-
-
 def _batch_radau(model, y0, t_out, *, rtol, atol, stationarity_tol, budget, tolerances):
     r = radau_batch(model, y0, t_out, rtol=rtol, atol=atol, stationarity_tol=stationarity_tol, budget=budget)
-    loss, gnorm = _batch_states_loss(model, r["Y_out"])
     status = r["status"]
     return Flow(
         success=np.isin(status, [int(s) for s in SUCCESS]),
@@ -402,8 +397,8 @@ def _batch_radau(model, y0, t_out, *, rtol, atol, stationarity_tol, budget, tole
         message=r["message"],
         t=t_out,
         states=r["Y_out"],
-        loss=loss,
-        grad_norm=gnorm,
+        loss=None,  # evaluated along the states on first access (Flow.loss)
+        grad_norm=None,
         model=model,
         method="batch-Radau",
         rtol=rtol,
@@ -451,15 +446,14 @@ def _batch_loop(model, y0, t_out, method, *, rtol, atol, stationarity_tol, budge
         t_stop[b] = r.t[-1]
         y_stop[b] = r.states[-1]
         nfev[b], njev[b], nlu[b] = r.nfev, r.njev, r.nlu
-    loss, gnorm = _batch_states_loss(model, Y)
     return Flow(
         success=np.isin(status, [int(s) for s in SUCCESS]),
         status=status,
         message=tuple(msgs),
         t=t_out,
         states=Y,
-        loss=loss,
-        grad_norm=gnorm,
+        loss=None,  # evaluated along the states on first access (Flow.loss)
+        grad_norm=None,
         model=model,
         method=method,
         rtol=rtol,

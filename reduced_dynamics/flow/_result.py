@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 from typing import Any
 
 import numpy as np
 
-from reduced_dynamics._results import FrozenResult, jsonable
+from reduced_dynamics._results import FrozenResult, jsonable, readonly
 from reduced_dynamics.dynamics.diagnostics import StageTolerances
 
 __all__ = ["Flow", "Final"]
@@ -68,9 +68,10 @@ class Flow(FrozenResult):
     states : ndarray, shape (T, size) or (B, T, size)
         The state vector at each output time (a batch: NaN after a trajectory stopped).
     loss : ndarray, shape (T,) or (B, T)
-        The model's objective along the path.
+        The model's objective along the path (NaN where a trajectory of a batch had stopped). Built with
+        ``None``, it is evaluated from ``states`` on first access (a batch's summary never needs it).
     grad_norm : ndarray, shape (T,) or (B, T)
-        Euclidean norm of its gradient.
+        Euclidean norm of its gradient (evaluated with ``loss``).
     model : ReducedModel
     method : str
         ``"LSODA"``, a :func:`scipy.integrate.solve_ivp` method, ``"batch-Radau"``, or ``"gd"``.
@@ -101,8 +102,8 @@ class Flow(FrozenResult):
     message: Any
     t: np.ndarray
     states: np.ndarray
-    loss: np.ndarray
-    grad_norm: np.ndarray
+    loss: np.ndarray | None
+    grad_norm: np.ndarray | None
     model: Any
     method: str
     rtol: float
@@ -114,6 +115,19 @@ class Flow(FrozenResult):
     t_stop: Any = None
     y_stop: Any = None
     tolerances: StageTolerances = field(default_factory=StageTolerances)
+
+    def __post_init__(self):
+        # FrozenResult's, reading the stored values (a path field left None stays None until first read)
+        stored = object.__getattribute__(self, "__dict__")
+        for f in fields(self):
+            object.__setattr__(self, f.name, readonly(stored[f.name]))
+
+    def __getattribute__(self, name):
+        if name in _PATH_FIELDS and object.__getattribute__(self, "__dict__").get(name) is None:
+            loss, gnorm = path_values(object.__getattribute__(self, "model"), object.__getattribute__(self, "states"))
+            object.__setattr__(self, "loss", readonly(loss))
+            object.__setattr__(self, "grad_norm", readonly(gnorm))
+        return object.__getattribute__(self, name)
 
     # ------------------------------------------------------------------ shape
     @property
@@ -150,7 +164,6 @@ class Flow(FrozenResult):
         if t[-1] < self.t_stop[i]:
             t = np.concatenate([t, self.t_stop[i : i + 1]])
             Y = np.concatenate([Y, self.y_stop[i][None]])
-        loss, gnorm = evaluate_along(self.model, Y)
         st = int(self.status[i])
         return Flow(
             success=bool(self.success[i]),
@@ -158,8 +171,8 @@ class Flow(FrozenResult):
             message=self.message[i],
             t=t,
             states=Y,
-            loss=loss,
-            grad_norm=gnorm,
+            loss=None,  # evaluated along Y on first access
+            grad_norm=None,
             model=self.model,
             method=self.method,
             rtol=self.rtol,
@@ -326,6 +339,24 @@ class Flow(FrozenResult):
             f"method={self.method!r}, t_end={self.t[-1]:.4g}, n_times={len(self.t)}, "
             f"loss={float(self.loss[-1]):.8g}, nfev={self.nfev})"
         )
+
+
+#: the fields evaluated from the states on first access when a Flow is built without them
+_PATH_FIELDS = frozenset({"loss", "grad_norm"})
+
+
+def path_values(model, states):
+    """``(loss, grad_norm)`` along ``states`` of shape (T, size), or (B, T, size) with NaN rows (NaN there)."""
+    states = np.asarray(states, dtype=np.float64)
+    if states.ndim == 2:
+        return evaluate_along(model, states)
+    B, T, _ = states.shape
+    loss = np.full((B, T), np.nan)
+    gnorm = np.full((B, T), np.nan)
+    ok = ~np.isnan(states[:, :, 0])
+    if np.any(ok):
+        loss[ok], gnorm[ok] = evaluate_along(model, states[ok])
+    return loss, gnorm
 
 
 def evaluate_along(model, Y):

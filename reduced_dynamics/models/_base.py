@@ -238,16 +238,102 @@ class ReducedModel(abc.ABC):
     def predictor(self, y):
         """The predictor (``reduced_dynamics.estimation.predictors.Predictor``) that state ``y`` implements.
 
-        Every single-output model defines it; the two multi-task models (N outputs) do not.
+        Every single-output model defines it; the multi-task model returns the callable of its N per-task
+        predictions; the model with Σ and several tasks has none yet.
         """
         raise NotImplementedError(
-            f"{type(self).__name__} predicts N task outputs, which the single-output Predictor interface does not "
-            "hold; its per-task predictions are reduced_dynamics.multitask.predictors.reduced_mt_predict"
+            f"{type(self).__name__} has no predictor yet (its N task outputs under Σ are not in the predictor "
+            "interfaces); the multi-task predictions without Σ are reduced_dynamics.multitask.predictors"
         )
 
-    def reference_predictors(self) -> dict:
-        """The predictors the theory compares the flow's limit with (name -> Predictor)."""
+    def reference_predictors(self, y=None) -> dict:
+        """The predictors the theory compares the model with (name -> predictor), in report order.
+
+        ``y`` is the state when a reference depends on it (e.g. debiased GD at the state's claimed step).
+        """
         return {}
+
+    def reference_risks(self, y=None) -> dict:
+        """Closed-form risks of the :meth:`reference_predictors` where one is derived (name -> float)."""
+        return {}
+
+    # ------------------------------------------------------------------ risk (the ``risk`` command)
+    #: name of the state's own predictor in a :meth:`risk_plan`
+    state_predictor_name: ClassVar[str] = "model"
+    #: whether the model has Monte Carlo risk estimators (:meth:`risk_plan`)
+    has_risks: ClassVar[bool] = False
+
+    def risk_plan(self, y=None):
+        """What ``risk`` estimates (:class:`~reduced_dynamics.models._risk.RiskPlan`): the state's predictor
+        (if ``y`` is given) and the reference predictors, with their exact risks.
+
+        Models with landmarks or paired differences extend it; a model without estimators
+        (``has_risks`` False) refuses.
+        """
+        from reduced_dynamics.models._risk import RiskPlan
+
+        if not self.has_risks:
+            raise NotImplementedError(f"the {self.name} model has no Monte Carlo risk estimators yet")
+        preds = {} if y is None else {self.state_predictor_name: self.predictor(y)}
+        preds.update(self.reference_predictors(y))
+        exact = dict.fromkeys(preds)
+        exact.update(self.reference_risks(y))
+        return RiskPlan(predictors=preds, exact=exact, state=None if y is None else self.state_predictor_name)
+
+    def estimate_risks(self, plan, *, n_prompts, seed, conditional=False, stage=None):
+        """Monte Carlo risks of ``plan`` on common prompts (:func:`~reduced_dynamics.models._risk.engine_risks`).
+
+        Parameters
+        ----------
+        plan : RiskPlan
+            From :meth:`risk_plan`.
+        n_prompts : int, >= 2
+        seed : int >= 0
+        conditional : bool
+            Rao–Blackwellise the per-prompt losses (models whose stream is conditional ignore False).
+        stage : callable, optional
+            ``stage(text)`` for progress lines.
+
+        Returns
+        -------
+        ModelRisks
+        """
+        from reduced_dynamics.models._risk import engine_risks
+
+        return engine_risks(plan, self.setting, n_prompts=n_prompts, seed=seed, conditional=conditional, stage=stage)
+
+    # ------------------------------------------------------------------ training (the ``train`` command)
+    #: the trainer of the full attention model this reduced model describes (a key of
+    #: :data:`reduced_dynamics.models._train.TRAINERS`); None: no trainer yet
+    trainer: ClassVar[str | None] = None
+
+    def train(self, spec, *, out=None, resume: bool = False, progress=None):
+        """Train the full model of this reduced model (:attr:`trainer`) and compare it with the reduced model.
+
+        Parameters
+        ----------
+        spec : reduced_dynamics.models._train.TrainSpec
+        out : path-like, optional
+            Folder of the run (checkpoints, summary).
+        resume : bool
+            Continue the checkpoint in ``out``.
+        progress : optional
+            Progress lines (``stage``, ``tick``, ``quiet``).
+
+        Returns
+        -------
+        reduced_dynamics.models._train.TrainOutcome
+        """
+        from reduced_dynamics.models._train import TRAINERS
+
+        if self.trainer is None:
+            raise NotImplementedError(f"the {self.name} model has no trainer of its full model yet")
+        return TRAINERS[self.trainer].train(self, spec, out=out, resume=resume, progress=progress)
+
+    def trained_summary(self, result, spec) -> dict:
+        """JSON-ready summary of a trained full model (``result`` of the :attr:`trainer`): its circuits, the
+        reduced state they extract, and risks against the reduced model and its references."""
+        raise NotImplementedError(f"the {self.name} model has no trainer of its full model yet")
 
     # ------------------------------------------------------------------ integrator hooks
     def kernels(self, *, stationarity_tol: float, budget: int):

@@ -18,7 +18,7 @@ from reduced_dynamics._validation import (
 from reduced_dynamics.models._base import Part, ReducedModel
 from reduced_dynamics.setting import Setting, as_setting
 
-__all__ = ["ScalarHeadsModel", "N_HEADS_MAX", "initial_state"]
+__all__ = ["ScalarHeadsModel", "N_HEADS_MAX", "initial_state", "random_starts"]
 
 #: Largest number of heads H of a flow (the Hessian is 2H × 2H, exp(d ωωᵀ) is H × H).
 N_HEADS_MAX = 1000
@@ -79,6 +79,23 @@ class ScalarHeadsModel(ReducedModel):
             "n_negative": int(diag.n_negative),
         }
 
+    def manifold_point(self, gamma: float) -> np.ndarray:
+        """The two-head state ``ω = (γ, −γ)``, ``μ = (μ_γ, −μ_γ)`` on the solution manifold S_γ (H = 2).
+
+        ``μ_γ`` minimises L̃ along the manifold (:func:`~reduced_dynamics.dynamics.manifold.mu_gamma`; the corrected
+        and exact objectives take the same large-L point; the activation model minimises its L̃_f instead).
+        """
+        from reduced_dynamics.dynamics.manifold import mu_gamma
+
+        g = self._check_manifold_gamma(gamma)
+        m = float(mu_gamma(g, self.setting))
+        return self.state([g, -g], [m, -m])
+
+    def _check_manifold_gamma(self, gamma) -> float:
+        if self.n_heads != 2:
+            raise ValueError(f"`n_heads` must be 2 for the two-head point of the solution manifold, got {self.n_heads}")
+        return check_positive_float("gamma", gamma)
+
     def predictor(self, y):
         """The H-head softmax model at this state (:class:`~reduced_dynamics.MultiHead`)."""
         from reduced_dynamics.estimation.predictors import MultiHead
@@ -86,12 +103,62 @@ class ScalarHeadsModel(ReducedModel):
         w, m = self.split(y)
         return MultiHead(w, m)
 
-    def reference_predictors(self) -> dict:
-        """Debiased GD at η* (the limit of the flow for H >= 2) and vanilla GD at the same step."""
-        from reduced_dynamics.estimation.predictors import DebiasedGD, VanillaGD
+    # ------------------------------------------------------------------ risk
+    state_predictor_name = "multi_head"
+    has_risks = True
+
+    def reference_predictors(self, y=None) -> dict:
+        """The single head at its optimum (H = 1), vanilla and debiased GD at η* (the flow's limit for H >= 2),
+        Bayes ridge (λ = σ²d)."""
+        from reduced_dynamics.estimation.predictors import BayesRidge, DebiasedGD, SingleHead, VanillaGD
 
         eta = float(self.setting.eta_star)
-        return {"debiased_gd": DebiasedGD(eta), "gd": VanillaGD(eta)}
+        return {
+            "single_head": SingleHead.optimum(self.setting),
+            "gd": VanillaGD(eta),
+            "debiased_gd": DebiasedGD(eta),
+            "bayes_ridge": BayesRidge(),
+        }
+
+    def reference_risks(self, y=None) -> dict:
+        """The exact finite-L risks of GD and debiased GD at η* (:func:`~reduced_dynamics.estimation.closed_forms.gd_risk`)."""
+        from reduced_dynamics.estimation.closed_forms import gd_risk
+
+        eta = float(self.setting.eta_star)
+        return {
+            "gd": float(gd_risk(eta, self.setting, debiased=False)),
+            "debiased_gd": float(gd_risk(eta, self.setting, debiased=True)),
+        }
+
+    def risk_plan(self, y=None):
+        """The H-head model at ``y`` against the references of :meth:`reference_predictors`; η* in the config."""
+        return super().risk_plan(y).replace(config={"eta_star": float(self.setting.eta_star)})
+
+    # ------------------------------------------------------------------ training
+    trainer = "attention"
+
+    def trained_summary(self, result, spec) -> dict:
+        """The trained H-head attention: extracted (ω, μ), patterns, manifold gap, risks against the reduced
+        model at (ω, μ) and debiased GD (:func:`~reduced_dynamics.model.training.summarize_run`, evaluation
+        seed ``EVAL_SEED`` = 12345), and each head's circuits with their |cosines| with Σ⁻¹ and I."""
+        from reduced_dynamics.io import to_jsonable
+        from reduced_dynamics.model.circuits import extract_precond_circuits
+        from reduced_dynamics.model.training import summarize_run
+
+        summary = summarize_run(result, n_prompts=spec.eval_prompts, seed=EVAL_SEED)
+        cfg = result.config
+        c = extract_precond_circuits(cfg.model(), result.params, cfg.setting)
+        heads = {
+            "kq": c.kq,
+            "ov": c.ov,
+            "kq_cosine_sigma_inv": c.cosine_sigma_inv,
+            "kq_cosine_identity": c.cosine_identity,
+        }
+        return to_jsonable({**summary.to_dict(), **heads})
+
+
+#: seed of the fresh evaluation prompts of a trained model (independent of the training seed)
+EVAL_SEED = 12345
 
 
 def initial_state(n_heads, *, kind="random", scale=0.01, seed=None, omega0=None, mu0=None):
@@ -150,3 +217,31 @@ def initial_state(n_heads, *, kind="random", scale=0.01, seed=None, omega0=None,
         signs = np.where(np.arange(n_heads) % 2 == 0, 1.0, -1.0)
         return np.stack([scale * signs, scale * signs])
     raise ValueError(f"`kind` must be one of 'random', 'symmetric', 'given', got {kind!r}")
+
+
+def random_starts(n_heads, seeds, *, scale=0.01) -> np.ndarray:
+    """One random start per seed, as state vectors: row ``i`` is ``initial_state(n_heads, seed=seeds[i],
+    scale=scale).ravel()`` (the same numbers), validated once.
+
+    Parameters
+    ----------
+    n_heads : int, in [1, 1000]
+    seeds : sequence of int >= 0
+    scale : float, > 0
+
+    Returns
+    -------
+    ndarray, shape (len(seeds), 2 * n_heads)
+
+    Examples
+    --------
+    >>> np.array_equal(random_starts(2, [3], scale=0.1)[0], initial_state(2, seed=3, scale=0.1).ravel())
+    True
+    """
+    n_heads = check_positive_int("n_heads", n_heads, hi=N_HEADS_MAX)
+    scale = check_positive_float("scale", scale)
+    seeds = [check_nonnegative_int("seed", s) for s in seeds]
+    out = np.empty((len(seeds), 2 * n_heads))
+    for i, s in enumerate(seeds):
+        out[i] = np.random.default_rng(s).standard_normal(2 * n_heads)
+    return out * scale

@@ -58,6 +58,95 @@ class ActivationModel(ScalarHeadsModel):
         w, m = self.split(y)
         return ActivationHeads(w, m, activation=self.setting.activation, activation_c=self.setting.activation_c)
 
+    # ------------------------------------------------------------------ risk
+    state_predictor_name = "reduced_f"
+
+    def manifold_point(self, gamma: float) -> np.ndarray:
+        """``ω = (γ, −γ)`` with the μ = (M, −M) that minimises L̃_f along the two-head manifold (H = 2).
+
+        Raises
+        ------
+        ValueError
+            A tiny C (≲ 1e-8) for which the manifold's quadratic in M cancels, leaving no finite μ.
+        """
+        from reduced_dynamics.activation_dynamics.flow import manifold_profile
+
+        g = self._check_manifold_gamma(gamma)
+        M = float(manifold_profile(g, self.setting).M[0])
+        if not np.isfinite(M):
+            raise ValueError(
+                f"`setting.activation_c` {self.setting.activation_c:g} leaves the two-head point of the solution "
+                f"manifold at γ = {g:g} without a finite μ (its quadratic in M cancels): give the state "
+                "(`omega` and `mu`)"
+            )
+        return self.state([g, -g], [M, -M])
+
+    def reference_predictors(self, y=None) -> dict:
+        """Debiased GD at η* and, with a state, at the step ``C_f μᵀω`` the paper claims for f."""
+        from reduced_dynamics.estimation.predictors import DebiasedGD
+
+        out = {"debiased_gd_star": DebiasedGD(float(self.setting.eta_star))}
+        if y is not None:
+            w, m = self.split(y)
+            out["debiased_gd_claim"] = DebiasedGD(self.setting.activation_fn.c_f * float(m @ w))
+        return out
+
+    def reference_risks(self, y=None) -> dict:
+        return {}
+
+    def risk_plan(self, y=None):
+        """The reduced model with f at ``y`` against debiased GD at η* and at the claimed step, paired;
+        always Rao–Blackwellised; landmarks: L̃_f, the claimed step 2C_fγμ₊, the slope μᵀT₁ and η*."""
+        from reduced_dynamics.activation_dynamics.flow import eta_claim, eta_tilt
+
+        plan = super().risk_plan(y)
+        landmarks = {
+            "activation": self.setting.activation,
+            "activation_c": self.setting.activation_c,
+            "c_f": self.setting.activation_fn.c_f,
+            "eta_star": float(self.setting.eta_star),
+        }
+        if y is not None:
+            w, m = self.split(y)
+            landmarks.update(
+                omega=w.tolist(),
+                mu=m.tolist(),
+                approx_loss=float(self.loss(y)),
+                eta_claim=eta_claim(w, m, self.setting),
+                eta_tilt=eta_tilt(w, m, self.setting),
+            )
+        name = self.state_predictor_name
+        return plan.replace(
+            pairs=tuple((name, ref) for ref in plan.predictors if ref != name) if y is not None else (),
+            landmarks=landmarks,
+            config={},
+            conditional=True,
+            name_prefix="risk_act",
+            name_keys={"f": self.setting.activation, "C": float(self.setting.activation_c)},
+        )
+
+    def estimate_risks(self, plan, *, n_prompts, seed, conditional=True, stage=None):
+        """Rao–Blackwellised risks on one stream of statistics (that of
+        :func:`~reduced_dynamics.activation_dynamics.loss.act_mc_risk` for the same seed), paired."""
+        from reduced_dynamics.estimation.predictors import conditional_loss
+        from reduced_dynamics.estimation.prompts import as_generator, check_n_prompts, iter_prompts
+        from reduced_dynamics.estimation.risk import _Moments
+        from reduced_dynamics.models._risk import moments_risks
+
+        n = check_n_prompts(n_prompts)
+        names = list(plan.predictors)
+        preds = [plan.predictors[k] for k in names]
+        if stage is not None:
+            stage(f"{', '.join(names)} on {n} prompts (f = {self.setting.activation})")
+        mom = _Moments(len(names))
+        # the working set per prompt of three predictors (it sets the chunks, and so the stream)
+        per = 8 * self.setting.L * (6 * self.n_heads + 12) + 64
+        for pr in iter_prompts(
+            n, self.setting, seed=as_generator(seed), per_prompt_bytes=per, stats_only=True, covariates_only=True
+        ):
+            mom.add(np.stack([conditional_loss(pr, p.weights(pr), setting=self.setting) for p in preds], axis=1))
+        return moments_risks(names, plan.pairs, mom, n)
+
     def limit(self) -> dict:
         """``act_limit``: C_f, η*, inf L̃_f, the cubic tilt m₃, the manifold-excess coefficient B, the drift kind."""
         from reduced_dynamics.activation_dynamics.flow import act_limit

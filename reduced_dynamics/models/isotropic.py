@@ -70,7 +70,7 @@ class IsotropicModel(ScalarHeadsModel):
     has_hessian = True
     domain_text = (
         "left the overflow-safe region: d·max(ω²) reached the cap where exp(d ωωᵀ) nears float64 overflow. "
-        "Try a smaller `init_scale` or smaller |omega0|."
+        "Try a smaller start (a smaller `scale`, or smaller |ω| in `omega0`)."
     )
 
     def __init__(self, setting, *, n_heads, exponent_cap=None):

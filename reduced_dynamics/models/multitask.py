@@ -20,7 +20,7 @@ from reduced_dynamics._validation import check_positive_int
 from reduced_dynamics.models._base import Part, ReducedModel
 from reduced_dynamics.setting import as_setting
 
-__all__ = ["MultitaskModel"]
+__all__ = ["MultitaskModel", "tasks_1based"]
 
 #: the multitask loss refuses ω⁽ʰ⁾·ω⁽ᵏ⁾ above this (exp overflows float64 at 709)
 _EXP_MAX = 700.0
@@ -112,3 +112,181 @@ class MultitaskModel(ReducedModel):
             "antipodal_pairs": antipodal_pairs(om, mu),
             "limit": self.limit(),
         }
+
+    def predictor(self, y):
+        """The per-task predictions of the reduced model at ``y``: a callable ``prompts -> (n, N)``
+        (:func:`~reduced_dynamics.multitask.predictors.reduced_mt_predict` at this state)."""
+        from functools import partial
+
+        from reduced_dynamics.multitask.predictors import reduced_mt_predict
+
+        om, mu = self.split(y)
+        return partial(reduced_mt_predict, omega=np.array(om), mu=np.array(mu), setting=self.setting)
+
+    # ------------------------------------------------------------------ risk
+    has_risks = True
+    state_predictor_name = "reduced"
+
+    def reference_predictors(self, y=None) -> dict:
+        """Per-task predictors (callables ``prompts -> (n, N)``): debiased GD on each support at
+        ``η_n = 1/(1 + c|S_n|)``, Bayes ridge on each support (λ = σ²|S_n|), the flow's limits for H = 1 (one
+        head at the optimum of L̃) and H = 2 (one weighted debiased GD shared by the tasks), and zero.
+
+        Raises
+        ------
+        ValueError
+            ``σ² = 0`` with ``L`` below a task's number of features (ridge on the support is singular).
+        """
+        from functools import partial
+
+        from reduced_dynamics.multitask.predictors import (
+            limit_predictor,
+            reduced_mt_predict,
+            support_dgd_weights,
+            support_ridge_predict,
+            weighted_dgd_predict,
+        )
+
+        s = self.setting
+        widest = max(map(len, s.supports))
+        if s.sigma2 == 0 and s.L < widest:
+            raise ValueError(
+                f"`sigma2` must be > 0 when L < a task's number of features (Bayes ridge on the support: XᵀX is "
+                f"singular), got 0 with `L` {s.L} and supports of up to {widest} features"
+            )
+        A = support_dgd_weights(s)
+        one, two = limit_predictor(1, s), limit_predictor(2, s)
+        return {
+            "debiased_gd_S": partial(weighted_dgd_predict, A=A),
+            "bayes_ridge_S": partial(support_ridge_predict, setting=s),
+            "limit_H1": partial(reduced_mt_predict, omega=one.omega, mu=one.mu, setting=s),
+            "limit_H2": partial(weighted_dgd_predict, A=two.A),
+            "zero": _zero_prediction,
+        }
+
+    def reference_risks(self, y=None) -> dict:
+        """Exact per-task risks: debiased GD on each support (the single-task closed form at d = |S_n|) and
+        the zero predictor (1 + σ²)."""
+        from reduced_dynamics.exact.expansion import dgd_risk
+        from reduced_dynamics.multitask.predictors import support_dgd_weights
+
+        s = self.setting
+        A = support_dgd_weights(s)
+        return {
+            "debiased_gd_S": [
+                float(dgd_risk(A[n].max(), s.replace(d=len(S), tasks=None))) for n, S in enumerate(s.supports)
+            ],
+            "zero": [1.0 + s.sigma2] * s.n_tasks,
+        }
+
+    def risk_plan(self, y=None):
+        """The per-task references on common multi-task prompts; the setting, the tasks and η_n in the config."""
+        from reduced_dynamics.multitask.predictors import support_dgd_weights
+
+        plan = super().risk_plan(y)
+        s = self.setting
+        tasks = tasks_1based(s)
+        exact = {name: [None] * s.n_tasks if v is None else v for name, v in plan.exact.items()}
+        return plan.replace(
+            exact=exact,
+            conditional=False,
+            config={**s.to_dict(), "tasks_1based": tasks, "eta": support_dgd_weights(s).max(axis=1).tolist()},
+            name_keys={"tasks": tasks},
+        )
+
+    def estimate_risks(self, plan, *, n_prompts, seed, conditional=False, stage=None):
+        """Per-task risks on common multi-task prompts (:func:`~reduced_dynamics.multitask.predictors.per_task_risks`;
+        plain Monte Carlo: ``conditional`` must be False)."""
+        from reduced_dynamics.models._risk import ModelRisks
+        from reduced_dynamics.multitask.predictors import per_task_risks
+
+        if conditional:
+            raise ValueError("`conditional` is not derived for multi-task prompts (plain Monte Carlo)")
+        if plan.pairs:
+            raise ValueError("`pairs`: the multi-task estimates report no paired differences")
+        if stage is not None:
+            stage(f"{', '.join(plan.predictors)} on {n_prompts} prompts ({self.setting.n_tasks} tasks)")
+        res = per_task_risks(plan.predictors, self.setting, n_prompts=n_prompts, seed=seed)
+        return ModelRisks(names=res.names, risk=res.risk, stderr=res.stderr, n=res.n, conditional=False, differences={})
+
+    # ------------------------------------------------------------------ training
+    trainer = "multitask"
+
+    def trained_summary(self, result, spec) -> dict:
+        """The trained N-output attention: per head its KQ weights ω⁽ʰ⁾ (H × d), OV weights (H × N) and role,
+        and per-task risks on common fresh prompts (seed ``spec.seed + 10⁶``) of the trained model, the
+        reduced model at the extracted state (:meth:`predictor`), the flow's limit for H heads, debiased GD
+        and Bayes ridge on each support."""
+        from reduced_dynamics.io import to_jsonable
+        from reduced_dynamics.multitask.attention import mt_attention_predict
+        from reduced_dynamics.multitask.flow import antipodal_pairs
+        from reduced_dynamics.multitask.predictors import (
+            limit_predictor,
+            per_task_risks,
+            reduced_mt_predict,
+            support_ridge_predict,
+            weighted_dgd_predict,
+        )
+
+        s, H = self.setting, self.n_heads
+        circ = result.circuits
+        lim = limit_predictor(max(H, 1), s)
+        per_task = limit_predictor(s.n_tasks + 1, s).A
+        preds = {
+            "trained": lambda p: mt_attention_predict(result.model, p, s),
+            "reduced": self.predictor(self.state(circ.omega, circ.mu)),
+            "limit": lambda p: (
+                weighted_dgd_predict(p, lim.A)
+                if lim.regime != "kernel"
+                else reduced_mt_predict(p, lim.omega, lim.mu, s)
+            ),
+            "debiased_gd_S": lambda p: weighted_dgd_predict(p, per_task),
+            "bayes_ridge_S": lambda p: support_ridge_predict(p, s),
+        }
+        risks = per_task_risks(preds, s, n_prompts=spec.eval_prompts, seed=spec.seed + 10**6)
+        tail = result.losses[-min(1000, result.steps) :]
+        return to_jsonable(
+            {
+                "command": "train",
+                "tasks": tasks_1based(s),
+                "success": True,
+                "omega": circ.omega,
+                "mu": circ.mu,
+                "roles": list(circ.roles),
+                "antipodal_pairs": antipodal_pairs(circ.omega, circ.mu),
+                "kq_offdiag_rel": circ.kq_offdiag_rel,
+                "ov_offdiag_rel": circ.ov_offdiag_rel,
+                "risk": {
+                    name: {"risk": risks.risk[i], "stderr": risks.stderr[i]} for i, name in enumerate(risks.names)
+                },
+                "n_eval": spec.eval_prompts,
+                "final_batch_loss": float(np.mean(tail)),
+                "steps": result.steps,
+                "train_seconds": result.seconds,
+                "train_cpu_seconds": result.cpu_seconds,
+                "model": (
+                    "N-output attention with separate Q_h, K_h, V_h, O_h, trained with Adam"
+                    if spec.param == "separate"
+                    else "N-output attention in circuit form (KQ_h, OV_h), trained with Adam"
+                ),
+                "setting": s.to_dict(),
+                "config": {
+                    "heads": H,
+                    "steps": spec.steps,
+                    "batch": spec.batch,
+                    "lr": spec.lr,
+                    "seed": spec.seed,
+                    "param": spec.param,
+                },
+            }
+        )
+
+
+def _zero_prediction(prompts):
+    """The zero predictor ``ŷ = 0`` (per task)."""
+    return np.zeros_like(prompts.yq)
+
+
+def tasks_1based(setting) -> str:
+    """The task supports as the command line writes them: 1-based ranges, comma-separated (``"1-4,3-6"``)."""
+    return ",".join(f"{t[0] + 1}-{t[-1] + 1}" if len(t) > 1 else f"{t[0] + 1}" for t in setting.supports)

@@ -83,10 +83,10 @@ class PrecondMultitaskModel(ReducedModel):
         return sigma_mt_hessian(*self.split(y), self.setting)
 
     def margin(self, y):
-        from reduced_dynamics.multitask.sigma_loss import sigma_matrix
+        from reduced_dynamics.multitask.sigma_loss import COVARIANCE_WHERE, D_MAX
 
         B, _ = self.split(y)
-        S = sigma_matrix(self.setting)
+        S = self.setting.covariance(d_max=D_MAX, where=COVARIANCE_WHERE)
         with np.errstate(over="ignore", invalid="ignore"):
             SB = S @ B
             tau = np.einsum("...hji,...kji->...hk", SB, SB)  # tr(ΣB_hᵀΣB_k) = <ΣB_h, ΣB_k>_F

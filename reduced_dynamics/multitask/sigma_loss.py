@@ -75,7 +75,6 @@ __all__ = [
     "SigmaTasksGradient",
     "SigmaTasksLimit",
     "SigmaTasksExpansion",
-    "sigma_matrix",
     "task_constants",
     "check_sigma_mt_state",
     "sigma_mt_effective",
@@ -91,6 +90,8 @@ __all__ = [
 
 #: Largest dimension (d × d matrices per head).
 D_MAX = 1000
+#: what a refused ``d`` is refused for (:meth:`~reduced_dynamics.Setting.covariance`)
+COVARIANCE_WHERE = "the composed model (d × d blocks)"
 #: Largest number of state variables ``H d² + H N`` of a dense Hessian.
 HESSIAN_MAX = 4000
 
@@ -120,16 +121,10 @@ class SigmaTasksGradient(FrozenResult):
         return iter((self.B, self.mu))
 
 
-def sigma_matrix(setting: Setting) -> np.ndarray:
-    """``Σ`` of ``setting`` as a (d, d) array (``I_d`` when ``setting.Sigma`` is None); ``d <= 1000``."""
-    setting = as_setting(setting, "sigma_matrix").require_scalar("sigma_matrix")
-    return setting.covariance(d_max=D_MAX, where="the composed model (d × d blocks)")
-
-
 def task_constants(setting: Setting) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     r"""``(mask, sizes, c)``: the supports as a (N, d) mask, ``s_n = |S_n|`` (N,), ``c_n = (tr(D_nΣ)/s_n + σ²)/L`` (N,)."""
     setting = as_setting(setting, "task_constants").require_scalar("task_constants")
-    S = sigma_matrix(setting)
+    S = setting.covariance(d_max=D_MAX, where=COVARIANCE_WHERE)
     mask = np.asarray(support_mask(setting))
     sizes = mask.sum(axis=1)
     c = (mask @ np.diag(S) / sizes + setting.sigma2) / setting.L
@@ -163,7 +158,7 @@ def sigma_mt_effective(B, mu, setting: Setting) -> np.ndarray:
 
 def _prepare(B, mu, setting, where):
     B, mu, setting = check_sigma_mt_state(B, mu, setting, where=where)
-    S = sigma_matrix(setting)
+    S = setting.covariance(d_max=D_MAX, where=COVARIANCE_WHERE)
     mask, sizes, c = task_constants(setting)
     with np.errstate(over="ignore", invalid="ignore"):
         V = S @ B @ S  # Σ B_h Σ, (..., H, d, d)
@@ -351,7 +346,7 @@ def sigma_mt_limit_loss_per_task(A, setting: Setting) -> np.ndarray:
     d, N = setting.d, setting.n_tasks
     if A.shape[-3:] != (N, d, d):
         raise ValueError(f"`A` must have shape (..., N, d, d) = (..., {N}, {d}, {d}), got {A.shape}")
-    S = sigma_matrix(setting)
+    S = setting.covariance(d_max=D_MAX, where=COVARIANCE_WHERE)
     mask, sizes, c = task_constants(setting)
     with np.errstate(over="ignore", invalid="ignore"):
         P = np.eye(d) - S @ A
@@ -403,7 +398,7 @@ def sigma_mt_limit(setting: Setting) -> SigmaTasksLimit:
     (0.900901, 0.199099)
     """
     setting = as_setting(setting, "sigma_mt_limit").require_scalar("sigma_mt_limit")
-    S = sigma_matrix(setting)
+    S = setting.covariance(d_max=D_MAX, where=COVARIANCE_WHERE)
     mask, sizes, c = task_constants(setting)
     d, N = setting.d, setting.n_tasks
     lam = sizes * c
@@ -452,7 +447,7 @@ def sigma_mt_dpgd_risk(A, setting: Setting) -> np.ndarray:
         raise ValueError(f"`A` must have shape (..., N, d, d) = (..., {N}, {d}, {d}), got {A.shape}")
     if L < 2:
         raise ValueError(f"`setting.L` must be >= 2 for debiased GD, got {L}")
-    S = sigma_matrix(setting)
+    S = setting.covariance(d_max=D_MAX, where=COVARIANCE_WHERE)
     mask, sizes, _ = task_constants(setting)
     m = L - 1.0
     trDS = mask @ np.diag(S)

@@ -84,7 +84,7 @@ from reduced_dynamics._validation import check_finite_array
 from reduced_dynamics.estimation._threads import single_blas_thread
 from reduced_dynamics.estimation.prompts import as_generator, check_n_prompts, chunk_sizes
 from reduced_dynamics.estimation.risk import RiskEstimate, _Moments
-from reduced_dynamics.precond.exact import sigma_matrix
+from reduced_dynamics.precond.exact import COVARIANCE_WHERE, D_MAX
 from reduced_dynamics.setting import as_setting
 
 __all__ = [
@@ -424,7 +424,7 @@ def bayes_risk_sigma_finite(setting, *, n_prompts, seed) -> RiskEstimate:
         raise ValueError(f"`sigma2` must be > 0 for bayes_risk_sigma_finite, got {setting.sigma2!r}")
     n = check_n_prompts(n_prompts)
     rng = as_generator(seed)
-    S = sigma_matrix(setting)
+    S = setting.covariance(d_max=D_MAX, where=COVARIANCE_WHERE)
     C = np.linalg.cholesky(S)
     d, L, s2 = setting.d, setting.L, float(setting.sigma2)
     cap = max(1, int(2_000_000 // (L * d + d * d)))

@@ -79,35 +79,14 @@ __all__ = [
     "OptimalPreconditioner",
     "optimal_dpgd",
     "optimal_pgd",
-    "sigma_matrix",
 ]
 
 #: Largest allowed ``|eta|`` (beyond it the quadratic risk overflows).
 ETA_MAX = 1e12
 #: Largest ``d`` of the ``d × d`` matrix computations (a 2000 × 2000 float64 matrix is 32 MB).
 D_MAX = 2000
-
-
-def sigma_matrix(setting) -> np.ndarray:
-    """The covariance of ``setting`` as a ``(d, d)`` array (``I_d`` when ``setting.Sigma`` is None).
-
-    Parameters
-    ----------
-    setting : Setting
-        Needs a scalar ``d <= 2000`` (``D_MAX``).
-
-    Returns
-    -------
-    ndarray, shape (d, d)
-    """
-    setting = as_setting(setting)
-    if not isinstance(setting.d, int):
-        raise ValueError("`setting` must have a scalar `d` for the preconditioned risks, got an array of `d`")
-    if setting.d > D_MAX:
-        raise ValueError(
-            f"`setting` must have d <= {D_MAX} for the d × d preconditioner computations, got d = {setting.d}"
-        )
-    return setting.covariance(d_max=D_MAX)
+#: what a refused ``d`` is refused for (:meth:`~reduced_dynamics.Setting.covariance`)
+COVARIANCE_WHERE = "the d × d preconditioner computations"
 
 
 def _check_P(P, d) -> np.ndarray:
@@ -139,7 +118,7 @@ def _traces(P, S):
 
 def _risk(P, eta, setting, debiased: bool):
     setting = as_setting(setting)
-    S = sigma_matrix(setting)
+    S = setting.covariance(d_max=D_MAX, where=COVARIANCE_WHERE)
     d = setting.d
     P = _check_P(P, d)
     eta = _check_eta(eta)
@@ -246,7 +225,7 @@ def precond_optimal_eta(P, setting, *, debiased=True):
     float or ndarray
     """
     setting = as_setting(setting)
-    S = sigma_matrix(setting)
+    S = setting.covariance(d_max=D_MAX, where=COVARIANCE_WHERE)
     d = setting.d
     P = _check_P(P, d)
     if not isinstance(debiased, (bool, np.bool_)):
@@ -313,7 +292,7 @@ def _optimal(setting, debiased: bool) -> OptimalPreconditioner:
 
     where = "optimal_dpgd" if debiased else "optimal_pgd"
     setting = as_setting(setting, where)
-    S = sigma_matrix(setting)
+    S = setting.covariance(d_max=D_MAX, where=COVARIANCE_WHERE)
     d, L, s2 = setting.d, setting.L, float(setting.sigma2)
     if debiased and L < 2:
         raise ValueError(f"`L` must be >= 2 for {where} (debiased GD predicts 0 at L = 1), got {L}")

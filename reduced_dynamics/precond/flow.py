@@ -21,11 +21,11 @@ the flow kills ``Σμ`` and ``γ → 0`` at fixed ``Γ = (μᵀω)W``; the limit
 .. math:: \sigma^2 + \tfrac1d\operatorname{tr}[(I-\Sigma\Gamma)\Sigma(I-\Sigma\Gamma)^\top]
           + c_\Sigma\operatorname{tr}(\Sigma\Gamma^\top\Sigma\Gamma),
 
-a quadratic in ``Γ`` minimised at ``Γ* = (Σ + λI)⁻¹`` with ``λ = c_Σ d = (tr Σ + dσ²)/L`` (write
+a quadratic in ``Γ`` minimised at ``Γ* = (Σ + κ_L I)⁻¹`` with ``κ_L = c_Σ d = (tr Σ + dσ²)/L`` (write
 ``Γ = Σ^{-1/2}MΣ^{-1/2}``: the loss is ``σ² + [tr Σ − 2tr(MΣ) + tr(MMᵀΣ)]/d + c_Σ tr(MᵀM)``, stationary
-at ``(Σ + λI)M = Σ``). So the preconditioner is a *ridge-regularised* inverse: ``Σ⁻¹`` only as
-``L → ∞``, at scale-free distance ``O(λ)`` from it. At ``Σ = I``: ``Γ* = η* I``. The minimum is
-``σ² + (λ/d) Σ_i s_i/(s_i + λ)`` over the eigenvalues ``s_i`` of ``Σ`` (``1 + σ² − η*`` at ``Σ = I``).
+at ``(Σ + κ_L I)M = Σ``). So the preconditioner is a *ridge-regularised* inverse: ``Σ⁻¹`` only as
+``L → ∞``, at scale-free distance ``O(κ_L)`` from it. At ``Σ = I``: ``Γ* = η* I``. The minimum is
+``σ² + (κ_L/d) Σ_i s_i/(s_i + κ_L)`` over the eigenvalues ``s_i`` of ``Σ`` (``1 + σ² − η*`` at ``Σ = I``).
 
 References
 ----------
@@ -41,7 +41,7 @@ import numpy as np
 from reduced_dynamics._results import FrozenResult
 from reduced_dynamics._validation import check_finite_array, check_positive_float, check_positive_int
 from reduced_dynamics.models.precond import D_FLOW_MAX, N_HEADS_MAX
-from reduced_dynamics.precond.loss import c_sigma, sigma_of
+from reduced_dynamics.precond.loss import COVARIANCE_WHERE, D_MAX, c_sigma
 from reduced_dynamics.precond.metrics import scale_free_distance
 from reduced_dynamics.setting import Setting, as_setting
 
@@ -66,22 +66,23 @@ class PrecondLimit(FrozenResult):
     Attributes
     ----------
     Gamma : ndarray, shape (d, d)
-        ``Γ* = (Σ + λI)⁻¹``, the minimiser of the limit loss (``Γ = Σ_h μ_h ω_h W_h``).
-    lam : float
-        ``λ = (tr Σ + d σ²)/L``.
+        ``Γ* = (Σ + κ_L I)⁻¹``, the minimiser of the limit loss (``Γ = Σ_h μ_h ω_h W_h``).
+    kappa : float
+        ``κ_L = (tr Σ + d σ²)/L`` (the same κ_L as :attr:`~reduced_dynamics.precond.exact.OptimalPreconditioner.kappa`:
+        the flow's limit is the exact optimum of debiased preconditioned GD).
     eta_eff : float
         ``√(tr(ΣΓ*ΣΓ*)/d)``: the step of ``Γ* = η_eff P``.
     P : ndarray, shape (d, d)
         ``Γ*/η_eff``, normalised as ``W_n`` (``tr(ΣPΣP) = d``; ``P = Σ⁻¹`` exactly as ``L → ∞``).
     loss : float
-        Minimum of the limit loss, ``σ² + (λ/d) Σ_i s_i/(s_i + λ)`` (the infimum of :math:`\tilde L_\Sigma`
+        Minimum of the limit loss, ``σ² + (κ_L/d) Σ_i s_i/(s_i + κ_L)`` (the infimum of :math:`\tilde L_\Sigma`
         along the drift).
     distance_sigma_inv : float
         ``scale_free_distance(Γ*, Σ⁻¹)``.
     """
 
     Gamma: np.ndarray
-    lam: float
+    kappa: float
     eta_eff: float
     P: np.ndarray
     loss: float
@@ -89,7 +90,7 @@ class PrecondLimit(FrozenResult):
 
 
 def precond_limit(setting: Setting) -> PrecondLimit:
-    """The limit of the flow: debiased preconditioned GD with ``Γ* = (Σ + λI)⁻¹`` (module docstring).
+    """The limit of the flow: debiased preconditioned GD with ``Γ* = (Σ + κ_L I)⁻¹`` (module docstring).
 
     Parameters
     ----------
@@ -108,17 +109,17 @@ def precond_limit(setting: Setting) -> PrecondLimit:
     (0.879121, 0.220879)
     """
     setting = as_setting(setting, "precond_limit")
-    S = sigma_of(setting)
+    S = setting.covariance(d_max=D_MAX, where=COVARIANCE_WHERE)
     d = setting.d
-    lam = c_sigma(setting) * d
-    Gam = np.linalg.inv(S + lam * np.eye(d))
+    kappa = c_sigma(setting) * d
+    Gam = np.linalg.inv(S + kappa * np.eye(d))
     Gam = 0.5 * (Gam + Gam.T)
     eta = np.sqrt(_tau(Gam, S) / d)
     s = np.linalg.eigvalsh(S)
-    loss = float(setting.sigma2 + lam / d * np.sum(s / (s + lam)))
+    loss = float(setting.sigma2 + kappa / d * np.sum(s / (s + kappa)))
     return PrecondLimit(
         Gamma=Gam,
-        lam=float(lam),
+        kappa=float(kappa),
         eta_eff=float(eta),
         P=Gam / eta,
         loss=loss,
@@ -146,7 +147,7 @@ class NormalisedPrecond(FrozenResult):
     distance_identity : float or ndarray, shape (H,)
         ``scale_free_distance(W, I)`` (the control).
     distance_limit : float or ndarray, shape (H,)
-        ``scale_free_distance(W, Γ*)`` with ``Γ* = (Σ + λI)⁻¹`` of :func:`precond_limit`.
+        ``scale_free_distance(W, Γ*)`` with ``Γ* = (Σ + κ_L I)⁻¹`` of :func:`precond_limit`.
     zero_sum_ratio : float
         ``|Σ_h μ_h| / Σ_h |μ_h|``.
     sign_matched : bool
@@ -194,7 +195,7 @@ def normalise_precond_state(omega, mu, W, setting) -> NormalisedPrecond:
     """
     setting = as_setting(setting, "normalise_precond_state")
     omega, mu, W = _check_state(omega, mu, W, setting)
-    S = sigma_of(setting)
+    S = setting.covariance(d_max=D_MAX, where=COVARIANCE_WHERE)
     d, H = setting.d, omega.shape[0]
     shared = W.ndim == 2
     Wh = np.broadcast_to(W, (H, d, d)) if shared else W

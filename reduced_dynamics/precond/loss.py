@@ -53,7 +53,6 @@ __all__ = [
     "D_MAX",
     "PrecondOverflowError",
     "PrecondGradient",
-    "sigma_of",
     "c_sigma",
     "precond_loss",
     "precond_loss_grad",
@@ -73,15 +72,8 @@ class PrecondOverflowError(LossOverflowError, ValueError):
 
 #: Largest dimension of the matrix computations (d × d matrices of float64: 8 MB at d = 1000).
 D_MAX = 1000
-
-
-def sigma_of(setting: Setting) -> np.ndarray:
-    """The covariance ``Σ`` of ``setting`` as a (d, d) array (``I_d`` when ``setting.Sigma`` is None); ``d <= 1000``.
-
-    :meth:`~reduced_dynamics.Setting.covariance` with this model's bound on ``d``.
-    """
-    setting = as_setting(setting, "sigma_of")
-    return setting.covariance(d_max=D_MAX, where="the preconditioned model (d × d matrices)")
+#: what a refused ``d`` is refused for (:meth:`~reduced_dynamics.Setting.covariance`)
+COVARIANCE_WHERE = "the preconditioned model (d × d matrices)"
 
 
 def c_sigma(setting: Setting) -> float:
@@ -140,7 +132,7 @@ def _prepare(omega, mu, W, setting, where):
         Wh = W
     else:
         raise ValueError(f"`W` must have shape ({d}, {d}) (shared) or ({H}, {d}, {d}) (one per head), got {W.shape}")
-    S = sigma_of(setting)
+    S = setting.covariance(d_max=D_MAX, where=COVARIANCE_WHERE)
     with np.errstate(over="ignore", invalid="ignore"):
         SW = S @ Wh  # (H, d, d): Σ W_h
         WS = Wh @ S  # W_h Σ

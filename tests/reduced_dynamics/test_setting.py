@@ -1,5 +1,7 @@
 """Setting: validation of every field, derived properties, identity, and the theory's range."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -89,3 +91,31 @@ def test_validation_rejects_complex_input_instead_of_truncating_it():
     with pytest.raises(ValueError, match=r"`n` must be an integer in \[1, 10\]"):
         check_positive_int("n", 11, hi=10)
     assert check_positive_int("n", 10.0, hi=10) == 10
+
+
+@pytest.mark.parametrize(
+    "module, d_max",
+    [
+        ("reduced_dynamics.precond.loss", 1000),
+        ("reduced_dynamics.precond.exact", 2000),
+        ("reduced_dynamics.multitask.sigma_loss", 1000),
+    ],
+)
+def test_covariance_is_the_one_sigma_accessor_with_each_modules_bound(module, d_max):
+    """Setting.covariance: I_d without Σ, a copy of Σ with it; each Σ module refuses d > its D_MAX, naming
+    `setting.d` and what the matrices are for."""
+    import importlib
+
+    mod = importlib.import_module(module)
+    assert mod.D_MAX == d_max
+    S = np.array([[2.0, 0.3], [0.3, 0.5]])
+    s = Setting(d=2, L=10, Sigma=S)
+    got = s.covariance(d_max=mod.D_MAX, where=mod.COVARIANCE_WHERE)
+    assert np.array_equal(got, S)
+    got[0, 0] = 99.0  # a copy: the setting keeps its Σ
+    assert s.covariance()[0, 0] == 2.0
+    assert np.array_equal(Setting(d=3).covariance(), np.eye(3))
+    with pytest.raises(ValueError, match=re.escape(f"`setting.d` must be <= {d_max} for {mod.COVARIANCE_WHERE}")):
+        Setting(d=d_max + 1).covariance(d_max=mod.D_MAX, where=mod.COVARIANCE_WHERE)
+    with pytest.raises(ValueError, match="scalar `d`"):
+        Setting(d=[2, 3]).covariance(d_max=mod.D_MAX, where=mod.COVARIANCE_WHERE)

@@ -160,7 +160,7 @@ def test_risk_activation_json_paired_and_consistent(capsys):
         ]
     )
     out = json.loads(capsys.readouterr().out)
-    est, diff = out["estimates"], out["differences"]
+    est, diff = out["estimators"], out["differences"]
     assert rc == 0
     assert diff["reduced_f-debiased_gd_star"]["risk"] == pytest.approx(
         est["reduced_f"]["risk"] - est["debiased_gd_star"]["risk"], abs=1e-12

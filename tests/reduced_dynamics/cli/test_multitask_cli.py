@@ -1,9 +1,8 @@
 """--tasks: parsing (one-line errors, exit 2), risk --tasks, run --tasks (the one run path; with Σ the composed
-model), and the train dispatch target in cli/_multitask.py."""
+model), and train --tasks (the one train path: the multi-task model's trainer)."""
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import numpy as np
@@ -11,7 +10,6 @@ import pytest
 
 from reduced_dynamics import Setting
 from reduced_dynamics.cli import main
-from reduced_dynamics.cli._multitask import train_multitask
 from reduced_dynamics.cli._setting import parse_tasks
 from reduced_dynamics.exact.expansion import dgd_risk
 
@@ -174,29 +172,32 @@ def test_risk_and_train_refuse_sigma_with_tasks(capsys, command):
 
 
 def test_train_multitask_json_and_out(capsys, tmp_path):
-    s = Setting.paper_multitask()
-    a = argparse.Namespace(
-        heads=2,
-        steps=30,
-        batch=32,
-        lr=1e-3,
-        seed=0,
-        n_eval=200,
-        optimizer="adam",
-        resume=False,
-        json=True,
-        out=str(tmp_path),
-        force=False,
-    )
-    assert train_multitask(a, s) == 0
+    base = ["train", *MT, "--heads", "2", "--steps", "30", "--batch", "32", "--eval-prompts", "200", "--json"]
+    assert main([*base, "--out", str(tmp_path), "--quiet"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert np.shape(doc["omega"]) == (2, 6) and np.shape(doc["mu"]) == (2, 2) and len(doc["roles"]) == 2
     assert set(doc["risk"]) == {"trained", "reduced", "limit", "debiased_gd_S", "bayes_ridge_S"}
     assert (tmp_path / "final_multitask.json").exists()
-    with pytest.raises(ValueError, match="--force"):
-        train_multitask(a, s)
-    with pytest.raises(ValueError, match="--optimizer"):
-        train_multitask(argparse.Namespace(**{**vars(a), "optimizer": "sgd", "force": True}), s)
+    # the file holds what was printed (but its own path)
+    assert json.loads((tmp_path / "final_multitask.json").read_text())["omega"] == doc["omega"]
+    line = _one_error_line(capsys, main([*base, "--out", str(tmp_path), "--quiet"]))
+    assert "`--force`" in line and "final_multitask.json" in line
+    line = _one_error_line(capsys, main([*base, "--out", str(tmp_path), "--force", "--optimizer", "sgd"]))
+    assert "`--optimizer` must be adam with `--tasks`" in line
+
+
+def test_train_multitask_reduced_risk_is_the_reduced_model_at_the_extracted_state(capsys):
+    """The "reduced" per-task risk is the reduced multi-task model at the printed (ω, μ), estimated
+    independently of the command (reduced_mt_predict on the same prompt stream), to rounding."""
+    from reduced_dynamics.multitask.predictors import per_task_risks, reduced_mt_predict
+
+    argv = ["train", *MT, "--heads", "2", "--steps", "20", "--batch", "16", "--eval-prompts", "300", "--seed", "2"]
+    assert main([*argv, "--json", "--quiet"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    s = Setting.paper_multitask()
+    om, mu = np.array(doc["omega"]), np.array(doc["mu"])
+    ref = per_task_risks({"r": lambda p: reduced_mt_predict(p, om, mu, s)}, s, n_prompts=300, seed=2 + 10**6)
+    np.testing.assert_allclose(doc["risk"]["reduced"]["risk"], ref.risk[0], rtol=1e-12)
 
 
 def test_train_multitask_resume_matches_uninterrupted(tmp_path):

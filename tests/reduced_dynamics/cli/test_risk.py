@@ -8,8 +8,9 @@ import sys
 
 import pytest
 
+from reduced_dynamics import Setting
 from reduced_dynamics.cli import main
-from reduced_dynamics.cli.risk import _gd_risk
+from reduced_dynamics.estimation.closed_forms import gd_risk
 
 NAMES = ["multi_head", "single_head", "gd", "debiased_gd", "bayes_ridge"]
 Z = 4.0  # family of five checks on one seed, in standard errors
@@ -30,15 +31,17 @@ def test_json_schema_and_values(capsys):
     for name, e in doc["estimators"].items():
         assert set(e) == {"risk", "stderr", "exact"}
         assert 0.1 <= e["risk"] < 1.5 and 0 < e["stderr"] < 0.05, name
-    have = _gd_risk() is not None
     for name in NAMES:
         exact = doc["estimators"][name]["exact"]
-        assert (exact is not None) == (have and name in ("gd", "debiased_gd")), name
+        assert (exact is not None) == (name in ("gd", "debiased_gd")), name
+    s = Setting(d=5, L=40, sigma2=0.1)
+    assert doc["estimators"]["gd"]["exact"] == gd_risk(s.eta_star, s, debiased=False)
+    assert doc["estimators"]["debiased_gd"]["exact"] == gd_risk(s.eta_star, s, debiased=True)
+    assert doc["model"] == "isotropic" and doc["differences"] == {}
 
 
 @pytest.mark.parametrize("conditional", [False, True])
 def test_gd_estimates_agree_with_exact(capsys, conditional):
-    assert _gd_risk() is not None
     doc = run_json(capsys, *(["--conditional"] if conditional else []))
     for name in ("gd", "debiased_gd"):
         e = doc["estimators"][name]

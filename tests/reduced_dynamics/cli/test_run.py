@@ -61,6 +61,8 @@ def test_text_summary_and_user_init(capsys):
         (["--sigma2", "-1"], "`--sigma2`"),
         (["--sigma2", "nan"], "`--sigma2`"),
         (["--t-end", "0"], "`--t-end`"),
+        # subnormal: the solvers' first step would be subnormal (formerly a misleading status 2, "left the domain")
+        (["--t-end", "1e-310"], "`--t-end` must be a finite number in [2.22507e-308, 1e+12]"),
         (["--init-scale", "0"], "`--init-scale`"),
         (["--method", "Euler"], "`--method`"),
         (["--omega0", "0.1,0.2"], "`--omega0` and `--mu0`"),
@@ -215,6 +217,12 @@ def test_budget_exhausted_is_status_minus_2_exit_1(capsys):
     out = json.loads(capsys.readouterr().out)
     assert rc == 1 and out["success"] is False and out["status"] == -2
     assert out["nfev"] <= 50 + 10 and out["config"]["budget"] == 50 and out["t"] < 1e5
+    # what to try next is named by the flags the user types, never by the library's parameters
+    assert "`--t-end`" in out["message"] and "`--rtol`/`--atol`" in out["message"] and "`--budget`" in out["message"]
+    assert "`t_end`" not in out["message"] and "`budget`" not in out["message"]
+    assert main(["run", "--budget", "50", "--quiet"]) == 1
+    text = capsys.readouterr().out
+    assert "a larger `--budget`" in text and "`budget`" not in text
     for bad in ("0", "100000001"):
         assert main(["run", "--budget", bad]) == 2
         err = capsys.readouterr().err.strip().splitlines()

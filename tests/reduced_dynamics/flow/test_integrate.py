@@ -186,6 +186,11 @@ def test_rates_apply_to_single_trajectories_only():
         (dict(t_end=float("nan")), "`t_end`"),
         (dict(t_end=1e308), "`t_end`"),
         (dict(t_end=2 * engine.T_END_MAX), "`t_end`"),
+        # subnormal: the solver's first step would be subnormal and fail (formerly status 2, "left the domain")
+        (dict(t_end=1e-310), "`t_end` must be a number in \\[2.22507e-308"),
+        (dict(t_end=1e-310, method="Radau"), "`t_end`"),
+        (dict(t_first=1e-320), "`t_first`"),
+        (dict(times=[0.0, 1e-320, 1.0]), "`times` must be 0 or >= 2.22507e-308"),
         (dict(rtol=-1.0), "`rtol`"),
         (dict(rtol=2.5), "`rtol`"),
         (dict(rtol=1e308), "`rtol`"),
@@ -252,3 +257,13 @@ def test_a_start_whose_gradient_cannot_be_evaluated_is_a_domain_error(stationari
     assert m.name == "activation" and m.in_range(m.state([9.0, -9.0], [1.0, -1.0]))
     with pytest.raises(engine.DomainError, match="quadrature"):
         integrate(m, m.state([9.0, -9.0], [1.0, -1.0]), t_end=10.0, stationarity_tol=stationarity_tol)
+
+
+def test_the_smallest_normal_t_end_is_integrated_and_a_batch_refuses_a_subnormal_one():
+    """t_end = T_END_MIN (the smallest normal float) is a run that reaches it; a subnormal one is refused for a
+    batch too (batch-Radau used to report the breakdown as a solver failure, status -1)."""
+    m = _model("isotropic")
+    f = integrate(m, m.initial_state(seed=0), t_end=engine.T_END_MIN, n_times=3)
+    assert f.status == 0 and f.t[-1] == engine.T_END_MIN
+    with pytest.raises(ValueError, match="`t_end`"):
+        integrate(m, m.initial_state(seed=0, n=48), t_end=1e-310, method="batch-Radau")

@@ -100,3 +100,27 @@ def test_the_result_of_every_model(name):
     elif name != "isotropic":
         with pytest.raises(ValueError, match="`drift_law`"):
             res.drift_law()
+
+
+def test_a_batch_evaluates_its_path_values_on_first_access():
+    """A batch's loss and gradient norm along the path are evaluated when first read (its summary never needs
+    them): then they equal the model's loss and |∇| at every stored state, NaN after a trajectory stopped."""
+    from reduced_dynamics import Setting, integrate, reduced_model
+
+    m = reduced_model(Setting(d=5, L=40, sigma2=0.1), n_heads=2)
+    f = integrate(m, m.initial_state(seed=0, scale=0.01, n=3), t_end=100.0, n_times=6, method="LSODA")
+    assert f.__dict__["loss"] is None and f.__dict__["grad_norm"] is None
+    f.summary()
+    assert f.__dict__["loss"] is None  # the summary did not evaluate them
+    for b in range(3):
+        for k in range(6):
+            y = f.states[b, k]
+            if np.isnan(y[0]):
+                assert np.isnan(f.loss[b, k]) and np.isnan(f.grad_norm[b, k])
+            else:
+                assert f.loss[b, k] == pytest.approx(m.loss(y), rel=1e-14)
+                assert f.grad_norm[b, k] == pytest.approx(np.linalg.norm(m.grad(y)), rel=1e-12)
+    assert not f.loss.flags.writeable
+    k = int(np.sum(~np.isnan(f.loss[1])))  # trajectory 1: its stored outputs, then its stop state
+    assert f[1].loss[:k] == pytest.approx(f.loss[1][:k], rel=1e-14)
+    assert f[1].loss[-1] == pytest.approx(m.loss(f.y_stop[1]), rel=1e-14)

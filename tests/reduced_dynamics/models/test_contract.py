@@ -221,3 +221,156 @@ def test_batched_radau_serves_every_model_with_a_hessian(name):
         assert batch.status[i] == one.status == Status.REACHED_T_END
         err = np.abs(batch.y_stop[i] - one.states[-1]) / (1.0 + np.abs(one.states[-1]))
         assert err.max() < 100 * 1e-9
+
+
+# ---------------------------------------------------------------------------------------------------- risk hooks
+#: Monte Carlo checks of the risk plans: prompts per estimate, and the allowed |MC − exact| in standard errors
+#: (a family of about twenty comparisons on fixed seeds)
+N_RISK, Z_RISK = 4000, 4.0
+
+
+def _risk_state(name):
+    """The state a risk plan evaluates: the two-head point of the solution manifold (models with a state)."""
+    m = reduced_model(CASES[name][0], n_heads=2, objective=CASES[name][1])
+    return m, (m.manifold_point(0.1) if m.scalar_heads else None)
+
+
+def test_every_model_declares_its_risks_and_its_trainer():
+    """A model either has risk estimators and a registered trainer, or refuses both in one place."""
+    from reduced_dynamics.models._train import TRAINERS
+
+    for name in CASES:
+        cls = model_class(name)
+        assert cls.trainer is None or cls.trainer in TRAINERS, name
+    assert {n for n in CASES if not model_class(n).has_risks} == {"precond_multitask"}
+    assert {n for n in CASES if model_class(n).trainer is None} == {"precond_multitask"}
+    m = _model("precond_multitask")
+    with pytest.raises(NotImplementedError, match="precond_multitask"):
+        m.risk_plan()
+    with pytest.raises(NotImplementedError, match="precond_multitask"):
+        m.train(None)
+
+
+@pytest.mark.parametrize("name", sorted(n for n in CASES if model_class(n).has_risks))
+def test_risk_plan_exact_risks_agree_with_monte_carlo(name):
+    """Every reference with a closed-form risk (GD and debiased GD at η*, preconditioned GD by Wishart moments,
+    per-support debiased GD and zero per task) against the model's own Monte Carlo estimate of it, within
+    Z_RISK standard errors; the paired differences are the differences of the estimates (same prompts)."""
+    m, y = _risk_state(name)
+    plan = m.risk_plan(y)
+    assert list(plan.predictors) == list(plan.exact)
+    assert (plan.state is None) == (y is None)
+    conditional = True if plan.conditional is None else plan.conditional  # Rao–Blackwellised where derived
+    res = m.estimate_risks(plan, n_prompts=N_RISK, seed=11, conditional=conditional)
+    assert res.names == tuple(plan.predictors) and res.n == N_RISK
+    checked = 0
+    for i, key in enumerate(res.names):
+        exact = plan.exact[key]
+        ex = np.array([np.nan if e is None else e for e in np.ravel(exact)], dtype=float) if exact is not None else None
+        if ex is None or np.all(np.isnan(ex)):
+            continue
+        ok = ~np.isnan(ex)
+        z = (np.ravel(res.risk[i])[ok] - ex[ok]) / np.ravel(res.stderr[i])[ok]
+        assert np.all(np.abs(z) < Z_RISK), (key, z)
+        checked += 1
+    assert checked >= (0 if name == "activation" else 2)
+    for a, b in plan.pairs:
+        r, s = res.differences[f"{a}-{b}"]
+        ia, ib = res.names.index(a), res.names.index(b)
+        assert r == pytest.approx(res.risk[ia] - res.risk[ib], abs=1e-12)
+        assert 0 < s < res.stderr[ia] + res.stderr[ib]  # paired: no larger than the unpaired bound
+
+
+@pytest.mark.parametrize("name", ["isotropic", "corrected"])
+def test_risk_plan_state_predictor_matches_the_exact_quadrature(name):
+    """The state's predictor of the softmax models (MultiHead at the manifold point) against the exact finite-L risk
+    by deterministic quadrature (reduced_dynamics.exact), an independent route: within Z_RISK standard errors."""
+    from reduced_dynamics.exact.evaluator import exact_risk
+
+    m, y = _risk_state(name)
+    plan = m.risk_plan(y)
+    res = m.estimate_risks(plan, n_prompts=N_RISK, seed=5, conditional=True)
+    r, s = res.estimate(plan.state)
+    w, mu = m.split(y)
+    assert abs(r - exact_risk(w, mu, m.setting).risk) < Z_RISK * s
+
+
+def test_activation_risk_plan_is_act_mc_risk_on_the_same_stream():
+    """The activation model's stream is that of act_mc_risk (its own per-prompt loop) for the same seed."""
+    from reduced_dynamics.activation_dynamics.loss import act_mc_risk
+
+    m, y = _risk_state("activation")
+    plan = m.risk_plan(y)
+    assert plan.conditional is True and plan.pairs == (
+        ("reduced_f", "debiased_gd_star"),
+        ("reduced_f", "debiased_gd_claim"),
+    )
+    res = m.estimate_risks(plan, n_prompts=N_RISK, seed=7)
+    w, mu = m.split(y)
+    assert res.estimate("reduced_f")[0] == pytest.approx(
+        act_mc_risk(w, mu, m.setting, n_prompts=N_RISK, seed=7).risk, rel=1e-12
+    )
+
+
+@pytest.mark.parametrize("name", ["isotropic", "activation"])
+def test_manifold_point_minimises_the_loss_along_the_manifold(name):
+    """ω = (γ, −γ), μ = (M, −M): d/dM of the model's loss vanishes at the manifold point (central differences)."""
+    m, y = _risk_state(name)
+    w, mu = m.split(y)
+    h = 1e-5 * abs(mu[0])
+    up, down = m.loss(m.state(w, mu + [h, -h])), m.loss(m.state(w, mu - [h, -h]))
+    assert abs(up - down) / (2 * h) < 1e-7
+    with pytest.raises(ValueError, match="`n_heads`"):
+        reduced_model(CASES[name][0], n_heads=3).manifold_point(0.1)
+
+
+# ---------------------------------------------------------------------------------------------------- train hooks
+#: per trainer family: a small setting, and where its summary holds the trained model's risk
+TRAIN_CASES = {
+    "isotropic": (Setting(d=3, L=10, sigma2=0.1), lambda s: s["risk"]),
+    "precond": (Setting(d=3, L=10, sigma2=0.1, Sigma=np.diag([0.5, 1.0, 2.0])), lambda s: s["risks"]["model"]["risk"]),
+    "multitask": (Setting(d=4, L=10, sigma2=0.1, tasks=((0, 1, 2), (1, 2, 3))), lambda s: s["risk"]["trained"]["risk"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TRAIN_CASES))
+def test_trainer_trains_and_hands_the_run_to_the_model(name, tmp_path):
+    """A few steps of each registered trainer family: the run's files appear and the summary is the model's,
+    with a finite risk of the trained model, at least the noise σ² (the Bayes floor is above it)."""
+    from reduced_dynamics.models._train import TRAINERS, TrainSpec
+
+    setting, risk_of = TRAIN_CASES[name]
+    m = reduced_model(setting, n_heads=2)
+    out = m.train(TrainSpec(steps=5, batch=8, eval_prompts=200, seed=1), out=tmp_path)
+    assert not out.diverged and out.step == 5
+    assert all((tmp_path / f).exists() for f in TRAINERS[m.trainer].files[1:])
+    risk = np.ravel(risk_of(out.summary))
+    assert np.all(np.isfinite(risk)) and np.all(risk > setting.sigma2)
+
+
+def test_a_diverging_run_is_an_outcome_not_an_exception():
+    """SGD at lr 10 on linear attention blows up: the outcome says diverged, names `lr`, and has no summary."""
+    from reduced_dynamics.models._train import TrainSpec
+
+    m = reduced_model(Setting(d=3, L=10, sigma2=0.1), n_heads=2)
+    out = m.train(TrainSpec(steps=200, batch=8, lr=10.0, optimizer="sgd", param="linear", eval_prompts=200))
+    assert out.diverged and "`lr`" in out.message and out.summary == {} and out.step < 200
+
+
+@pytest.mark.parametrize(
+    "bad, name",
+    [
+        (dict(steps=0), "`steps`"),
+        (dict(steps=10**7 + 1), "`steps`"),
+        (dict(batch=0), "`batch`"),
+        (dict(lr=0.0), "`lr`"),
+        (dict(eval_prompts=1), "`eval_prompts`"),
+        (dict(checkpoint_every=0), "`checkpoint_every`"),
+        (dict(seed=-1), "`seed`"),
+    ],
+)
+def test_train_spec_bounds_are_the_same_for_every_model(bad, name):
+    from reduced_dynamics.models._train import TrainSpec
+
+    with pytest.raises(ValueError, match=name):
+        TrainSpec(**{"steps": 1, **bad})

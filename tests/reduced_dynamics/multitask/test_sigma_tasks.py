@@ -424,7 +424,7 @@ def test_limit_reduces_to_parents():
     """One task: A* = precond_limit's Γ* = (Σ + λI)⁻¹ with the same λ and minimum; Σ = I: η_n 1_{S_n} on the diagonal."""
     pl, lim = precond_limit(SINGLE5), sigma_mt_limit(SINGLE5)
     np.testing.assert_allclose(lim.A[0], pl.Gamma, rtol=1e-12, atol=1e-14)
-    assert lim.lam[0] == pytest.approx(pl.lam, rel=1e-14)
+    assert lim.lam[0] == pytest.approx(pl.kappa, rel=1e-14)  # one task: λ_1 is κ_L
     assert lim.loss[0] == pytest.approx(pl.loss, rel=1e-13)
     for s in (PAPER, NESTED4.replace(Sigma=None), DISJOINT4.replace(Sigma=None)):
         lim = sigma_mt_limit(s)

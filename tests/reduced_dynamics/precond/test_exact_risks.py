@@ -23,7 +23,6 @@ from reduced_dynamics.precond.exact import (
     optimal_pgd,
     pgd_risk,
     precond_optimal_eta,
-    sigma_matrix,
 )
 from reduced_dynamics.precond.metrics import scale_free_distance
 from reduced_dynamics.precond.predictors import debiased_precond_gd, precond_gd
@@ -227,7 +226,7 @@ def test_optimal_matches_eigen_formula():
         (lambda s: optimal_dpgd(s.replace(L=1)), "`L`"),
         (lambda s: optimal_dpgd(Setting(d=5, L=[10, 20])), "`setting`"),
         (lambda s: dpgd_risk(np.eye(5), 0.5, "paper"), "`setting`"),
-        (lambda s: sigma_matrix(Setting(d=[2, 3], L=10)), "`setting`"),
+        (lambda s: optimal_dpgd(Setting(d=2001, L=10)), "`setting.d` must be <= 2000"),
     ],
 )
 def test_bad_input_names_the_parameter(call, match):
@@ -256,7 +255,7 @@ def test_exact_optimum_is_the_limit_of_the_reduced_flow_and_its_loss_gap_is_the_
     s = Setting(d=5, L=L, sigma2=0.1, Sigma=SIGMA)
     opt, lim = optimal_dpgd(s), precond_limit(s)
     np.testing.assert_allclose(opt.effective, lim.Gamma, rtol=1e-12, atol=1e-14)
-    assert opt.kappa == pytest.approx(lim.lam, rel=1e-13)
+    assert opt.kappa == pytest.approx(lim.kappa, rel=1e-13)
     gap = np.trace(SIGMA @ SIGMA @ np.linalg.inv(SIGMA + opt.kappa * np.eye(5))) / (5 * L)
     assert opt.risk - lim.loss == pytest.approx(gap, rel=1e-10)
     iso = Setting(d=5, L=L, sigma2=0.1)

@@ -139,8 +139,11 @@ def test_overflow_start_and_bad_arguments():
         m2.initial_state(seed=0, kind="odd")
     with pytest.raises(ValueError, match="`per_head`"):
         reduced_model(s, n_heads=2, per_head="yes")
+    big = reduced_model(Setting(d=41, L=40, sigma2=0.1, Sigma=np.eye(41)), n_heads=2)  # risks need no flow
     with pytest.raises(ValueError, match="`setting.d`"):
-        reduced_model(Setting(d=41, L=40, sigma2=0.1, Sigma=np.eye(41)), n_heads=2)
+        big.initial_state(seed=0)
+    with pytest.raises(ValueError, match="`setting.d`"):
+        integrate(big, np.zeros(big.size))
 
 
 @pytest.mark.parametrize("L", [20, 160])

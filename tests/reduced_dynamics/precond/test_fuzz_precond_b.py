@@ -34,7 +34,6 @@ ENTRIES = [
     E("precond_optimal_eta", exact.precond_optimal_eta, 2, P=P, setting=S, debiased=True),
     E("optimal_dpgd", exact.optimal_dpgd, 1, setting=S),
     E("optimal_pgd", exact.optimal_pgd, 1, setting=S),
-    E("sigma_matrix", exact.sigma_matrix, 1, setting=S),
     E("bayes_ratio_sigma", bayes.bayes_ratio_sigma, 2, eigs=[0.5, 2.0], setting=S, weights=None),
     E("bayes_risk_sigma_limit", bayes.bayes_risk_sigma_limit, 2, eigs=[0.5, 2.0], setting=S, weights=None),
     E(
