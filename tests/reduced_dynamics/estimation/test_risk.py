@@ -391,9 +391,19 @@ def test_loose_problem_keywords_are_rejected():
         estimate_risks([Zero()], n=300, d=D, L=L, sigma2=S2, seed=4)
 
 
-def test_gd_risk_module_probe_is_the_librarys_closed_form():
-    """The CLI's `exact` column comes from the library's own closed form, not from the checker package."""
-    from reduced_dynamics.cli.risk import _gd_risk
-    from reduced_dynamics.estimation.closed_forms import gd_risk
+def test_cli_exact_column_is_the_librarys_closed_form(monkeypatch):
+    """The CLI's `exact` column (the model's reference_risks) calls the library's own closed form, not the checker's."""
+    import reduced_dynamics.estimation.closed_forms as cf
+    from reduced_dynamics.models import reduced_model
 
-    assert _gd_risk() is gd_risk
+    calls = []
+    real = cf.gd_risk
+
+    def spy(eta, setting, *, debiased):
+        calls.append(debiased)
+        return real(eta, setting, debiased=debiased)
+
+    monkeypatch.setattr(cf, "gd_risk", spy)
+    risks = reduced_model(SETTING, n_heads=2).reference_risks()
+    assert sorted(calls) == [False, True]
+    assert risks["debiased_gd"] == real(float(SETTING.eta_star), SETTING, debiased=True)
