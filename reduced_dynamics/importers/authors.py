@@ -7,7 +7,7 @@ Convention assumed (He, Pan, Chen, Yang 2025, and :class:`~reduced_dynamics.impo
 * ``attention_layer.{q,k,v}_proj.weight`` of shape ``(H·D, D)`` (``nn.Linear(D, H·D)``, no bias):
   head ``h`` owns rows ``[hD, (h+1)D)``, so ``Q_h = q_proj.weight[hD:(h+1)D]`` maps ``z ↦ Q_h z``;
 * ``attention_layer.o_proj.weight`` of shape ``(n_out, H·D)`` over the concatenated head outputs
-  (``o_proj`` beside ``attention_layer``, key ``o_proj.weight``, is read too; :func:`to_authors`
+  (``o_proj`` beside ``attention_layer``, key ``o_proj.weight``, is read too; ``to_authors``
   writes it inside, as :class:`~reduced_dynamics.importers.AuthorsAttention` holds it);
 * logits ``(K_h z_l)·(Q_h z_q) / √n_embd`` over the context only (the query does not attend to
   itself), prediction ``ŷ_k = Σ_h o_proj.weight[k, hD:(h+1)D] · V_h Σ_l p_{h,l} z_l``.
