@@ -15,12 +15,18 @@ per prompt ``X`` (L+1, d) ~ N(0, I), then ``β`` (d,) ~ N(0, I/d), then noise (L
 ``y = Xβ + noise``; tokens ``z_l = (x_l, y_l)`` for l < L and the query ``z_q = (x_q, 0)``, target
 ``y_q`` (noisy, so the risk includes σ²).
 
-Model (:class:`AuthorsAttention`, state-dict keys ``attention_layer.{q,k,v}_proj.weight`` of shape
-(H·D, D) with head h owning rows [hD, (h+1)D), ``attention_layer.o_proj.weight`` (1, H·D), no biases,
-D = d + 1): head h's logits ``(k_{h,l} · q_h)/√D``, softmax over the L context tokens only (the query
-does not attend to itself), prediction ``o_proj(concat_h Σ_l p_{h,l} v_{h,l})``. In the package's
-notation ``Q_h = q_proj.weight[hD:(h+1)D]`` (likewise K, V), ``o_h = o_proj.weight[0, hD:(h+1)D]``,
-``KQ_h = K_hᵀQ_h/√D``, ``ov_h = V_hᵀo_h``.
+Model: :class:`reduced_dynamics.importers.AuthorsAttention` with ``n_out = 1`` (state-dict keys
+``attention_layer.{q,k,v}_proj.weight`` of shape (H·D, D) with head h owning rows [hD, (h+1)D),
+``attention_layer.o_proj.weight`` (1, H·D), no biases, D = d + 1): head h's logits
+``(k_{h,l} · q_h)/√D``, softmax over the L context tokens only (the query does not attend to
+itself), prediction ``o_proj(concat_h Σ_l p_{h,l} v_{h,l})``, evaluated with the products
+re-associated (``AuthorsAttention.forward``). In the package's notation
+``Q_h = q_proj.weight[hD:(h+1)D]`` (likewise K, V), ``o_h = o_proj.weight[0, hD:(h+1)D]``,
+``KQ_h = K_hᵀQ_h/√D``, ``ov_h = V_hᵀo_h``. The script at commit fcad534 (which trained the checkpoints
+of docs/findings/imported.md) defined its own copy of this module; the library class trains bit for
+bit the same (same init order, same operations; tests/reduced_dynamics/importers/
+test_train_torch_paper_script.py). The script imports the installed ``reduced_dynamics`` (run it
+from a clone installed with ``pip install -e '.[torch]'``, or with ``PYTHONPATH`` set to the clone).
 
 Init: ``torch.manual_seed(--seed)``, then the four ``nn.Linear`` layers are built in the order q, k, v,
 o with PyTorch's default init, U(±1/√fan_in): q, k, v draw from U(±1/√D) as in the package's
@@ -104,7 +110,7 @@ def _torch():
 
 
 def build_model(d: int, n_heads: int):
-    """The authors' one-layer H-head softmax attention (module docstring), default-initialised.
+    """The authors' one-layer H-head softmax attention, default-initialised from torch's global RNG.
 
     Parameters
     ----------
@@ -115,56 +121,13 @@ def build_model(d: int, n_heads: int):
 
     Returns
     -------
-    torch.nn.Module
-        ``model(Z, zq)`` with ``Z`` of shape (n, L, D) and ``zq`` of shape (n, D) returns ŷ of shape (n,).
+    reduced_dynamics.importers.AuthorsAttention
+        ``model(Z, xq)`` with ``Z`` of shape (n, L, D) and ``xq`` of shape (n, d) returns ŷ of shape (n,).
     """
-    torch = _torch()
-    nn = torch.nn
+    _torch()
+    from reduced_dynamics.importers import AuthorsAttention
 
-    class _AttentionLayer(nn.Module):
-        def __init__(self):
-            super().__init__()
-            D = d + 1
-            self.q_proj = nn.Linear(D, n_heads * D, bias=False)
-            self.k_proj = nn.Linear(D, n_heads * D, bias=False)
-            self.v_proj = nn.Linear(D, n_heads * D, bias=False)
-            self.o_proj = nn.Linear(n_heads * D, 1, bias=False)
-
-    class AuthorsAttention(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.d, self.n_heads = d, n_heads
-            self.attention_layer = _AttentionLayer()
-
-        def forward(self, Z, zq):
-            """ŷ = o_proj(concat_h Σ_l p_{h,l} v_{h,l}), evaluated with the products re-associated.
-
-            Head h's logit ``(K_h z_l)·q_h`` is computed as ``z_l·(K_hᵀ q_h)`` and its value sum
-            ``Σ_l p_{h,l} V_h z_l`` as ``V_h (Σ_l p_{h,l} z_l)``: the same function of the same weights,
-            without the (n, L, H·D) keys and values (3-5x faster on CPU). :meth:`forward_reference` is
-            the literal form.
-            """
-            n, L, D = Z.shape
-            H, a = self.n_heads, self.attention_layer
-            q = a.q_proj(zq).view(n, H, D)
-            u = torch.einsum("nhi,hij->nhj", q, a.k_proj.weight.view(H, D, D))  # K_hᵀ q_h
-            p = torch.softmax(torch.bmm(u, Z.transpose(1, 2)) / math.sqrt(D), dim=-1)  # (n, H, L), over l
-            zbar = torch.bmm(p, Z)  # (n, H, D): Σ_l p_{h,l} z_l
-            heads = torch.einsum("hij,nhj->nhi", a.v_proj.weight.view(H, D, D), zbar)  # V_h zbar_h
-            return a.o_proj(heads.reshape(n, H * D)).squeeze(-1)
-
-        def forward_reference(self, Z, zq):
-            """The literal form: per-head queries, keys and values, softmax over the L context tokens."""
-            n, L, D = Z.shape
-            H, a = self.n_heads, self.attention_layer
-            q = a.q_proj(zq).view(n, H, D)
-            k = a.k_proj(Z).view(n, L, H, D)
-            v = a.v_proj(Z).view(n, L, H, D)
-            p = torch.softmax(torch.einsum("nlhi,nhi->nhl", k, q) / math.sqrt(D), dim=-1)  # (n, H, L)
-            heads = torch.einsum("nhl,nlhi->nhi", p, v)
-            return a.o_proj(heads.reshape(n, H * D)).squeeze(-1)
-
-    return AuthorsAttention()
+    return AuthorsAttention(n_heads, d)
 
 
 def sample_batch(gen, *, d: int, L: int, sigma2: float, batch: int):
@@ -174,8 +137,8 @@ def sample_batch(gen, *, d: int, L: int, sigma2: float, batch: int):
     -------
     Z : Tensor, shape (batch, L, d + 1)
         Context tokens ``(x_l, y_l)``.
-    zq : Tensor, shape (batch, d + 1)
-        Query tokens ``(x_q, 0)``.
+    xq : Tensor, shape (batch, d)
+        Query covariates (the query token is ``(x_q, 0)``).
     yq : Tensor, shape (batch,)
         Noisy targets ``βᵀx_q + ε_q``.
     """
@@ -185,8 +148,7 @@ def sample_batch(gen, *, d: int, L: int, sigma2: float, batch: int):
     noise = torch.randn(batch, L + 1, generator=gen) * math.sqrt(sigma2)
     y = torch.bmm(X, beta).squeeze(-1) + noise
     Z = torch.cat([X[:, :L], y[:, :L, None]], dim=2)
-    zq = torch.cat([X[:, L], torch.zeros(batch, 1)], dim=1)
-    return Z, zq, y[:, L]
+    return Z, X[:, L], y[:, L]
 
 
 # ---------------------------------------------------------------- configuration and files
@@ -344,8 +306,8 @@ def train(cfg: dict, out: Path, *, stop_after: int | None = None, print_every: i
     status, message = 0, "done"
     try:
         while step < steps:
-            Z, zq, yq = sample_batch(gen, d=d, L=L, sigma2=sigma2, batch=B)
-            loss = torch.mean((model(Z, zq) - yq) ** 2)
+            Z, xq, yq = sample_batch(gen, d=d, L=L, sigma2=sigma2, batch=B)
+            loss = torch.mean((model(Z, xq) - yq) ** 2)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()

@@ -332,10 +332,11 @@ TUTORIALS = sorted((DOCS / "tutorials").glob("plot_*.py"))
 
 
 def test_tutorials_exist_and_the_index_lists_them_in_order():
-    """The three tutorials of issue 21 (the PyTorch one, number 3, comes with the importers) and their index."""
+    """The tutorials of issue 21 (number 3, the PyTorch one, came with the importers of issue 20) and their index."""
     assert [p.stem for p in TUTORIALS] == [
         "plot_1_paper_in_five_minutes",
         "plot_2_train_attention",
+        "plot_3_pytorch",
         "plot_4_dask_sweep",
     ]
     readme = (DOCS / "tutorials" / "README.rst").read_text(encoding="utf-8")

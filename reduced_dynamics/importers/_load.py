@@ -266,7 +266,7 @@ def export(model, path=None, *, format: str, params: dict | None = None):
         Where to write (atomically): ``.pt``/``.pth``/``.bin`` for the torch layouts, ``.safetensors``
         or ``.npz`` for the arrays. ``None`` returns the state dict instead.
     format : {"authors", "transformerlens", "mha", "safetensors", "npz"}
-        ``authors``: ``attention_layer.{q,k,v}_proj.weight`` and ``o_proj.weight`` (loads into
+        ``authors``: ``attention_layer.{q,k,v,o}_proj.weight`` (loads into
         :class:`~reduced_dynamics.importers.AuthorsAttention`). ``transformerlens``: the ``blocks.0.attn`` weights of a
         ``HookedTransformer`` (``load_state_dict(sd, strict=False)``; only for a model whose query
         attends to itself). ``mha``: an ``nn.MultiheadAttention(D, H)`` state dict (refused for a

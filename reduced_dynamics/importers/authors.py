@@ -6,8 +6,9 @@ Convention assumed (He, Pan, Chen, Yang 2025, and :class:`~reduced_dynamics.impo
   (``n_embd = D``);
 * ``attention_layer.{q,k,v}_proj.weight`` of shape ``(H·D, D)`` (``nn.Linear(D, H·D)``, no bias):
   head ``h`` owns rows ``[hD, (h+1)D)``, so ``Q_h = q_proj.weight[hD:(h+1)D]`` maps ``z ↦ Q_h z``;
-* ``o_proj.weight`` of shape ``(n_out, H·D)`` over the concatenated head outputs (with or
-  without the ``attention_layer.`` prefix);
+* ``attention_layer.o_proj.weight`` of shape ``(n_out, H·D)`` over the concatenated head outputs
+  (``o_proj`` beside ``attention_layer``, key ``o_proj.weight``, is read too; ``to_authors``
+  writes it inside, as :class:`~reduced_dynamics.importers.AuthorsAttention` holds it);
 * logits ``(K_h z_l)·(Q_h z_q) / √n_embd`` over the context only (the query does not attend to
   itself), prediction ``ŷ_k = Σ_h o_proj.weight[k, hD:(h+1)D] · V_h Σ_l p_{h,l} z_l``.
 
@@ -169,5 +170,5 @@ def to_authors(imp: ImportedAttention) -> tuple[dict, bool]:
         eye = np.broadcast_to(np.eye(D), (H, D, D))
         Q, K, V, O = imp.KQ * math.sqrt(D), eye, eye, imp.OV
     sd = {f"attention_layer.{p}.weight": np.ascontiguousarray(M).reshape(H * D, D) for p, M in zip(_PROJ, (Q, K, V))}
-    sd["o_proj.weight"] = np.ascontiguousarray(np.asarray(O).transpose(1, 0, 2)).reshape(N, H * D)
+    sd["attention_layer.o_proj.weight"] = np.ascontiguousarray(np.asarray(O).transpose(1, 0, 2)).reshape(N, H * D)
     return sd, exact

@@ -90,7 +90,7 @@ def _nan(sd, key):
     ("make", "key", "kw"),
     [
         (_authors_sd, "attention_layer.k_proj.weight", {}),
-        (_authors_sd, "o_proj.weight", {}),
+        (_authors_sd, "attention_layer.o_proj.weight", {}),
         (_mha_sd, "in_proj_weight", {"n_heads": 2}),
         (_tl_sd, "blocks.0.attn.W_V", {}),
         (_arrays, "Q", {}),
@@ -106,13 +106,13 @@ def test_nan_weights_are_refused_naming_the_key(make, key, kw, refused):
     ("change", "match"),
     [
         (lambda sd: {**sd, "attention_layer.k_proj.weight": torch.zeros(8, 3)}, "must have shape"),
-        (lambda sd: {**sd, "o_proj.weight": torch.zeros(1, 6)}, r"must have shape \(n_out, H·D\)"),
-        (lambda sd: {**sd, "o_proj.weight": torch.zeros(4, 8)}, "d = D - n_out must be >= 1"),
+        (lambda sd: {**sd, "attention_layer.o_proj.weight": torch.zeros(1, 6)}, r"must have shape \(n_out, H·D\)"),
+        (lambda sd: {**sd, "attention_layer.o_proj.weight": torch.zeros(4, 8)}, "d = D - n_out must be >= 1"),
         (lambda sd: {**sd, "attention_layer.q_proj.weight": torch.zeros(6, 4)}, r"\(H·D, D\)"),
         (lambda sd: {**sd, "mlp.weight": torch.zeros(3)}, "unexpected key 'mlp.weight'"),
         (lambda sd: {**sd, "attention_layer.v_proj.bias": torch.full((8,), 0.5)}, "nonzero bias"),
         (
-            lambda sd: {k: v for k, v in sd.items() if k != "o_proj.weight"},
+            lambda sd: {k: v for k, v in sd.items() if k != "attention_layer.o_proj.weight"},
             "no 'attention_layer.o_proj.weight' or 'o_proj.weight'",
         ),
         (lambda sd: {**{f"layers.{i}.{k}": v for i in (0, 1) for k, v in sd.items()}}, "more than one attention layer"),
@@ -123,12 +123,13 @@ def test_authors_layout_refusals(change, match, refused):
     refused(load, change(_authors_sd()), match=match)
 
 
-def test_authors_layout_accepts_wrappers_zero_biases_and_o_proj_inside():
-    """``module.`` prefix, o_proj inside attention_layer, explicit zero biases: read as the plain layout."""
+def test_authors_layout_accepts_wrappers_zero_biases_and_o_proj_beside():
+    """``module.`` prefix, o_proj beside attention_layer (not inside), explicit zero biases: read as the plain
+    layout."""
     sd = _authors_sd()
     want = load(sd)
     wrapped = {
-        ("module.attention_layer.o_proj.weight" if k == "o_proj.weight" else "module." + k): v for k, v in sd.items()
+        ("module.o_proj.weight" if k == "attention_layer.o_proj.weight" else "module." + k): v for k, v in sd.items()
     }
     wrapped["module.attention_layer.q_proj.bias"] = torch.zeros(8)
     got = load(wrapped)

@@ -155,3 +155,31 @@ def test_authors_module_refuses_bad_shapes():
         net(torch.zeros(2, 5, 3), torch.zeros(2, 3))
     with pytest.raises(ValueError, match="`n_heads` must be a positive integer"):
         AuthorsAttention(0, 3)
+
+
+@pytest.mark.parametrize(("H", "d", "n_out"), [(1, 3, 1), (2, 5, 1), (4, 5, 1), (2, 3, 2), (3, 2, 3)])
+def test_authors_module_fast_forward_equals_the_literal_form(H, d, n_out):
+    """forward (re-associated products) = forward_reference (per-head q, k, v) in float64 to ~1e-13, with weights
+    scaled up so that the softmax is far from uniform; and the state dict is the authors' layout."""
+    torch.manual_seed(H + d + n_out)
+    net = AuthorsAttention(H, d, n_out, dtype=torch.float64)
+    with torch.no_grad():
+        for w in net.parameters():
+            w.mul_(3.0)
+    Z, xq = _prompts(100, 24, d, n_out, seed=4, dtype=torch.float64)
+    with torch.no_grad():
+        fast, literal = net(Z, xq).numpy(), net.forward_reference(Z, xq).numpy()
+        zq = torch.cat([xq, xq.new_zeros(100, n_out)], dim=1)
+        D = d + n_out
+        q = net.attention_layer.q_proj(zq).view(100, H, D)
+        k = net.attention_layer.k_proj(Z).view(100, 24, H, D)
+        p = torch.softmax(torch.einsum("nhi,nlhi->nhl", q, k) / D**0.5, dim=-1)
+    assert p.max() > 0.3  # far from uniform (1/L ≈ 0.04)
+    assert fast.shape == ((100,) if n_out == 1 else (100, n_out))
+    np.testing.assert_allclose(fast, literal, rtol=0, atol=1e-12 * max(1.0, np.abs(literal).max()))
+    assert {k: tuple(v.shape) for k, v in net.state_dict().items()} == {
+        "attention_layer.q_proj.weight": (H * D, D),
+        "attention_layer.k_proj.weight": (H * D, D),
+        "attention_layer.v_proj.weight": (H * D, D),
+        "attention_layer.o_proj.weight": (n_out, H * D),
+    }

@@ -1,5 +1,6 @@
-"""scripts/train_torch_paper.py: the authors' model in PyTorch (forward against the package's numpy model and the
-literal per-head form), the prompt sampler's data model, --quick training, bit-identical resume and the refusals."""
+"""scripts/train_torch_paper.py: the authors' model in PyTorch (the library's AuthorsAttention; forward against the
+package's numpy model and the literal per-head form; trains bit for bit as the script's own copy of the module at
+commit fcad534 did), the prompt sampler's data model, --quick training, bit-identical resume and the refusals."""
 
 from __future__ import annotations
 
@@ -51,6 +52,74 @@ def test_state_dict_is_the_authors_layout(H):
     }
 
 
+def _model_at_fcad534(d, n_heads):
+    """The module scripts/train_torch_paper.py defined for itself at commit fcad534 (which trained the paper-scale
+    checkpoints of docs/findings/imported.md), verbatim but for the names; forward takes the query token zq."""
+    nn = torch.nn
+
+    class _AttentionLayer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            D = d + 1
+            self.q_proj = nn.Linear(D, n_heads * D, bias=False)
+            self.k_proj = nn.Linear(D, n_heads * D, bias=False)
+            self.v_proj = nn.Linear(D, n_heads * D, bias=False)
+            self.o_proj = nn.Linear(n_heads * D, 1, bias=False)
+
+    class OldAuthorsAttention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.d, self.n_heads = d, n_heads
+            self.attention_layer = _AttentionLayer()
+
+        def forward(self, Z, zq):
+            n, L, D = Z.shape
+            H, a = self.n_heads, self.attention_layer
+            q = a.q_proj(zq).view(n, H, D)
+            u = torch.einsum("nhi,hij->nhj", q, a.k_proj.weight.view(H, D, D))
+            p = torch.softmax(torch.bmm(u, Z.transpose(1, 2)) / math.sqrt(D), dim=-1)
+            zbar = torch.bmm(p, Z)
+            heads = torch.einsum("hij,nhj->nhi", a.v_proj.weight.view(H, D, D), zbar)
+            return a.o_proj(heads.reshape(n, H * D)).squeeze(-1)
+
+    return OldAuthorsAttention()
+
+
+@pytest.mark.parametrize("H", [1, 2, 4])
+def test_trains_bit_for_bit_as_the_module_at_fcad534(H):
+    """Same seed, same prompts, 30 Adam steps of the paper's protocol (d = 5, L = 40, batch 64): the library's
+    AuthorsAttention (what the script builds now) and the script's former copy end with equal weights (torch.equal)
+    and equal Adam moments, so the script still reproduces the committed checkpoints."""
+    from reduced_dynamics.importers import AuthorsAttention
+
+    d, L, steps = 5, 40, 30
+    runs = []
+    for build in (MOD.build_model, _model_at_fcad534):
+        torch.manual_seed(0)
+        m = build(d, H)
+        opt = torch.optim.Adam(m.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, foreach=False)
+        gen = torch.Generator().manual_seed(2**32)
+        for _ in range(steps):
+            Z, xq, yq = MOD.sample_batch(gen, d=d, L=L, sigma2=0.1, batch=64)
+            q_in = xq if isinstance(m, AuthorsAttention) else torch.cat([xq, torch.zeros(64, 1)], dim=1)
+            loss = torch.mean((m(Z, q_in) - yq) ** 2)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        runs.append((m.state_dict(), opt.state_dict()["state"]))
+    (new_sd, new_opt), (old_sd, old_opt) = runs
+    assert isinstance(MOD.build_model(d, H), AuthorsAttention)
+    assert list(new_sd) == list(old_sd)
+    torch.manual_seed(0)
+    init = MOD.build_model(d, H).state_dict()
+    for k in new_sd:
+        assert torch.equal(new_sd[k], old_sd[k]), k
+        assert not torch.equal(new_sd[k], init[k]), k  # training moved every weight
+    for i in new_opt:
+        for key in ("exp_avg", "exp_avg_sq", "step"):
+            assert torch.equal(new_opt[i][key], old_opt[i][key]), (i, key)
+
+
 @pytest.mark.parametrize("H", [1, 2, 4])
 def test_forward_matches_the_package_model_and_the_literal_form(H):
     """In float64 the re-associated forward equals the package's numpy AttentionModel with Q_h, K_h, V_h the row
@@ -59,10 +128,11 @@ def test_forward_matches_the_package_model_and_the_literal_form(H):
     d, L, n = 5, 40, 64
     D = d + 1
     m = _trained_like(d, H, seed=H)
-    Z, zq, _ = MOD.sample_batch(torch.Generator().manual_seed(7), d=d, L=L, sigma2=0.1, batch=n)
-    Z, zq = Z.double(), zq.double()
+    Z, xq, _ = MOD.sample_batch(torch.Generator().manual_seed(7), d=d, L=L, sigma2=0.1, batch=n)
+    Z, xq = Z.double(), xq.double()
+    zq = torch.cat([xq, torch.zeros(n, 1, dtype=torch.float64)], dim=1)
     with torch.no_grad():
-        fast, literal = m(Z, zq).numpy(), m.forward_reference(Z, zq).numpy()
+        fast, literal = m(Z, xq).numpy(), m.forward_reference(Z, xq).numpy()
     sd = {k.split(".")[1]: v.numpy() for k, v in m.state_dict().items()}
     params = {
         "Q": sd["q_proj"].reshape(H, D, D),
@@ -70,7 +140,7 @@ def test_forward_matches_the_package_model_and_the_literal_form(H):
         "V": sd["v_proj"].reshape(H, D, D),
         "o": sd["o_proj"].reshape(H, D),
     }
-    prompts = Prompts.from_arrays(Z[:, :, :d].numpy(), Z[:, :, d].numpy(), zq[:, :d].numpy())
+    prompts = Prompts.from_arrays(Z[:, :, :d].numpy(), Z[:, :, d].numpy(), xq.numpy())
     ref = AttentionModel(H, d).predict(params, prompts)
     assert np.abs(ref).max() > 0.5  # a non-trivial function
     KQ = torch.from_numpy(AttentionModel(H, d).circuits(params)[0])
@@ -81,13 +151,12 @@ def test_forward_matches_the_package_model_and_the_literal_form(H):
 
 
 def test_sampler_follows_the_data_model():
-    """Long prompts: y_l = βᵀx_l + ε with ε ~ N(0, σ²) (the OLS residual variance is σ² within 4 SE), the query
-    token is (x_q, 0) and its target has the same noise, and |β|² ~ χ²_d/d (mean 1, variance 2/d; within 4 SE)."""
+    """Long prompts: y_l = βᵀx_l + ε with ε ~ N(0, σ²) (the OLS residual variance is σ² within 4 SE), the query's
+    target has the same noise, and |β|² ~ χ²_d/d (mean 1, variance 2/d; within 4 SE)."""
     d, L, sigma2 = 4, 4000, 0.3
-    Z, zq, yq = MOD.sample_batch(torch.Generator().manual_seed(3), d=d, L=L, sigma2=sigma2, batch=200)
-    Z, zq, yq = Z.double().numpy(), zq.double().numpy(), yq.double().numpy()
-    assert Z.shape == (200, L, d + 1) and zq.shape == (200, d + 1) and yq.shape == (200,)
-    assert np.all(zq[:, d] == 0)
+    Z, xq, yq = MOD.sample_batch(torch.Generator().manual_seed(3), d=d, L=L, sigma2=sigma2, batch=200)
+    Z, xq, yq = Z.double().numpy(), xq.double().numpy(), yq.double().numpy()
+    assert Z.shape == (200, L, d + 1) and xq.shape == (200, d) and yq.shape == (200,)
     X, y = Z[:, :, :d], Z[:, :, d]
     beta = np.stack([np.linalg.lstsq(X[i], y[i], rcond=None)[0] for i in range(200)])
     resid = y - np.einsum("nld,nd->nl", X, beta)
@@ -96,7 +165,7 @@ def test_sampler_follows_the_data_model():
     assert abs(s2 - sigma2) < 4 * se
     b2 = (beta**2).sum(1)  # E|β|² = 1, Var|β|² = 2/d (plus a negligible estimation error)
     assert abs(b2.mean() - 1) < 4 * math.sqrt(2 / d / 200)
-    r_q = yq - np.einsum("nd,nd->n", zq[:, :d], beta)  # the query's noise is N(0, σ²) too
+    r_q = yq - np.einsum("nd,nd->n", xq, beta)  # the query's noise is N(0, σ²) too
     assert abs(r_q.var() - sigma2) < 4 * sigma2 * math.sqrt(2 / 200)
 
 
