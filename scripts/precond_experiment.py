@@ -8,7 +8,7 @@ Usage (from the repository root; re-running the same command resumes every unfin
 checkpoint and skips the finished ones; the runs go one after the other, in one process)::
 
     nohup .venv/bin/python scripts/precond_experiment.py train --out results/precond \\
-        > /work/coord/precond_train.log 2>&1 &
+        > results/precond_train.log 2>&1 &
     .venv/bin/python scripts/precond_experiment.py report --out results/precond
 
 ``train`` writes ``OUT/L{L}_H{H}/checkpoint.npz`` (every ``--checkpoint-every`` steps and at the end).

@@ -7,8 +7,8 @@ authors' state-dict layout, so that ``reduced_dynamics.importers`` reads the che
 Usage (from the repository root; re-running the same command resumes from the checkpoint, a larger
 ``--steps`` extends a finished run)::
 
-    nohup /work/main/.venv/bin/python scripts/train_torch_paper.py --heads 2 --steps 300000 \
-        --out /work/torch_paper_runs/H2 > /work/torch_paper_runs/H2.log 2>&1 &
+    nohup .venv/bin/python scripts/train_torch_paper.py --heads 2 --steps 300000 \
+        --out results/torch_paper/H2 > results/torch_paper/H2.log 2>&1 &
 
 Data (docs/theory.md#data-model), drawn from one ``torch.Generator`` seeded with ``--data-seed``:
 per prompt ``X`` (L+1, d) ~ N(0, I), then ``β`` (d,) ~ N(0, I/d), then noise (L+1,) ~ N(0, σ²);

@@ -127,6 +127,8 @@ def _read_path(source, fmt: str) -> tuple[Mapping, str, str]:
     else:
         state = _arrays.read_arrays(path)
         note = f"read {path.name} as .{kind} (numpy arrays; no torch)"
+        if kind == "npz" and _arrays.is_package_run(state):
+            state, note = _arrays.package_run_arrays(state, path)
     if not isinstance(state, Mapping):
         raise CheckpointError(f"`source` holds a {type(state).__name__}, not a state dict")
     return state, kind, note

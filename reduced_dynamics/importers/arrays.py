@@ -16,6 +16,13 @@ forward pass, as for a model imported from TransformerLens). Any other key is re
 ``.safetensors`` file is read with the ``safetensors`` package's numpy API, a ``.npz`` file with
 ``numpy.load(allow_pickle=False)``; neither needs torch.
 
+**The package's own trained models.** ``reduced-dynamics train --out DIR`` writes ``DIR/final.npz``
+with the parameters under ``param_Q, param_K, param_V, param_o`` (or ``param_KQ, param_ov``) beside
+the loss history and circuit snapshots, and the run's configuration in ``DIR/final.json``. Such a
+file is read too (:func:`package_run_arrays`): the parameterisation comes from ``final.json``,
+which must sit beside it; linear attention, the reduced (ω, μ) parameterisation and activations
+other than ``exp`` are refused (they are not the softmax model the analysis is about).
+
 References
 ----------
 docs/theory.md#full-model
@@ -31,7 +38,7 @@ import numpy as np
 from reduced_dynamics.importers._canonical import CheckpointError, ImportedAttention, require, scale_note
 from reduced_dynamics.importers._state import StateDict
 
-__all__ = ["from_arrays", "to_arrays", "read_arrays", "is_arrays", "ARRAY_KEYS"]
+__all__ = ["from_arrays", "to_arrays", "read_arrays", "is_arrays", "is_package_run", "package_run_arrays", "ARRAY_KEYS"]
 
 #: the keys of the two layouts and the optional scalars
 ARRAY_KEYS = {"separate": ("Q", "K", "V", "o"), "merged": ("KQ", "ov", "OV"), "optional": ("d", "query_attends_self")}
@@ -41,6 +48,81 @@ def is_arrays(keys) -> bool:
     """Whether a flat dict's keys are one of the two per-head layouts (``Q, K, V, o`` or ``KQ`` with ``ov``/``OV``)."""
     keys = set(keys)
     return {"Q", "K", "V", "o"} <= keys or ("KQ" in keys and bool(keys & {"ov", "OV"}))
+
+
+#: what ``reduced-dynamics train`` writes into final.npz beside the parameters
+_RUN_EXTRAS = ("losses", "snapshot_steps", "snapshot_KQ", "snapshot_ov", "stream_version")
+
+
+def is_package_run(arrays) -> bool:
+    """Whether a ``.npz``'s arrays are a ``reduced-dynamics train --out`` ``final.npz`` (``param_*`` keys)."""
+    return any(str(k).startswith("param_") for k in arrays)
+
+
+def package_run_arrays(arrays, path) -> tuple[dict, str]:
+    """The per-head arrays of a ``reduced-dynamics train`` ``final.npz`` and a note on how they were read.
+
+    Parameters
+    ----------
+    arrays : dict of str to ndarray
+        The file's arrays (``param_*`` parameters, loss history, snapshots, stream version).
+    path : Path
+        The file; its run's ``final.json`` (the configuration) must sit beside it.
+
+    Returns
+    -------
+    (dict, str)
+        ``Q, K, V, o`` or ``KQ, ov`` (the arrays layout) and the note for ``conventions``.
+
+    Raises
+    ------
+    CheckpointError
+        No ``final.json`` beside the file, a configuration without its parameterisation, or a model
+        that is not softmax attention with ``f = exp`` (linear attention, the reduced
+        parameterisation, another activation).
+    """
+    import json
+
+    path = Path(path)
+    cfg_path = path.with_name("final.json")
+    try:
+        config = json.loads(cfg_path.read_text())["config"]
+        kind = config["parameterisation"]
+    except FileNotFoundError:
+        raise CheckpointError(
+            f"`source` {path.name!r} is a reduced-dynamics train output: its final.json (the configuration) "
+            "must sit beside it"
+        ) from None
+    except (OSError, ValueError, KeyError, TypeError):
+        raise CheckpointError(
+            f"`source` {path.name!r}: {cfg_path.name} beside it has no config.parameterisation"
+        ) from None
+    activation = (config.get("setting") or {}).get("activation") or "exp"
+    activation = activation.get("name", "exp") if isinstance(activation, dict) else activation
+    if kind not in ("separate", "merged"):
+        raise CheckpointError(
+            f"`source` {path.name!r} is a reduced-dynamics train output of the {kind!r} parameterisation; "
+            "only the softmax models 'separate' and 'merged' are imported"
+        )
+    if activation != "exp":
+        raise CheckpointError(
+            f"`source` {path.name!r} was trained with activation {activation!r}; only f = exp is imported"
+        )
+    out = {}
+    for key, value in arrays.items():
+        if str(key).startswith("param_"):
+            out[str(key)[len("param_") :]] = value
+        elif key not in _RUN_EXTRAS:
+            raise CheckpointError(
+                f"`source` {path.name!r}: unexpected array {key!r} in a reduced-dynamics train output"
+            )
+    stream = arrays.get("stream_version")
+    note = (
+        f"read {path.name} as a reduced-dynamics train output (parameterisation {kind!r} from {cfg_path.name}"
+        + (f", prompt stream version {int(np.asarray(stream))}" if stream is not None else "")
+        + "; numpy arrays, no torch)"
+    )
+    return out, note
 
 
 def read_arrays(path) -> dict:
