@@ -19,7 +19,7 @@ forward pass, as for a model imported from TransformerLens). Any other key is re
 **The package's own trained models.** ``reduced-dynamics train --out DIR`` writes ``DIR/final.npz``
 with the parameters under ``param_Q, param_K, param_V, param_o`` (or ``param_KQ, param_ov``) beside
 the loss history and circuit snapshots, and the run's configuration in ``DIR/final.json``. Such a
-file is read too (:func:`package_run_arrays`): the parameterisation comes from ``final.json``,
+file is read too (``package_run_arrays``): the parameterisation comes from ``final.json``,
 which must sit beside it; linear attention, the reduced (ω, μ) parameterisation and activations
 other than ``exp`` are refused (they are not the softmax model the analysis is about).
 
