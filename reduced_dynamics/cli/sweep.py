@@ -52,6 +52,25 @@ def add_arguments(p):
     add_quiet(p)
 
 
+def _validation_progress(quiet: bool):
+    """``progress(i, n)`` for :func:`plan_sweep`: a line on stderr every 2 s once validation has taken 1 s."""
+    import time
+
+    if quiet:
+        return None
+    t0 = time.perf_counter()
+    last = [t0 - 1.0]
+
+    def progress(i, n):
+        now = time.perf_counter()
+        if now - t0 >= 1.0 and now - last[0] >= 2.0:
+            last[0] = now
+            sys.stderr.write(f"reduced-dynamics sweep: validated {i}/{n} points [{now - t0:.1f} s]\n")
+            sys.stderr.flush()
+
+    return progress
+
+
 def main(args) -> int:
     from reduced_dynamics.sweep.runner import ProgressBar, plan_sweep, run_sweep
     from reduced_dynamics.sweep.spec import load_spec
@@ -66,7 +85,7 @@ def main(args) -> int:
     if workers is not None and not 1 <= workers <= 512:
         raise ValueError(f"`--workers` must be an integer in [1, 512], got {workers}")
     spec = load_spec(args.spec, quick=args.quick)
-    plan = plan_sweep(spec)
+    plan = plan_sweep(spec, progress=_validation_progress(args.quiet))
     out = Path(args.out) if args.out else Path("sweeps") / (spec.name + ("-quick" if args.quick else ""))
     if args.dry_run:
         store = Store(out)

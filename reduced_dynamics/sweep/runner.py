@@ -45,7 +45,7 @@ class SweepPlan(FrozenResult):
     n_duplicates: int
 
 
-def plan_sweep(spec, *, quick: bool = False) -> SweepPlan:
+def plan_sweep(spec, *, quick: bool = False, progress: Callable[[int, int], None] | None = None) -> SweepPlan:
     """Validate a sweep before any work: the spec's structure, then every point as its command would.
 
     Parameters
@@ -54,6 +54,9 @@ def plan_sweep(spec, *, quick: bool = False) -> SweepPlan:
         The specification (:func:`~reduced_dynamics.sweep.spec.load_spec`).
     quick : bool
         Use the spec's ``[quick]`` sizes.
+    progress : callable, optional
+        Called as ``progress(validated, total)`` after each point (validating a point
+        takes about a millisecond: a large grid takes minutes).
 
     Returns
     -------
@@ -70,9 +73,12 @@ def plan_sweep(spec, *, quick: bool = False) -> SweepPlan:
 
     if not isinstance(spec, SweepSpec):
         spec = load_spec(spec, quick=quick)
+    if progress is not None and not callable(progress):
+        raise TypeError(f"`progress` must be callable or None, got {type(progress).__name__}")
     invs, seen = [], set()
     axis_names = spec.axis_names
-    for params in spec.points():
+    total = spec.n_points
+    for i, params in enumerate(spec.iter_points(), start=1):
         try:
             inv = validate(spec.command, params)
         except ValueError as exc:
@@ -81,6 +87,8 @@ def plan_sweep(spec, *, quick: bool = False) -> SweepPlan:
         if inv.key not in seen:
             seen.add(inv.key)
             invs.append(inv)
+        if progress is not None:
+            progress(i, total)
     return SweepPlan(spec, tuple(invs), spec.n_points - len(invs))
 
 
