@@ -330,3 +330,101 @@ def test_train_prints_a_metric_whose_direction_is_clear(capsys):
     assert main(["train", "--steps", "5", *TINY_TRAIN, "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "sum_mu_ratio=" in out and "zero_sum=" not in out
+
+
+# ----------------------------------------------------------------------------- issue 23: sizes decided before work
+
+import contextlib  # noqa: E402
+import os  # noqa: E402
+import resource  # noqa: E402
+import signal  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+
+class Hung(BaseException):
+    """Raised in a block still running after its time (a BaseException: no `except OSError` can swallow it)."""
+
+
+@contextlib.contextmanager
+def bounded(*, seconds: float = 20.0, extra_bytes: int = 1024**3):
+    """The block may allocate ``extra_bytes`` more address space and run ``seconds``: a hang or an allocation
+    decided too late fails the test (Hung / MemoryError) instead of hanging or swapping the machine."""
+
+    def on_alarm(signum, frame):
+        raise Hung(f"still running after {seconds} s")
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    with open("/proc/self/status") as f:
+        vm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    resource.setrlimit(resource.RLIMIT_AS, (vm + extra_bytes, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _npy_header_only(path, shape, descr="<f8"):
+    """A 200-byte file whose .npy header declares ``shape`` (no data behind it)."""
+    with open(path, "wb") as f:
+        np.lib.format.write_array_header_1_0(f, {"descr": descr, "fortran_order": False, "shape": shape})
+        f.write(b"\0" * 64)
+
+
+def _sigma_file(kind, tmp_path):
+    path = tmp_path / f"{kind}.npy"
+    if kind == "huge_header":
+        _npy_header_only(path, (100_000, 100_000))
+    elif kind == "huge_header_right_shape":  # d = 5 declared, but as 5 x 5 of a 2**40-byte dtype: refused too
+        _npy_header_only(path, (5, 5), descr="|V1099511627776")
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "folder":
+        path.mkdir()
+    elif kind == "object":
+        np.save(path, np.array([[1, None]] * 2, dtype=object), allow_pickle=True)
+    elif kind == "truncated":
+        np.save(path, np.eye(5))
+        path.write_bytes(path.read_bytes()[:150])
+    elif kind == "text":
+        path.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    return path
+
+
+SIGMA_FILES = ["huge_header", "huge_header_right_shape", "fifo", "folder", "object", "truncated", "text"]
+SIGMA_COMMANDS = {
+    "run": ["run", "--t-end", "1", "--n-times", "4"],
+    "risk": ["risk", "--prompts", "64"],
+    "train": ["train", "--steps", "2", "--batch", "8", "--eval-prompts", "64"],
+}
+
+
+@pytest.mark.parametrize("kind", SIGMA_FILES)
+@pytest.mark.parametrize("command", list(SIGMA_COMMANDS))
+def test_sigma_file_is_checked_before_it_is_read(command, kind, tmp_path, capsys):
+    """`--sigma F` whose 200 bytes declare 100000 x 100000 was a 74.5 GiB allocation traceback, a named pipe hung:
+    the file type and the .npy header are checked first, one line naming `--sigma`, exit 2."""
+    path = _sigma_file(kind, tmp_path)
+    with bounded(seconds=20, extra_bytes=1024**3):
+        rc = main([*SIGMA_COMMANDS[command], "--sigma", str(path), "--quiet"])
+    line = _one_line(capsys, rc)
+    assert "`--sigma`" in line and str(path) in line, line
+
+
+def test_sigma_file_that_is_valid_still_loads(tmp_path, capsys):
+    """The checked reader gives the same matrix as numpy.load, also for a Fortran-ordered and an integer file."""
+    from reduced_dynamics.io import read_npy
+
+    A = np.arange(25.0).reshape(5, 5)
+    for name, arr in {"c": A, "f": np.asfortranarray(A), "i": A.astype(np.int32)}.items():
+        np.save(tmp_path / f"{name}.npy", arr)
+        got = read_npy(tmp_path / f"{name}.npy", name="x", shape=(5, 5))
+        assert got.dtype == np.float64 and np.array_equal(got, np.load(tmp_path / f"{name}.npy"))
+    S = np.diag([0.5, 1.0, 2.0, 3.0, 4.0])
+    np.save(tmp_path / "S.npy", S)
+    assert main(["run", "--sigma", str(tmp_path / "S.npy"), "--t-end", "1", "--n-times", "4", "--json", "--quiet"]) == 0
+    assert json.loads(capsys.readouterr().out)["Sigma"] == S.tolist()
