@@ -428,3 +428,12 @@ def test_sigma_file_that_is_valid_still_loads(tmp_path, capsys):
     np.save(tmp_path / "S.npy", S)
     assert main(["run", "--sigma", str(tmp_path / "S.npy"), "--t-end", "1", "--n-times", "4", "--json", "--quiet"]) == 0
     assert json.loads(capsys.readouterr().out)["Sigma"] == S.tolist()
+
+
+def test_run_tasks_with_a_huge_d_is_refused_before_allocating(capsys):
+    """`run --tasks 1-4,3-6 --d 100000` was a 298 GiB allocation traceback (LSODA's dense work array): one line
+    naming `--d` (and `--method`, the explicit methods being the way out), within a second and 512 MiB."""
+    with bounded(seconds=10, extra_bytes=512 * 2**20):
+        rc = main(["run", "--tasks", "1-4,3-6", "--d", "100000", "--quiet"])
+    line = _one_line(capsys, rc)
+    assert "`--d`" in line and "`--method`" in line and "GiB" in line, line
