@@ -144,7 +144,7 @@ def output_times(t_end, n_times, t_first, times):
     if n_times < 2:
         raise ValueError(f"`n_times` must be an integer in [2, {N_TIMES_MAX}], got {n_times}")
     t_first = _check_t_end(t_first, "t_first")
-    if t_first >= t_end:
+    if t_first >= t_end or n_times == 2:  # geomspace(t_first, t_end, 1) would be [t_first]: the flow must reach t_end
         return np.array([0.0, t_end])
     return np.concatenate([[0.0], np.geomspace(t_first, t_end, n_times - 1)])
 

@@ -308,3 +308,16 @@ def test_the_dense_jacobian_bound_leaves_explicit_methods_and_small_states_alone
     _check_dense_size(mt(n_ok - 2), "LSODA", 1)
     with pytest.raises(ValueError, match="`method`"):
         _check_dense_size(mt(n_ok - 1), "LSODA", 1)
+
+
+@pytest.mark.parametrize("t_end", [1.0, 1e3])
+def test_two_output_times_are_zero_and_t_end(t_end):
+    """With n_times = 2 the output times were [0, t_first] (numpy's geomspace of one point is its start): the
+    flow stopped at 0.01 and reported success, `run --n-times 2 --t-end 1000` printed t = 0.01. They are
+    [0, t_end]; the end state equals that of a run with more output times (same solver, same tolerance)."""
+    m = _model("isotropic")
+    y0 = m.initial_state(seed=0)
+    two = integrate(m, y0, t_end=t_end, n_times=2, method="Radau", rtol=1e-10, atol=1e-13)
+    assert two.t.tolist() == [0.0, t_end] and two.final.t == t_end
+    many = integrate(m, y0, t_end=t_end, n_times=50, method="Radau", rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(two.states[-1], many.states[-1], rtol=1e-7, atol=1e-10)
