@@ -213,3 +213,18 @@ def test_bad_input_raises_naming_parameter(call, match):
 def test_gradient_zero_at_origin_is_a_saddle_for_h2():
     g = mt_gradient(np.zeros((2, 6)), np.zeros((2, 2)), PAPER)
     assert np.all(g.omega == 0) and np.all(g.mu == 0)
+
+
+@pytest.mark.parametrize("t_end", [1e300, 1e30, 1e13, 1e-320, 5e-324, 0.0, -1.0, float("nan"), float("inf")])
+def test_role_frequencies_t_end_outside_the_engines_range_is_named(t_end):
+    """t_end = 1e300, 1e30 or 1e-320 hung (issue 23), then named the engine's `times`: the one error names
+    `t_end` and its range, before any flow runs."""
+    import time
+
+    from reduced_dynamics.multitask.flow import role_frequencies
+
+    s = Setting(d=6, L=40, sigma2=0.1, tasks=((0, 1, 2, 3), (2, 3, 4, 5)))
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match="`t_end`") as err:
+        role_frequencies(3, s, n_seeds=2, seed=0, t_end=t_end)
+    assert "`times`" not in str(err.value) and time.perf_counter() - t0 < 1.0
