@@ -843,6 +843,9 @@ ISSUE23_CASES = [
         for kind in ("huge_header", "fifo", "object", "truncated")
     ],
     ("run-sigma-valid", "run", ["--sigma", "{tmp}/sigma5.npy"], "ok", True),
+    ("run-tasks-d-100000", "run", ["--tasks", "1-4,3-6", "--d", "100000"], "reject", True),
+    ("single-head-d-1000", "single-head", ["--d", "1000"], "ok", True),
+    ("single-head-sigma2-1e12", "single-head", ["--sigma2", "1e12"], "ok", True),
 ]
 
 

@@ -437,3 +437,13 @@ def test_run_tasks_with_a_huge_d_is_refused_before_allocating(capsys):
         rc = main(["run", "--tasks", "1-4,3-6", "--d", "100000", "--quiet"])
     line = _one_line(capsys, rc)
     assert "`--d`" in line and "`--method`" in line and "GiB" in line, line
+
+
+@pytest.mark.parametrize("extra", [["--d", "1000"], ["--sigma2", "1e12"]], ids=["d1000", "sigma2-1e12"])
+def test_single_head_answers_where_it_raised(extra, capsys):
+    """`single-head --d 1000` / `--sigma2 1e12` were RuntimeError tracebacks ("the minimum is at the lower/upper
+    edge of `bracket`"); now a finite optimum, exit 0 (its correctness: tests/reduced_dynamics/exact)."""
+    assert main(["single-head", *extra, "--json", "--quiet"]) == 0
+    out, err = capsys.readouterr()
+    r = json.loads(out)
+    assert err == "" and all(np.isfinite(r[k]) for k in ("omega", "mu", "risk")) and r["omega"] > 0
