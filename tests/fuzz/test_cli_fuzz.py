@@ -528,7 +528,7 @@ def draw_value(data, command: str, opt: Option, tmp: str) -> tuple[str, str | No
     if opt.kind == "out":
         is_file = command in OUT_IS_FILE
         good = [f"{tmp}/new/out.json" if is_file else f"{tmp}/new", "out.json" if is_file else "out"]
-        good += [f"{tmp}/afile"] if is_file else [f"{tmp}/exists_dir"]
+        good += [] if is_file else [f"{tmp}/exists_dir"]  # an existing file of another origin: refused, or --force
         bad = ["", "/proc/x/out", f"{tmp}/afile/sub"] + ([f"{tmp}/exists_dir"] if is_file else [f"{tmp}/afile"])
         text = data.draw(st.sampled_from(good + bad), label=flag)
         return text, None if text in good else f"{flag} {text!r} cannot be written"

@@ -447,3 +447,44 @@ def test_single_head_answers_where_it_raised(extra, capsys):
     out, err = capsys.readouterr()
     r = json.loads(out)
     assert err == "" and all(np.isfinite(r[k]) for k in ("omega", "mu", "risk")) and r["omega"] > 0
+
+
+# ----------------------------------------------------------------------------- issue 23: overwrites without --force
+
+CHECK_CHEAP = ["check", "--quick", "--only", "approximation", "--quiet", "--json"]
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"precious\n", b'{"passed": true}\n', b"[1, 2]\n", b'{"made_by": {"command": "check"}}\n', b"\xff\xfe"],
+    ids=["text", "json-no-owner", "json-list", "json-other-config", "binary"],
+)
+def test_check_out_never_replaces_a_file_it_did_not_make(content, tmp_path, capsys):
+    """`check --out precious.txt` replaced any existing file with check JSON: the file is left as it was, one line
+    names `--out` and `--force`; with --force it is replaced."""
+    target = tmp_path / "precious.txt"
+    target.write_bytes(content)
+    line = _one_line(capsys, main([*CHECK_CHEAP, "--out", str(target)]))
+    assert "`--out`" in line and "`--force`" in line and target.read_bytes() == content
+    assert main([*CHECK_CHEAP, "--out", str(target), "--force"]) == 0
+    capsys.readouterr()
+    assert json.loads(target.read_text())["made_by"]["command"] == "check"
+
+
+def test_check_out_replaces_its_own_file_of_the_same_options_only(tmp_path, capsys):
+    target = tmp_path / "c.json"
+    assert main([*CHECK_CHEAP, "--out", str(target)]) == 0
+    assert main([*CHECK_CHEAP, "--out", str(target)]) == 0  # same options: its own file, replaced
+    first = target.read_bytes()
+    capsys.readouterr()
+    other = ["check", "--quick", "--only", "optimality", "--quiet", "--json", "--out", str(target)]
+    line = _one_line(capsys, main(other))  # another configuration's output: refused
+    assert "another configuration" in line and target.read_bytes() == first
+
+
+def test_check_out_refuses_a_fifo_without_blocking(tmp_path, capsys):
+    target = tmp_path / "pipe.json"
+    os.mkfifo(target)
+    with bounded(seconds=10):
+        line = _one_line(capsys, main([*CHECK_CHEAP, "--out", str(target)]))
+    assert "`--out`" in line and "not a regular file" in line
