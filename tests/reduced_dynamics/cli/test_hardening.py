@@ -488,3 +488,79 @@ def test_check_out_refuses_a_fifo_without_blocking(tmp_path, capsys):
     with bounded(seconds=10):
         line = _one_line(capsys, main([*CHECK_CHEAP, "--out", str(target)]))
     assert "`--out`" in line and "not a regular file" in line
+
+
+def _poison(path, kind):
+    """Rewrite the checkpoint ``path`` with one hostile field (everything else as the run wrote it)."""
+    z = dict(np.load(path))
+    if kind == "nan_m":
+        z["m"] = z["m"] * np.nan
+    elif kind == "nan_v":
+        z["v"] = z["v"] + np.nan
+    elif kind == "negative_v":
+        z["v"] = -np.abs(z["v"]) - 1.0
+    elif kind == "nan_theta":
+        z["theta"] = z["theta"] * np.nan
+    elif kind == "inf_theta":
+        z["theta"] = z["theta"] + np.inf
+    elif kind == "huge_theta":
+        z["theta"] = np.full_like(z["theta"], 1e200)
+    elif kind == "rng_seed":  # used to call np.random.seed()
+        z["rng_state"] = np.array('{"bit_generator": "seed"}')
+    elif kind == "short_m":
+        z["m"] = z["m"][:-1]
+    with open(path, "wb") as f:
+        np.savez(f, **z)
+
+
+POISONS = ["nan_m", "nan_v", "negative_v", "nan_theta", "inf_theta", "huge_theta", "rng_seed", "short_m"]
+TRAIN_RUNS = {
+    "attention": ["train", *TINY_TRAIN],
+    "multitask": ["train", "--d", "4", "--L", "4", "--tasks", "1-2,2-4", "--batch", "8", "--eval-prompts", "64"],
+}
+CHECKPOINT = {"attention": "checkpoint.npz", "multitask": "checkpoint_multitask.npz"}
+
+
+@pytest.mark.parametrize("kind", POISONS)
+@pytest.mark.parametrize("trainer", list(TRAIN_RUNS))
+def test_train_resume_refuses_a_checkpoint_no_run_writes(trainer, kind, tmp_path, capsys):
+    """`train --resume` from a checkpoint with NaN Adam moments exited 3 ("try a smaller --lr") and wrote NaN
+    parameters over the finite ones; NaN or 1e200 parameters exited 3 ("diverged"); a generator named "seed"
+    called np.random.seed(). Each is bad input now: one line naming `--resume`, exit 2, the file untouched,
+    numpy's global generator untouched."""
+    out = tmp_path / "run"
+    argv = [*TRAIN_RUNS[trainer], "--quiet", "--out", str(out)]
+    assert main([*argv, "--steps", "4", "--checkpoint-every", "2"]) == 0
+    ckpt = out / CHECKPOINT[trainer]
+    _poison(ckpt, kind)
+    before = ckpt.read_bytes()
+    capsys.readouterr()
+    global_state = np.random.get_state()[1].copy()  # noqa: NPY002 - the legacy global state is what is checked
+    line = _one_line(capsys, main([*argv, "--steps", "8", "--resume"]))
+    assert "`--resume`" in line and "Traceback" not in line, line
+    assert ckpt.read_bytes() == before
+    assert np.array_equal(np.random.get_state()[1], global_state)  # noqa: NPY002
+
+
+def test_a_run_never_checkpoints_a_non_finite_state(tmp_path, monkeypatch):
+    """A live run whose update turns the parameters NaN (here injected at step 3) keeps the last finite
+    checkpoint (step 2, written with checkpoint_every=1) instead of writing NaN over it; the run reports the
+    divergence (status 2) and the checkpoint still resumes."""
+    from reduced_dynamics import Setting
+    from reduced_dynamics.model import training
+
+    real = training.adam_update
+    calls = {"n": 0}
+
+    def poisoned(theta, grad, m, v, t, **kw):
+        real(theta, grad, m, v, t, **kw)
+        calls["n"] += 1
+        if calls["n"] == 3:
+            theta[0] = np.nan
+
+    monkeypatch.setattr(training, "adam_update", poisoned)
+    config = training.TrainConfig(setting=Setting(d=2, L=4), seed=0, n_heads=2, steps=6, batch=8)
+    res = training.train(config, out=tmp_path, checkpoint_every=1)
+    assert res.status == 2 and res.step == 3
+    ck = training.load_checkpoint(tmp_path / "checkpoint.npz")
+    assert ck.step == 2 and np.all(np.isfinite(ck.theta)) and np.all(np.isfinite(ck.m))
