@@ -47,6 +47,11 @@ def add_arguments(p):
         help="dask.distributed: 'local' starts a LocalCluster (--workers sets its size), tcp://host:port connects",
     )
     p.add_argument("--retry-failed", action="store_true", help="rerun the points recorded as failed")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace the manifest of a different sweep of the same name in --out (its points stay in the store)",
+    )
     p.add_argument("--dry-run", action="store_true", help="validate the spec and every point, print the plan, run none")
     p.add_argument("--json", action="store_true", help="print one JSON object (the run's counts and files)")
     add_quiet(p)
@@ -109,7 +114,13 @@ def main(args) -> int:
     bar = ProgressBar(quiet=args.quiet)
     try:
         run = run_sweep(
-            plan, out=out, workers=workers, scheduler=args.scheduler, retry_failed=args.retry_failed, progress=bar
+            plan,
+            out=out,
+            workers=workers,
+            scheduler=args.scheduler,
+            retry_failed=args.retry_failed,
+            progress=bar,
+            force=args.force,
         )
     finally:
         bar.finish()

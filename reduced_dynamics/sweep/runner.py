@@ -234,6 +234,35 @@ class ProgressBar:
         self.stream.flush()
 
 
+def _same_source(source) -> object:
+    """The spec as its manifest stores it (TOML dates and times as strings)."""
+    import json
+
+    return json.loads(json.dumps(source, default=str))
+
+
+def _check_same_sweep(store, spec, out, *, force: bool) -> None:
+    """Refuse a sweep whose name is taken in ``out`` by a different sweep (another spec or command).
+
+    Two specs of one ``name`` replaced each other's manifest silently; rerunning the same spec (to resume it)
+    is the same sweep.
+    """
+    old = store.manifest(spec.name)
+    if old is None or force:
+        return
+    same = (
+        old.get("command") == spec.command
+        and old.get("quick") == spec.quick
+        and old.get("spec") == _same_source(spec.source)
+    )
+    if not same:
+        raise ValueError(
+            f"`name` {spec.name!r} is taken in `--out` {str(out)!r} by another sweep (a different spec); give this "
+            "spec another `name`, use another `--out`, or `--force` to replace that sweep's manifest (its points "
+            "stay in the store)"
+        )
+
+
 def _failed_outcome(error: str) -> dict:
     return {"exit_code": None, "result": None, "error": error, "seconds": None, "cpu_seconds": None, "worker": None}
 
@@ -248,6 +277,7 @@ def run_sweep(
     executor=None,
     retry_failed: bool = False,
     progress: Callable[[SweepStatus], None] | None = None,
+    force: bool = False,
 ) -> SweepRun:
     """Run every unfinished point of a sweep and store its result.
 
@@ -269,6 +299,9 @@ def run_sweep(
         Rerun points recorded as failed (default: a failure is a finished point).
     progress : callable, optional
         Called with a :class:`SweepStatus` at the start and after each point (e.g. a :class:`ProgressBar`).
+    force : bool
+        Replace the manifest of a different sweep of the same ``name`` in ``out`` (its points stay in the
+        store); without it such a sweep is refused before any work.
 
     Returns
     -------
@@ -277,17 +310,26 @@ def run_sweep(
     Raises
     ------
     ValueError
-        A bad spec or point (before any work), or an unusable ``out``, ``workers`` or ``scheduler``.
+        A bad spec or point (before any work), an unusable ``out``, ``workers`` or ``scheduler``, or
+        ``out`` holding another sweep of the same name (without ``force``).
     """
     from reduced_dynamics.cli._common import prepare_out
     from reduced_dynamics.sweep.executors import LocalExecutor, _check_workers, make_executor
     from reduced_dynamics.sweep.store import Store
 
     n_workers = _check_workers(workers)  # before any work: a bad `workers` is an input error
+    if executor is not None and not all(callable(getattr(executor, a, None)) for a in ("submit", "as_completed")):
+        raise TypeError(
+            f"`executor` must be an Executor (reduced_dynamics.sweep.LocalExecutor, DaskExecutor, ...), "
+            f"got {type(executor).__name__}"
+        )
+    if progress is not None and not callable(progress):
+        raise TypeError(f"`progress` must be callable or None, got {type(progress).__name__}")
     plan = spec if isinstance(spec, SweepPlan) else plan_sweep(spec, quick=quick)
     spec = plan.spec
     out = prepare_out(out, flag="out")
     store = Store(out)
+    _check_same_sweep(store, spec, out, force=bool(force))
     store.clean_stale()
     t0 = time.perf_counter()
     keys = tuple(inv.key for inv in plan.invocations)
@@ -324,7 +366,7 @@ def run_sweep(
         if scheduler is None or scheduler == "local":  # no more local processes than points to run
             workers = min(n_workers, len(todo))
         executor = make_executor(workers=workers, scheduler=scheduler)
-    name = executor.name if executor is not None else "none"
+    name = str(getattr(executor, "name", type(executor).__name__)) if executor is not None else "none"
     t_run = time.perf_counter()
     finished_here = 0
 
@@ -366,7 +408,7 @@ def run_sweep(
                     failed += 1
                     failures.append({"key": inv.key, "params": inv.params, "error": record["error"]})
                 if progress is not None:
-                    running = min(executor.workers, total - done - failed - len(lost))
+                    running = min(getattr(executor, "workers", 1), total - done - failed - len(lost))
                     progress(status(max(running, 0), record))
             if lost:
                 if isinstance(executor, LocalExecutor):

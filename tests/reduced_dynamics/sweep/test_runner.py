@@ -142,3 +142,33 @@ def test_a_dead_pool_worker_is_replaced_and_its_points_rerun(tmp_path, spec, mon
     monkeypatch.setattr(commands, "run_point", _REAL_RUN_POINT)
     run_sweep(spec, out=tmp_path / "serial", workers=1)
     assert comparable(tmp_path / "pool") == comparable(tmp_path / "serial")
+
+
+# ----------------------------------------------------------------------------- issue 23: one name, one sweep
+
+
+def test_two_specs_of_one_name_do_not_replace_each_others_manifest(tmp_path):
+    """Two specs with the same `name` in one `--out` silently replaced each other's manifest: the second is refused
+    (naming `name` and `--out`) before any point runs; the same spec again resumes; `force` replaces it."""
+    a = tiny_spec(seeds=[0], axes={"heads": [2]})
+    b = tiny_spec(seeds=[1], axes={"heads": [2]})
+    run_sweep(a, out=tmp_path, workers=1)
+    before = (tmp_path / "sweeps" / "tiny.json").read_text()
+    with pytest.raises(ValueError, match="`name` 'tiny' is taken") as err:
+        run_sweep(b, out=tmp_path, workers=1)
+    assert "`--force`" in str(err.value) and (tmp_path / "sweeps" / "tiny.json").read_text() == before
+    assert len(Store(tmp_path).records()) == 1  # b's point did not run
+    assert run_sweep(a, out=tmp_path, workers=1).n_cached == 1  # the same spec: its own sweep, resumed
+    run_sweep(b, out=tmp_path, workers=1, force=True)
+    assert json.loads((tmp_path / "sweeps" / "tiny.json").read_text())["spec"]["seeds"] == [1]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "param"),
+    [({"executor": 1}, "`executor`"), ({"executor": "local"}, "`executor`"), ({"progress": 3}, "`progress`")],
+)
+def test_run_sweep_refuses_a_wrong_executor_or_progress(tmp_path, spec, kwargs, param):
+    """`run_sweep(executor=1)` was an AttributeError: a TypeError naming the parameter, before any work."""
+    with pytest.raises(TypeError, match=param):
+        run_sweep(spec, out=tmp_path / "s", workers=1, **kwargs)
+    assert not (tmp_path / "s").exists()
