@@ -318,9 +318,17 @@ def main(args) -> int:
             budget=args.budget,
         )
     except OverflowError as exc:
-        text = str(exc).splitlines()[0].replace("`y0`", "ω0")
+        text = rename_params(str(exc).splitlines()[0].replace("`y0`", "ω0"), getattr(args, "_flags", {}))
         hint = "`--omega0`" if args.omega0 is not None else "`--init-scale`"
-        raise OverflowError(f"{text} (lower {hint})") from None
+        if hint not in text:
+            text += f" (lower {hint})"
+        if setting.Sigma is not None:  # the exponent grows with Σ²: a Σ of large eigenvalues leaves no room
+            lam = float(np.linalg.eigvalsh(setting.Sigma)[-1])
+            text = text.rstrip(".") + (
+                f"; the exponent grows with the square of Σ, whose largest eigenvalue is {lam:.3g} "
+                "(`--sigma/--sigma-eigs`): a Σ of smaller scale leaves the start more room"
+            )
+        raise OverflowError(text) from None
     args.n_times = n_times
     summary = {"command": "run", **flow.summary(), "setting": setting.to_dict()}
     # the messages name what to try next as the flags the user types (`--t-end`, `--init-scale` ...)

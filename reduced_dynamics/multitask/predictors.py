@@ -209,6 +209,10 @@ class LimitPredictor(FrozenResult):
     mu: np.ndarray | None = None
 
 
+#: number of variables of the shared-regime factorisation from which :func:`limit_predictor` uses L-BFGS-B
+LBFGS_FROM = 2000
+
+
 def limit_predictor(n_heads: int, setting: Setting) -> LimitPredictor:
     """The limit predictor of the reduced flow for ``n_heads`` heads (see the module docstring).
 
@@ -264,9 +268,16 @@ def limit_predictor(n_heads: int, setting: Setting) -> LimitPredictor:
 
     best = None
     rng = np.random.default_rng(12345)  # fixed starts: a deterministic optimisation, not a random result
+    n_var = N * r_ + r_ * d
+    # BFGS keeps a dense n_var x n_var inverse Hessian: beyond LBFGS_FROM variables (64 tasks, 64 heads: 8064,
+    # 0.5 GB a copy and minutes) the limited-memory method, O(n_var) memory, reaches the same minimum
+    if n_var <= LBFGS_FROM:
+        method, options = "BFGS", {"gtol": 1e-12, "maxiter": 20_000}
+    else:
+        method, options = "L-BFGS-B", {"gtol": 1e-12, "ftol": 1e-15, "maxiter": 20_000, "maxcor": 30}
     for _ in range(8):
-        x0 = 0.5 + 0.1 * rng.standard_normal(N * r_ + r_ * d)
-        r = minimize(g, x0, jac=True, method="BFGS", options={"gtol": 1e-12, "maxiter": 20_000})
+        x0 = 0.5 + 0.1 * rng.standard_normal(n_var)
+        r = minimize(g, x0, jac=True, method=method, options=options)
         if best is None or r.fun < best.fun:
             best = r
     U, W = best.x[: N * r_].reshape(N, r_), best.x[N * r_ :].reshape(r_, d)

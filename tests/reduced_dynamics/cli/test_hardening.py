@@ -564,3 +564,40 @@ def test_a_run_never_checkpoints_a_non_finite_state(tmp_path, monkeypatch):
     assert res.status == 2 and res.step == 3
     ck = training.load_checkpoint(tmp_path / "checkpoint.npz")
     assert ck.step == 2 and np.all(np.isfinite(ck.theta)) and np.all(np.isfinite(ck.m))
+
+
+# ----------------------------------------------------------------------------- issue 23: errors naming the wrong thing
+
+
+def test_a_large_sigma_is_named_when_the_start_overflows(capsys):
+    """`run --sigma-eigs 1e12,1,1,1,1` (a valid covariance) blamed "`--omega0` or `W` too large": the exponent of
+    the preconditioned model grows with Σ², so the line names `--sigma/--sigma-eigs` (with its largest eigenvalue)
+    next to `--init-scale`, never a flag the user did not give or the library's `W`."""
+    line = _one_line(capsys, main(["run", "--sigma-eigs", "1e12,1,1,1,1", "--quiet"]))
+    assert "`--sigma/--sigma-eigs`" in line and "1e+12" in line and "`--init-scale`" in line, line
+    assert "`--omega0`" not in line and "`W`" not in line and "(lower `--init-scale`)" not in line, line
+
+
+def test_train_with_64_tasks_names_no_phantom_heads(capsys):
+    """`train` with 64 tasks failed with "`--heads` must be an integer in [1, 64], got 65" (the per-task debiased-GD
+    reference asked the limit predictor for N + 1 heads): it trains and reports finite per-task risks."""
+    tasks = ",".join(str(i) for i in range(1, 65))
+    argv = [
+        "train",
+        "--d",
+        "64",
+        "--heads",
+        "1",
+        "--tasks",
+        tasks,
+        "--steps",
+        "1",
+        "--batch",
+        "4",
+        "--eval-prompts",
+        "64",
+    ]
+    assert main([*argv, "--json", "--quiet"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    risks = out["risk"]["debiased_gd_S"]["risk"]
+    assert len(risks) == 64 and all(np.isfinite(r) for r in risks)

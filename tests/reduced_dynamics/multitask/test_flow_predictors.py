@@ -228,3 +228,18 @@ def test_role_frequencies_t_end_outside_the_engines_range_is_named(t_end):
     with pytest.raises(ValueError, match="`t_end`") as err:
         role_frequencies(3, s, n_seeds=2, seed=0, t_end=t_end)
     assert "`times`" not in str(err.value) and time.perf_counter() - t0 < 1.0
+
+
+def test_limit_predictor_large_factorisations_use_limited_memory(monkeypatch):
+    """With 64 tasks and 64 heads the shared-regime factorisation has 8064 variables: BFGS's dense inverse Hessian
+    (0.5 GB a copy) ran out of memory inside `train`. From LBFGS_FROM variables on L-BFGS-B is used; on a problem
+    both can solve (8 tasks, 4 heads: 51 variables) the two reach the same minimum (to 1e-10 relative)."""
+    import reduced_dynamics.multitask.predictors as P
+
+    s = Setting(d=9, L=40, sigma2=0.1, tasks=tuple((i, i + 1) for i in range(8)))
+    dense = P.limit_predictor(4, s)
+    monkeypatch.setattr(P, "LBFGS_FROM", 0)
+    limited = P.limit_predictor(4, s)
+    assert dense.regime == limited.regime == "shared"
+    assert limited.loss_per_task.sum() == pytest.approx(dense.loss_per_task.sum(), rel=1e-10)
+    np.testing.assert_allclose(limited.A, dense.A, atol=1e-5)
