@@ -28,6 +28,7 @@ docs/theory.md#extensions
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -238,13 +239,23 @@ def limit_predictor(n_heads: int, setting: Setting) -> LimitPredictor:
         # one head: minimise L~ itself from the positive start (deterministic)
         def f(x):
             om, m = x[:d].reshape(1, d), x[d:].reshape(1, N)
-            g = mt_gradient(om, m, setting)
-            return mt_loss(om, m, setting), np.concatenate([g.omega.ravel(), g.mu.ravel()])
+            try:
+                g = mt_gradient(om, m, setting)
+                return mt_loss(om, m, setting), np.concatenate([g.omega.ravel(), g.mu.ravel()])
+            except ValueError:  # a trial step of the line search beyond exp's range (large sigma2): rejected
+                return math.inf, np.zeros_like(x)
 
         x0 = np.concatenate([np.full(d, 0.3), np.ones(N)])
         r = minimize(f, x0, jac=True, method="BFGS", options={"gtol": 1e-12, "maxiter": 10_000})
         om, m = r.x[:d].reshape(1, d), r.x[d:].reshape(1, N)
         from reduced_dynamics.multitask.loss import effective_weights, mt_loss_per_task
+
+        if not r.fun < N * (1.0 + setting.sigma2):  # no better than mu = 0: the minimum was not found
+            raise ValueError(
+                f"`sigma2` = {setting.sigma2:g} is too large for the one-head limit of L̃: the signal terms are "
+                "below the rounding of the noise term 1 + sigma2 in float64 and the minimisation finds no point "
+                "better than mu = 0; use a smaller `sigma2`"
+            )
 
         return LimitPredictor(
             n_heads=1,

@@ -212,10 +212,12 @@ UNKNOWN_FLAGS = ["--bogus", "--sigma3", "--t_end", "--D", "-x", "---d", "extra"]
 #: S_γ is the softmax's), and its relative gap (μ± − μ_γ)/μ_γ once μ_γ underflows to 0 (γ huge after a large
 #: --lr; the library documents it as inf, which to_jsonable writes as null; found by this suite on the engine
 #: branch, independent of the 0.2 CLI); analyze: the exact finite-L risk where it is not derived (Σ, tasks,
-#: theory.exact) and the manifold verdict's value when that gap is undefined (verdicts.manifold.value)
+#: theory.exact) and the manifold verdict's value when that gap is undefined (verdicts.manifold.value);
+#: risk under Σ: the proportional-limit ratio to Bayes ridge, undefined at σ² = 0 (.limit; found by the hunt of
+#: issue 23)
 NULL_OK = re.compile(
     r"(\.stage_times\.\w+|\.inf_loss|\.exact(?:\[\])?|\.error|\.skipped|\.Sigma|\.gamma_drift_law"
-    r"|\.manifold|\.manifold\.rel_gap_(?:plus|minus)|\.verdicts\.manifold\.value)$"
+    r"|\.manifold|\.manifold\.rel_gap_(?:plus|minus)|\.verdicts\.manifold\.value|^\.limit)$"
 )
 
 TRACEBACK = "Traceback (most recent call last)"
@@ -846,6 +848,11 @@ ISSUE23_CASES = [
     ("run-tasks-d-100000", "run", ["--tasks", "1-4,3-6", "--d", "100000"], "reject", True),
     ("single-head-d-1000", "single-head", ["--d", "1000"], "ok", True),
     ("single-head-sigma2-1e12", "single-head", ["--sigma2", "1e12"], "ok", True),
+    ("run-sigma-eigs-1e12", "run", ["--sigma-eigs", "1e12,1,1,1,1"], "contract", True),
+    ("risk-affine-activation-c-1e6", "risk", ["--activation", "affine", "--activation-c", "1e6"], "contract", True),
+    ("risk-tasks-sigma2-1e12", "risk", ["--d", "6", "--tasks", "1-4,3-6", "--sigma2", "1e12"], "contract", True),
+    ("risk-sigma-sigma2-0", "risk", ["--sigma-eigs", "1,2,3,4,5", "--sigma2", "0"], "ok", True),
+    ("train-64-tasks", "train", ["--d", "64", "--heads", "1", "--tasks", ",".join(map(str, range(1, 65)))], "ok", True),
 ]
 
 

@@ -243,3 +243,15 @@ def test_limit_predictor_large_factorisations_use_limited_memory(monkeypatch):
     assert dense.regime == limited.regime == "shared"
     assert limited.loss_per_task.sum() == pytest.approx(dense.loss_per_task.sum(), rel=1e-10)
     np.testing.assert_allclose(limited.A, dense.A, atol=1e-5)
+
+
+def test_limit_predictor_one_head_at_a_huge_noise_is_a_named_refusal():
+    """At σ² = 1e12 the one-head minimisation of L̃ stepped ω past exp's range (a ValueError blaming `omega`, which
+    `risk --tasks --sigma2 1e12` printed as `--omega`) or ended above the μ = 0 loss: a ValueError naming `sigma2`.
+    At σ² = 1e4 it still answers, below the μ = 0 loss 1 + σ² per task."""
+    s = Setting(d=6, L=40, sigma2=1e12, tasks=((0, 1, 2, 3), (2, 3, 4, 5)))
+    with pytest.raises(ValueError, match="`sigma2`") as err:
+        limit_predictor(1, s)
+    assert "`omega`" not in str(err.value)
+    ok = limit_predictor(1, s.replace(sigma2=1e4))
+    assert np.all(ok.loss_per_task < 1 + 1e4)
