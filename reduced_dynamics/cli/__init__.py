@@ -195,11 +195,11 @@ def main(argv=None) -> int:
         except OverflowError as exc:
             sys.stderr.write(_error_line(args, "overflow", exc))
             return 2
-        except OSError as exc:  # e.g. an --out folder that cannot be created or written
-            where = f": {exc.filename!r}" if getattr(exc, "filename", None) else ""
-            sys.stderr.write(
-                f"reduced-dynamics {args.command}: error: cannot write output{where} ({exc.strerror or exc})\n"
-            )
+        except OSError as exc:  # e.g. an --out folder that cannot be created or written, a full disk
+            where = f" {exc.filename!r}" if getattr(exc, "filename", None) else ""
+            flag = "`--out` " if getattr(args, "out", None) is not None else ""
+            why = exc.strerror or (str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__)
+            sys.stderr.write(f"reduced-dynamics {args.command}: error: {flag}cannot write output{where} ({why})\n")
             return 2
         except KeyboardInterrupt:
             sys.stderr.write(f"reduced-dynamics {args.command}: interrupted\n")

@@ -89,6 +89,9 @@ def main(args) -> int:
         )
     if workers is not None and not 1 <= workers <= 512:
         raise ValueError(f"`--workers` must be an integer in [1, 512], got {workers}")
+    from reduced_dynamics.sweep.executors import check_scheduler
+
+    check_scheduler(args.scheduler)  # before validating the points (minutes for a large grid)
     spec = load_spec(args.spec, quick=args.quick)
     plan = plan_sweep(spec, progress=_validation_progress(args.quiet))
     out = Path(args.out) if args.out else Path("sweeps") / (spec.name + ("-quick" if args.quick else ""))

@@ -314,10 +314,11 @@ def run_sweep(
         ``out`` holding another sweep of the same name (without ``force``).
     """
     from reduced_dynamics.cli._common import prepare_out
-    from reduced_dynamics.sweep.executors import LocalExecutor, _check_workers, make_executor
+    from reduced_dynamics.sweep.executors import LocalExecutor, _check_workers, check_scheduler, make_executor
     from reduced_dynamics.sweep.store import Store
 
-    n_workers = _check_workers(workers)  # before any work: a bad `workers` is an input error
+    n_workers = _check_workers(workers)  # before any work: a bad `workers` or `scheduler` is an input error
+    check_scheduler(scheduler)
     if executor is not None and not all(callable(getattr(executor, a, None)) for a in ("submit", "as_completed")):
         raise TypeError(
             f"`executor` must be an Executor (reduced_dynamics.sweep.LocalExecutor, DaskExecutor, ...), "

@@ -601,3 +601,39 @@ def test_train_with_64_tasks_names_no_phantom_heads(capsys):
     out = json.loads(capsys.readouterr().out)
     risks = out["risk"]["debiased_gd_S"]["risk"]
     assert len(risks) == 64 and all(np.isfinite(r) for r in risks)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "--t-end", "1", "--n-times", "4", "--no-plot"],
+        ["risk", "--prompts", "64"],
+        ["single-head", "--L", "20"],
+    ],
+    ids=["run", "risk", "single-head"],
+)
+def test_a_full_disk_names_out(argv, tmp_path, capsys, monkeypatch):
+    """A full disk (ENOSPC from the atomic write) was one line naming no flag: it names `--out` and the file."""
+    import errno
+
+    import reduced_dynamics.io as rio
+
+    def full(path, data):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(rio, "atomic_write_bytes", full)
+    line = _one_line(capsys, main([*argv, "--quiet", "--out", str(tmp_path)]))
+    assert "`--out`" in line and "No space left on device" in line and str(tmp_path) in line, line
+
+
+@pytest.mark.parametrize("address", ["http://localhost:1", "tcp://", "tcp://h ost:1", "localhost:8786"])
+def test_sweep_scheduler_address_is_checked_first(address, tmp_path, capsys, monkeypatch):
+    """`--scheduler http://…` ended in dask's own "unknown address scheme" line naming no flag, after every point
+    was validated: the address is checked before the spec is read, one line naming `--scheduler`."""
+    import reduced_dynamics.sweep.runner as runner
+
+    monkeypatch.setattr(runner, "plan_sweep", lambda *a, **k: pytest.fail("the points were validated first"))
+    spec = tmp_path / "s.toml"
+    spec.write_text('command = "run"\n[fixed]\nt-end = 1\n')
+    line = _one_line(capsys, main(["sweep", str(spec), "--out", str(tmp_path / "o"), "--scheduler", address]))
+    assert "`--scheduler`" in line and "tcp" in line, line
