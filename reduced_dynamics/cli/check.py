@@ -78,10 +78,13 @@ def main(args) -> int:
     # The one place the library imports its checker package (tests/test_layering.py): this command is
     # the checker's front end. Imported when the command runs, so no other command and not
     # ``import reduced_dynamics`` loads proofs_check.
-    from proofs_check.checks import run_checks
+    from proofs_check.checks import CHECKS, run_checks
 
     setting = setting_from_args(args)
     only = parse_only(args.only)
+    unknown = [n for n in only or () if n not in CHECKS]
+    if unknown:  # before any work (a sweep's dry run validates up to the Progress below)
+        raise ValueError(f"`--only` must name checks among {list(CHECKS)}, got {unknown}")
     if not 1 <= args.workers <= 512:
         raise ValueError(f"`--workers` must be an integer in [1, 512], got {args.workers}")
     prepare_out(args.out, is_file=True)

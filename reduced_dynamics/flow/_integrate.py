@@ -257,12 +257,7 @@ def integrate(
         tolerances = StageTolerances()
     elif not isinstance(tolerances, StageTolerances):
         raise TypeError(f"`tolerances` must be a StageTolerances or None, got {tolerances!r}")
-    with np.errstate(all="ignore"):
-        margin0 = np.atleast_1d(np.asarray(model.margin(y0), dtype=np.float64))
-    if not np.all(margin0 > 0):
-        row = int(np.argmax(~(margin0 > 0)))
-        where = f" (row {row})" if batch else ""
-        raise DomainError(f"the start `y0`{where} is outside the domain of {model!r}: {model.domain_text}")
+    check_start(model, y0)
     P = _rate_vector(model, rates)
     if P is not None and batch:
         raise ValueError("`rates` applies to single trajectories (give `y0` of shape (size,))")
@@ -272,6 +267,21 @@ def integrate(
             return _batch_radau(model, y0, t_out, **opts)
         return _batch_loop(model, y0, t_out, method, **opts)
     return _single(model, y0, t_out, method, rates=P, **opts)
+
+
+def check_start(model, y0) -> None:
+    """Raise :class:`DomainError` if a start (or a row of a batch) is outside ``model``'s domain.
+
+    What :func:`integrate` checks first; a command calls it before it starts work (so a sweep's dry run
+    refuses the point).
+    """
+    y0 = np.asarray(y0)
+    with np.errstate(all="ignore"):
+        margin0 = np.atleast_1d(np.asarray(model.margin(y0), dtype=np.float64))
+    if not np.all(margin0 > 0):
+        row = int(np.argmax(~(margin0 > 0)))
+        where = f" (row {row})" if y0.ndim == 2 else ""
+        raise DomainError(f"the start `y0`{where} is outside the domain of {model!r}: {model.domain_text}")
 
 
 def _check_dense_size(model, method: str, n_traj: int) -> None:

@@ -6,9 +6,11 @@ intact record is in the store is skipped; the others are submitted to the
 executor, and each result is written to the store by this process as soon as it
 arrives, so a sweep killed at any moment loses only the points in flight and
 the next run of the same spec resumes it. A point that fails (its command exits
-2 or 3, prints no result or raises) is recorded with its error and the sweep
-goes on; a worker process that dies is replaced and its points rerun (at most
-:data:`MAX_ATTEMPTS` times each).
+3, prints no result or raises) is recorded with its error and the sweep goes on;
+a point whose command refuses its input when it runs (exit 2: bad input the dry
+run could not see) is not stored, and once the other points ran the sweep raises
+``ValueError`` naming it (the command line exits 2); a worker process that dies
+is replaced and its points rerun (at most :data:`MAX_ATTEMPTS` times each).
 """
 
 from __future__ import annotations
@@ -380,6 +382,7 @@ def run_sweep(
     if progress is not None:
         progress(status(0, None))
     attempts = dict.fromkeys((inv.key for inv in todo), 0)
+    refused: list = []
     try:
         from reduced_dynamics.sweep.commands import run_point
 
@@ -401,6 +404,9 @@ def run_sweep(
                         lost.append(inv)
                         continue
                     outcome = _failed_outcome(f"worker lost: {exc.__class__.__name__}: {exc}".strip())
+                if outcome.get("exit_code") == 2:  # bad input found only at run time: not a result, not stored
+                    refused.append((inv, outcome.get("error") or "exit status 2"))
+                    continue
                 record = store.put(inv, outcome)
                 finished_here += 1
                 if record["status"] == "done":
@@ -431,6 +437,11 @@ def run_sweep(
             "last_run": {"done": done, "failed": failed, "cached": cached, "seconds": seconds, "executor": name},
         },
     )
+    if refused:  # a point whose command refused its input: the spec is bad input (exit 2), nothing cached for it
+        inv, error = refused[0]
+        where = ", ".join(f"{k}={inv.params[k]!r}" for k in spec.axis_names if k in inv.params)
+        more = f" ({len(refused)} points refused their input when run; not stored, the other points ran)"
+        raise ValueError((f"point ({where}): " if where else "") + error.removeprefix("reduced-dynamics ") + more)
     return SweepRun(
         spec.name, spec.command, str(out), total, done, failed, cached, n_corrupt, seconds, name, keys, tuple(failures)
     )
