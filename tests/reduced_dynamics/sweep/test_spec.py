@@ -187,3 +187,22 @@ def test_plan_sweep_reports_validation_progress():
     assert seen == [(1, 3), (2, 3), (3, 3)] and len(plan.invocations) == 3
     with pytest.raises(TypeError, match="`progress`"):
         plan_sweep(BASE, progress=3)
+
+
+@pytest.mark.parametrize("name", ["a\nb", "tab\there", "del\x7f", "x" * 201, " padded", "../up", ".hidden", ""])
+def test_a_name_that_is_not_a_safe_file_name_is_refused(name):
+    """A name holding a newline was accepted as the manifest's file name (issue 23)."""
+    with pytest.raises(ValueError, match="`name`"):
+        load_spec({**BASE, "name": name})
+
+
+def test_a_name_of_ordinary_characters_is_accepted():
+    assert load_spec({**BASE, "name": "risk vs L (σ² = 0.1)"}).name == "risk vs L (σ² = 0.1)"
+
+
+@pytest.mark.parametrize("path", ["/etc/passwd", "/dev/null", "/tmp"])
+def test_a_sigma_that_is_not_a_npy_file_is_refused_before_any_point_runs(path):
+    """A spec's `sigma = "/etc/passwd"` made the sweep open any readable file as .npy: the point's dry run reads the
+    header only (a text file, a device, a folder are refused), naming `--sigma`."""
+    with pytest.raises(ValueError, match="`--sigma`"):
+        plan_sweep({**BASE, "fixed": {**BASE["fixed"], "sigma": path}})
