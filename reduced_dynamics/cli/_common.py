@@ -114,6 +114,7 @@ class Progress:
             self._pending = None
 
     def stage(self, text: str) -> None:
+        check_interrupted()
         if self.quiet:
             return
         with self._lock:
@@ -136,6 +137,16 @@ class Progress:
             self._pending = None
         if self._timer is not None:
             self._timer.cancel()
+
+
+#: Ctrl-C received by the running command (set by ``reduced_dynamics.cli.main``'s handler)
+INTERRUPTED: list = []
+
+
+def check_interrupted() -> None:
+    """Raise ``KeyboardInterrupt`` if a Ctrl-C arrived that Python swallowed (in a finaliser); a no-op otherwise."""
+    if INTERRUPTED:
+        raise KeyboardInterrupt
 
 
 #: one-line notes of the running command (e.g. an old flag spelling), written by ``reduced_dynamics.cli.main``

@@ -637,3 +637,38 @@ def test_sweep_scheduler_address_is_checked_first(address, tmp_path, capsys, mon
     spec.write_text('command = "run"\n[fixed]\nt-end = 1\n')
     line = _one_line(capsys, main(["sweep", str(spec), "--out", str(tmp_path / "o"), "--scheduler", address]))
     assert "`--scheduler`" in line and "tcp" in line, line
+
+
+# ----------------------------------------------------------------------------- issue 23: interrupts
+
+
+class _SignalsInFinaliser:
+    """Sends SIGINT to this process from its finaliser: Python runs the handler there and cannot propagate it."""
+
+    def __del__(self):
+        signal.raise_signal(signal.SIGINT)
+
+
+@pytest.mark.parametrize("then", ["returns", "reports_progress"])
+def test_a_ctrl_c_swallowed_in_a_finaliser_still_ends_with_130(then, capsys, monkeypatch):
+    """SIGINT about 4 s into `figures --quick` was sometimes swallowed ("Exception ignored in ... KeyboardInterrupt",
+    then exit 0): it arrived while Python ran a finaliser. Reproduced exactly: the command's code drops an object
+    whose __del__ raises SIGINT; the command then returns 0 (or reaches its next progress line). Either way: exit
+    130, one line, no "Exception ignored"."""
+    import reduced_dynamics.cli.figures as figures
+
+    def command(args):
+        obj = _SignalsInFinaliser()
+        del obj  # the KeyboardInterrupt is raised inside __del__ and cannot leave it
+        if then == "reports_progress":
+            _common.Progress("figures", quiet=True).stage("next figure")
+            pytest.fail("the progress line let the command go on")
+        return 0
+
+    monkeypatch.setattr(figures, "main", command)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    line = _one_line(capsys, main(["figures", "--list"]), expected_rc=130)
+    assert line == "reduced-dynamics figures: interrupted"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+    monkeypatch.undo()
+    assert main(["figures", "--list", "--json"]) == 0  # the record does not leak into the next command
