@@ -152,10 +152,11 @@ def check_normaliser(s: np.ndarray, where: str, *, tol: float = 1e-12) -> None:
     """
     s = np.asarray(s)
     if not np.all(np.isfinite(s)):
-        raise ValueError(f"{where}: the attention normaliser overflowed (non-finite); lower the scale of ω")
+        raise ValueError(f"{where}: the attention normaliser overflowed (non-finite); lower the scale of `omega`")
     lo = float(s.min()) if s.size else 1.0
     if lo <= tol:
         raise ValueError(
             f"{where}: the attention normaliser Σ_j f(ω s_j) reached {lo:.3g} ≤ {tol:g}: the activation's "
-            "weights are negative or sum to zero here (affine f = 1 + Cx with C ω s < -1); use a smaller ω or C"
+            "weights are negative or sum to zero here (affine f = 1 + Cx with C ω s < -1); use a smaller `omega` "
+            "or `activation_c` (the C of f)"
         )

@@ -17,7 +17,16 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["output_stem", "atomic_write_bytes", "atomic_write_text", "atomic_write_json", "atomic_savez", "to_jsonable"]
+__all__ = [
+    "output_stem",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "atomic_write_json",
+    "atomic_savez",
+    "to_jsonable",
+    "read_npy",
+    "NPY_MAX_BYTES",
+]
 
 
 #: longest stem written as is; a longer one keeps its first fields and ends in a hash of all of them
@@ -175,3 +184,92 @@ def atomic_savez(path, **arrays) -> Path:
     buf = _io.BytesIO()
     np.savez_compressed(buf, **arrays)
     return atomic_write_bytes(path, buf.getvalue())
+
+
+#: largest array :func:`read_npy` loads (bytes of data): a header declaring more is refused before reading
+NPY_MAX_BYTES = 2**30
+
+
+def read_npy(path, *, name: str, shape: tuple | None = None, max_bytes: int = NPY_MAX_BYTES) -> np.ndarray:
+    """Read a real numeric ``.npy`` array after checking the file and its header, before allocating.
+
+    The file must be a regular file (a named pipe, a device or a folder is refused: reading one would hang
+    or fail late); its header is read with :func:`numpy.lib.format.read_magic` and
+    ``read_array_header_1_0`` / ``read_array_header_2_0``; the declared dtype must be a real number
+    (no objects, so no pickle), the declared ``shape`` the one expected, the declared size at most
+    ``max_bytes`` and present in the file. Only then is the data read.
+
+    Parameters
+    ----------
+    path : str or Path
+        The ``.npy`` file.
+    name : str
+        The parameter (or flag) named in errors, e.g. ``"--sigma"``.
+    shape : tuple of int, optional
+        The shape the array must have (checked on the header).
+    max_bytes : int
+        Largest data size accepted.
+
+    Returns
+    -------
+    ndarray, float64
+        The array, of shape ``shape`` when given.
+
+    Raises
+    ------
+    ValueError
+        One line naming ``name``: a missing or non-regular file, not a ``.npy`` file, a non-real dtype,
+        a wrong shape, a declared size over ``max_bytes`` or larger than the file.
+    """
+    import stat
+
+    fmt = np.lib.format
+    where = str(path)
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError, TypeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise ValueError(f"`{name}`: cannot read {where!r} ({why})") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = (
+            "a folder"
+            if stat.S_ISDIR(st.st_mode)
+            else ("a named pipe" if stat.S_ISFIFO(st.st_mode) else "not a regular file")
+        )
+        raise ValueError(f"`{name}` must be a .npy file saved by numpy.save, got {where!r}, {kind}")
+    try:
+        with open(path, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):  # replaced between the two looks
+                raise ValueError("not a regular file")
+            version = fmt.read_magic(fh)
+            if version == (1, 0):
+                dshape, fortran, dtype = fmt.read_array_header_1_0(fh, max_header_size=10_000)
+            elif version in ((2, 0), (3, 0)):
+                dshape, fortran, dtype = fmt.read_array_header_2_0(fh, max_header_size=10_000)
+            else:
+                raise ValueError(f"unsupported .npy version {version}")
+            if dtype.kind not in "iuf" or dtype.hasobject or dtype.fields is not None:
+                raise _NpyRefusal(f"must hold a real numeric array, got dtype {dtype} in {where!r}")
+            if shape is not None and tuple(dshape) != tuple(shape):
+                raise _NpyRefusal(f"must be a {tuple(shape)} array, got shape {tuple(dshape)} in {where!r}")
+            count = math.prod(int(n) for n in dshape)
+            nbytes = count * dtype.itemsize
+            if nbytes > max_bytes:
+                raise _NpyRefusal(
+                    f"declares {nbytes} bytes of data (shape {tuple(dshape)}), more than the {max_bytes} read; "
+                    f"got {where!r}"
+                )
+            if st.st_size - fh.tell() < nbytes:
+                raise _NpyRefusal(f"is truncated: its header declares {nbytes} bytes of data, got {where!r}")
+            data = np.fromfile(fh, dtype=dtype, count=count)
+    except _NpyRefusal as exc:
+        raise ValueError(f"`{name}` {exc}") from None
+    except (OSError, ValueError, EOFError, SyntaxError, TypeError) as exc:
+        why = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"`{name}`: cannot read {where!r} as a .npy array ({why})") from None
+    arr = data.reshape(dshape, order="F" if fortran else "C")
+    return np.array(arr, dtype=np.float64, order="C")
+
+
+class _NpyRefusal(Exception):
+    """A readable ``.npy`` header that :func:`read_npy` refuses (message completes "`name` ...")."""

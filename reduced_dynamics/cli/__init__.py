@@ -23,10 +23,13 @@ failed, 2 bad input, 3 the run failed numerically, 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.util
 import re
+import signal
 import sys
+import threading
 import warnings
 
 from reduced_dynamics.cli._common import NOTES, close_all, exit_codes_epilog, flag_names, rename_params
@@ -169,6 +172,53 @@ def _error_line(args, kind: str, exc: BaseException) -> str:
     return f"reduced-dynamics {args.command}: {kind}: {rename_params(text, args._flags)}\n"
 
 
+@contextlib.contextmanager
+def _interrupts():
+    """Ctrl-C always ends the command with status 130 and one line, even when Python swallows it.
+
+    A SIGINT that arrives while Python runs a finaliser (``__del__``, a weakref callback) raises
+    ``KeyboardInterrupt`` there, where it cannot propagate: Python printed "Exception ignored in ...
+    KeyboardInterrupt" and the command went on to exit 0 (``figures --quick``, about 2 tries in 25). Here the
+    handler records the interrupt (the yielded list becomes non-empty), :func:`sys.unraisablehook` drops the
+    swallowed ``KeyboardInterrupt`` silently, the next progress line raises it again
+    (:func:`reduced_dynamics.cli._common.check_interrupted`), and :func:`main` raises it once the command
+    returns. Installed only in the main thread over Python's default handler (not over a handler of the
+    caller's).
+    """
+    from reduced_dynamics.cli import _common
+
+    flag: list = []
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGINT) if in_main else None
+    ours = in_main and previous is signal.default_int_handler
+    if ours:  # not inside another main (a sweep's serial points): the outer one owns the record
+        _common.INTERRUPTED[:] = []
+
+    def on_sigint(signum, frame):
+        flag.append(signum)
+        _common.INTERRUPTED.append(signum)
+        raise KeyboardInterrupt
+
+    def unraisable(hook_args):
+        if isinstance(hook_args.exc_value, KeyboardInterrupt):
+            flag.append(signal.SIGINT)
+            _common.INTERRUPTED.append(signal.SIGINT)
+            return
+        old_hook(hook_args)
+
+    old_hook = sys.unraisablehook
+    if ours:
+        signal.signal(signal.SIGINT, on_sigint)
+    sys.unraisablehook = unraisable
+    try:
+        yield flag
+    finally:
+        sys.unraisablehook = old_hook
+        if ours:
+            signal.signal(signal.SIGINT, previous)
+            _common.INTERRUPTED[:] = []
+
+
 def main(argv=None) -> int:
     """Run ``reduced-dynamics`` with ``argv`` (default ``sys.argv[1:]``); return the exit status.
 
@@ -185,21 +235,23 @@ def main(argv=None) -> int:
         parser.print_help(sys.stderr)
         return 2
     NOTES.clear()
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True) as caught, _interrupts() as interrupted:
         warnings.simplefilter("always", RuntimeWarning)
         try:
             rc = int(args._module.main(args) or 0)
+            if interrupted:  # a Ctrl-C swallowed where Python cannot raise it (a __del__, a callback)
+                raise KeyboardInterrupt
         except ValueError as exc:
             sys.stderr.write(_error_line(args, "error", exc))
             return 2
         except OverflowError as exc:
             sys.stderr.write(_error_line(args, "overflow", exc))
             return 2
-        except OSError as exc:  # e.g. an --out folder that cannot be created or written
-            where = f": {exc.filename!r}" if getattr(exc, "filename", None) else ""
-            sys.stderr.write(
-                f"reduced-dynamics {args.command}: error: cannot write output{where} ({exc.strerror or exc})\n"
-            )
+        except OSError as exc:  # e.g. an --out folder that cannot be created or written, a full disk
+            where = f" {exc.filename!r}" if getattr(exc, "filename", None) else ""
+            flag = "`--out` " if getattr(args, "out", None) is not None else ""
+            why = exc.strerror or (str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__)
+            sys.stderr.write(f"reduced-dynamics {args.command}: error: {flag}cannot write output{where} ({why})\n")
             return 2
         except KeyboardInterrupt:
             sys.stderr.write(f"reduced-dynamics {args.command}: interrupted\n")

@@ -32,6 +32,7 @@ __all__ = [
     "nonempty",
     "check_range",
     "prepare_out",
+    "check_own_file",
     "write_flow_run",
     "flag_names",
     "rename_params",
@@ -113,6 +114,7 @@ class Progress:
             self._pending = None
 
     def stage(self, text: str) -> None:
+        check_interrupted()
         if self.quiet:
             return
         with self._lock:
@@ -135,6 +137,16 @@ class Progress:
             self._pending = None
         if self._timer is not None:
             self._timer.cancel()
+
+
+#: Ctrl-C received by the running command (set by ``reduced_dynamics.cli.main``'s handler)
+INTERRUPTED: list = []
+
+
+def check_interrupted() -> None:
+    """Raise ``KeyboardInterrupt`` if a Ctrl-C arrived that Python swallowed (in a finaliser); a no-op otherwise."""
+    if INTERRUPTED:
+        raise KeyboardInterrupt
 
 
 #: one-line notes of the running command (e.g. an old flag spelling), written by ``reduced_dynamics.cli.main``
@@ -209,6 +221,48 @@ def prepare_out(path, *, is_file: bool = False, flag: str = "--out"):
     if not os.access(folder, os.W_OK | os.X_OK):
         raise ValueError(f"`{flag}` is not writable: {str(folder)!r}")
     return path
+
+
+#: largest existing output file :func:`check_own_file` reads to see who made it
+OWN_FILE_MAX_BYTES = 64 * 2**20
+
+
+def check_own_file(path, made_by: dict, *, force: bool, flag: str = "--out") -> None:
+    """Refuse to replace ``path`` unless it is absent, is a JSON file whose ``made_by`` equals ``made_by``, or ``force``.
+
+    The one output-ownership rule for a command writing a file the user names: it overwrites only a file it
+    made for the same configuration (its ``made_by`` record: the command and its configuration), else it
+    refuses, one line naming ``flag`` and ``--force``. A folder, a named pipe or any file that is not such a
+    record (a text file, another command's output, another configuration's) is never replaced silently.
+    """
+    import json
+    import stat
+    from pathlib import Path
+
+    path = Path(path)
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise ValueError(f"`{flag}` cannot be read: {str(path)!r} ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError(f"`{flag}` must name a file, got {str(path)!r}, which exists and is not a regular file")
+    if force:
+        return
+    old = None
+    if st.st_size <= OWN_FILE_MAX_BYTES:
+        try:
+            doc = json.loads(path.read_bytes())
+            old = doc.get("made_by") if isinstance(doc, dict) else None
+        except (OSError, ValueError):
+            old = None
+    if old == made_by:
+        return
+    what = "another configuration's output" if isinstance(old, dict) else "a file this command did not write"
+    raise ValueError(
+        f"`{flag}` {str(path)!r} already exists and is {what}; choose another `{flag}` or pass `--force` to replace it"
+    )
 
 
 def write_flow_run(

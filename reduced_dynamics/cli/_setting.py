@@ -144,22 +144,23 @@ def parse_eigs(text: str, d: int) -> np.ndarray:
 def load_sigma(path: str, d: int) -> np.ndarray:
     """Read ``--sigma FILE.npy``: a real ``(d, d)`` array (symmetry and definiteness are the setting's checks).
 
+    The file and its header are checked before any data is read (:func:`reduced_dynamics.io.read_npy`): a
+    named pipe, a header declaring another shape or an object array is refused without reading on.
+
     Raises
     ------
     ValueError
-        One line naming ``--sigma``: unreadable file, not a real numeric array, wrong shape.
+        One line naming ``--sigma``: unreadable or non-regular file, not a real numeric array, wrong shape.
     """
+    from reduced_dynamics.io import read_npy
+
     try:
-        S = np.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as exc:
-        why = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ValueError(f"`--sigma`: cannot read {path!r} as a .npy array ({why})") from None
-    if not isinstance(S, np.ndarray) or S.dtype.kind not in "iuf":
-        kind = "an .npz archive" if not isinstance(S, np.ndarray) else f"dtype {S.dtype}"
-        raise ValueError(f"`--sigma` must be a real ({d}, {d}) matrix saved by numpy.save, got {kind} in {path!r}")
-    if S.shape != (d, d):
-        raise ValueError(f"`--sigma` must be a ({d}, {d}) matrix (--d {d}), got shape {S.shape} in {path!r}")
-    return S.astype(np.float64)
+        return read_npy(path, name="--sigma", shape=(d, d))
+    except ValueError as exc:
+        text = str(exc)
+        if "must be a (" in text:  # name --d too: the shape is the one --d asks for
+            text = text.replace(" array, got shape", f" matrix (--d {d}), got shape", 1)
+        raise ValueError(text) from None
 
 
 def _sigma_from_args(args, d: int):

@@ -12,7 +12,14 @@ import sys
 import textwrap
 import time
 
-from reduced_dynamics.cli._common import Progress, add_quiet, exit_codes_epilog, nonempty, prepare_out
+from reduced_dynamics.cli._common import (
+    Progress,
+    add_quiet,
+    check_own_file,
+    exit_codes_epilog,
+    nonempty,
+    prepare_out,
+)
 from reduced_dynamics.cli._setting import add_setting_arguments, setting_from_args
 from reduced_dynamics.io import atomic_write_json, to_jsonable
 
@@ -27,8 +34,10 @@ def add_arguments(p):
         "--out",
         type=nonempty,
         default=None,
-        help="also write the full results (with data and the setting) to this JSON file (a name you choose)",
+        help="also write the full results (with data and the setting) to this JSON file (a name you choose; an "
+        "existing file is replaced only if check wrote it with the same options, or with --force)",
     )
+    p.add_argument("--force", action="store_true", help="replace an existing --out file whatever wrote it")
     p.add_argument(
         "--workers",
         type=int,
@@ -69,13 +78,26 @@ def main(args) -> int:
     # The one place the library imports its checker package (tests/test_layering.py): this command is
     # the checker's front end. Imported when the command runs, so no other command and not
     # ``import reduced_dynamics`` loads proofs_check.
-    from proofs_check.checks import run_checks
+    from proofs_check.checks import CHECKS, run_checks
 
     setting = setting_from_args(args)
     only = parse_only(args.only)
+    unknown = [n for n in only or () if n not in CHECKS]
+    if unknown:  # before any work (a sweep's dry run validates up to the Progress below)
+        raise ValueError(f"`--only` must name checks among {list(CHECKS)}, got {unknown}")
     if not 1 <= args.workers <= 512:
         raise ValueError(f"`--workers` must be an integer in [1, 512], got {args.workers}")
     prepare_out(args.out, is_file=True)
+    made_by = {
+        "command": "check",
+        "quick": bool(args.quick),
+        "only": only,
+        "d": setting.d,
+        "L": setting.L,
+        "sigma2": float(setting.sigma2),
+    }
+    if args.out:
+        check_own_file(args.out, made_by, force=args.force)
     t0 = time.perf_counter()
     lines = Progress("check", quiet=args.quiet)
 
@@ -96,7 +118,7 @@ def main(args) -> int:
         "checks": [{k: v for k, v in r.to_dict().items() if k != "data"} for r in results],
     }
     if args.out:
-        atomic_write_json(args.out, {**payload, "checks": [r.to_dict() for r in results]})
+        atomic_write_json(args.out, {**payload, "made_by": made_by, "checks": [r.to_dict() for r in results]})
     if args.json:
         sys.stdout.write(json.dumps(to_jsonable(payload)) + "\n")
     else:

@@ -11,37 +11,72 @@ from reduced_dynamics.io import to_jsonable
 HELP = "Regenerate the figures (PNG + .npz data each) from the registry in reduced_dynamics.figures.registry."
 EPILOG = exit_codes_epilog() + (
     "\n\nEach figure is <out>/<name>.png with its data <out>/<name>.npz: fixed names, which the docs link to.\n"
-    "The folder records the configuration that made them (<out>/figures_run.json: --seed, --quick); a run with\n"
-    "another configuration is refused there (exit 2) unless --force: give it its own --out folder."
+    "The folder records the configuration that made each figure (<out>/figures_run.json: --seed, --quick per\n"
+    "figure, written before the figure is made); a figure of another configuration is not replaced (exit 2)\n"
+    "unless --force: give the run its own --out folder. Figures not made by the run keep their record."
 )
 
-#: File in the output folder that records which configuration made the figures in it.
+#: File in the output folder that records which configuration made each figure in it.
 STAMP = "figures_run.json"
 
 
-def _check_folder(out, config: dict, *, force: bool, names) -> None:
-    """Refuse to overwrite figures made with another configuration (their file names do not encode it)."""
+def _figure_files(out, name: str) -> list:
+    return [p for p in (out / f"{name}.npz", out / f"{name}.png") if p.exists()]
+
+
+def read_stamps(out, names) -> dict:
+    """Figure name -> the configuration recorded for it in ``out`` (None: its files exist without a record).
+
+    Reads ``figures_run.json``: ``{"figures": {name: {"seed": s, "quick": q}}}``, or the folder-wide
+    ``{"seed": s, "quick": q}`` of earlier versions, which applies to every figure whose files are there.
+    Figures with neither files nor a record are left out.
+    """
+    import json
     from pathlib import Path
 
     out = Path(out)
+    doc = None
     stamp = out / STAMP
-    if stamp.exists():
+    if stamp.is_file():
         try:
-            old = json.loads(stamp.read_text())
+            doc = json.loads(stamp.read_text())
         except (OSError, ValueError):
-            old = None
-        if old == config or force:
-            return
+            doc = None
+    per: dict = {}
+    if isinstance(doc, dict) and isinstance(doc.get("figures"), dict):
+        per = {k: v for k, v in doc["figures"].items() if isinstance(v, dict)}
+    elif isinstance(doc, dict) and set(doc) == {"seed", "quick"}:  # the folder-wide record of 0.2
+        per = {n: dict(doc) for n in names if _figure_files(out, n)}
+    found = {}
+    for n in names:
+        if n in per:
+            found[n] = per[n]
+        elif _figure_files(out, n):
+            found[n] = None
+    return found
+
+
+def _check_folder(out, config: dict, *, force: bool, names, all_names) -> dict:
+    """Refuse to overwrite a figure made with another configuration (its file names do not encode it).
+
+    Only the figures of this run (``names``) are compared; returns the records of every figure
+    (``all_names``) with this run's figures claimed for ``config``, to be written before they are made.
+    """
+    stamps = read_stamps(out, all_names)
+    clash = {n: stamps[n] for n in names if n in stamps and stamps[n] != config}
+    if clash and not force:
+        known = {n: c for n, c in clash.items() if c is not None}
+        unknown = sorted(n for n, c in clash.items() if c is None)
+        parts = [f"{n} made with {c}" for n, c in list(known.items())[:3]]
+        if unknown:
+            parts.append(f"{', '.join(unknown[:3])} of unknown configuration")
         raise ValueError(
-            f"`--out` {str(out)!r} holds figures made with {old} and the file names do not encode it; "
-            f"use another `--out` or `--force` to overwrite them with {config}"
+            f"`--out` {str(out)!r} already holds figures ({'; '.join(parts)}) and the file names do not encode "
+            f"it; use another `--out` or `--force` to overwrite them with {config}"
         )
-    existing = sorted(n for n in names if (out / f"{n}.npz").exists() or (out / f"{n}.png").exists())
-    if existing and not force:
-        raise ValueError(
-            f"`--out` {str(out)!r} already holds figures ({', '.join(existing[:3])}...) of unknown configuration; "
-            f"use another `--out` or `--force` to overwrite them"
-        )
+    records = {n: c for n, c in stamps.items() if c is not None}
+    records.update({n: dict(config) for n in names})
+    return {"figures": {n: records[n] for n in all_names if n in records}}
 
 
 def add_arguments(p):
@@ -93,17 +128,20 @@ def main(args) -> int:
     if not 1 <= args.workers <= 512:
         raise ValueError(f"`--workers` must be an integer in [1, 512], got {args.workers}")
     prepare_out(args.out)
-    config = {"seed": int(args.seed), "quick": bool(args.quick)}
-    _check_folder(args.out, config, force=args.force, names=list(FIGURES))
-    progress = Progress("figures", quiet=args.quiet, every=0.0)
-    runs = run_figures(
-        out=args.out, quick=args.quick, only=only, seed=args.seed, log=progress.stage, workers=args.workers
-    )
     from pathlib import Path
 
     from reduced_dynamics.io import atomic_write_json
 
-    atomic_write_json(Path(args.out) / STAMP, config)
+    config = {"seed": int(args.seed), "quick": bool(args.quick)}
+    names = list(dict.fromkeys(only)) if only is not None else list(FIGURES)
+    records = _check_folder(args.out, config, force=args.force, names=names, all_names=list(FIGURES))
+    # claimed before they are made: a run killed half-way leaves files its record describes, so the same
+    # command may finish them and another configuration is refused without --force
+    atomic_write_json(Path(args.out) / STAMP, records)
+    progress = Progress("figures", quiet=args.quiet, every=0.0)
+    runs = run_figures(
+        out=args.out, quick=args.quick, only=only, seed=args.seed, log=progress.stage, workers=args.workers
+    )
     res = {run.name: {"seconds": run.seconds, **run.key_numbers} for run in runs}
     if args.json:
         sys.stdout.write(json.dumps(to_jsonable(res)) + "\n")

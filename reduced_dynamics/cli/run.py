@@ -200,6 +200,21 @@ def text_summary(flow, summary: dict | None = None) -> str:
     return "\n".join(lines)
 
 
+def _start_overflow(args, setting, exc) -> OverflowError:
+    """The one line of a start outside the model's domain, naming the flags that set it."""
+    text = rename_params(str(exc).splitlines()[0].replace("`y0`", "ω0"), getattr(args, "_flags", {}))
+    hint = "`--omega0`" if args.omega0 is not None else "`--init-scale`"
+    if hint not in text:
+        text += f" (lower {hint})"
+    if setting.Sigma is not None:  # the exponent grows with Σ²: a Σ of large eigenvalues leaves no room
+        lam = float(np.linalg.eigvalsh(setting.Sigma)[-1])
+        text = text.rstrip(".") + (
+            f"; the exponent grows with the square of Σ, whose largest eigenvalue is {lam:.3g} "
+            "(`--sigma/--sigma-eigs`): a Σ of smaller scale leaves the start more room"
+        )
+    return OverflowError(text)
+
+
 def _start(args, model, seed):
     """The start of one flow: ``--omega0/--mu0``, or ``--init`` from ``seed`` (as 0.1 drew it, per model)."""
     from reduced_dynamics.models._heads import initial_state
@@ -292,7 +307,6 @@ def main(args) -> int:
         model = model_from_args(args, setting)
     _check_solver_flags(args, model)
     prepare_out(args.out)
-    progress = Progress("run", quiet=args.quiet)
     if args.n_init is not None:
         seeds = range(args.seed, args.seed + args.n_init)
         if model.scalar_heads:  # the starts of --init random for seeds S..S+N-1, drawn in one call
@@ -305,6 +319,13 @@ def main(args) -> int:
     else:
         y0 = _start(args, model, args.seed)
         what = "the flow"
+    from reduced_dynamics.flow._integrate import check_start
+
+    try:  # before any work: a start outside the domain is bad input (a sweep's dry run stops at the Progress)
+        check_start(model, y0)
+    except OverflowError as exc:
+        raise _start_overflow(args, setting, exc) from None
+    progress = Progress("run", quiet=args.quiet)
     progress.stage(f"integrating {what} of the {model.name} model, H={model.n_heads}, to t={args.t_end:g}")
     try:
         flow = integrate(
@@ -318,9 +339,7 @@ def main(args) -> int:
             budget=args.budget,
         )
     except OverflowError as exc:
-        text = str(exc).splitlines()[0].replace("`y0`", "ω0")
-        hint = "`--omega0`" if args.omega0 is not None else "`--init-scale`"
-        raise OverflowError(f"{text} (lower {hint})") from None
+        raise _start_overflow(args, setting, exc) from None
     args.n_times = n_times
     summary = {"command": "run", **flow.summary(), "setting": setting.to_dict()}
     # the messages name what to try next as the flags the user types (`--t-end`, `--init-scale` ...)

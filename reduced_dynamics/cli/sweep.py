@@ -47,9 +47,33 @@ def add_arguments(p):
         help="dask.distributed: 'local' starts a LocalCluster (--workers sets its size), tcp://host:port connects",
     )
     p.add_argument("--retry-failed", action="store_true", help="rerun the points recorded as failed")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace the manifest of a different sweep of the same name in --out (its points stay in the store)",
+    )
     p.add_argument("--dry-run", action="store_true", help="validate the spec and every point, print the plan, run none")
     p.add_argument("--json", action="store_true", help="print one JSON object (the run's counts and files)")
     add_quiet(p)
+
+
+def _validation_progress(quiet: bool):
+    """``progress(i, n)`` for :func:`plan_sweep`: a line on stderr every 2 s once validation has taken 1 s."""
+    import time
+
+    if quiet:
+        return None
+    t0 = time.perf_counter()
+    last = [t0 - 1.0]
+
+    def progress(i, n):
+        now = time.perf_counter()
+        if now - t0 >= 1.0 and now - last[0] >= 2.0:
+            last[0] = now
+            sys.stderr.write(f"reduced-dynamics sweep: validated {i}/{n} points [{now - t0:.1f} s]\n")
+            sys.stderr.flush()
+
+    return progress
 
 
 def main(args) -> int:
@@ -65,8 +89,11 @@ def main(args) -> int:
         )
     if workers is not None and not 1 <= workers <= 512:
         raise ValueError(f"`--workers` must be an integer in [1, 512], got {workers}")
+    from reduced_dynamics.sweep.executors import check_scheduler
+
+    check_scheduler(args.scheduler)  # before validating the points (minutes for a large grid)
     spec = load_spec(args.spec, quick=args.quick)
-    plan = plan_sweep(spec)
+    plan = plan_sweep(spec, progress=_validation_progress(args.quiet))
     out = Path(args.out) if args.out else Path("sweeps") / (spec.name + ("-quick" if args.quick else ""))
     if args.dry_run:
         store = Store(out)
@@ -90,7 +117,13 @@ def main(args) -> int:
     bar = ProgressBar(quiet=args.quiet)
     try:
         run = run_sweep(
-            plan, out=out, workers=workers, scheduler=args.scheduler, retry_failed=args.retry_failed, progress=bar
+            plan,
+            out=out,
+            workers=workers,
+            scheduler=args.scheduler,
+            retry_failed=args.retry_failed,
+            progress=bar,
+            force=args.force,
         )
     finally:
         bar.finish()

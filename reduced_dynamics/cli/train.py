@@ -56,6 +56,8 @@ PARAM_FLAGS = {
     "n_prompts": "--eval-prompts",
     "n-eval": "--eval-prompts",
     "checkpoint_every": "--checkpoint-every",
+    "checkpoint": "--resume",
+    "lr": "--lr",
     **SETTING_FLAGS,
 }
 

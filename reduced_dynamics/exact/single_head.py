@@ -283,14 +283,21 @@ class ExactSingleHeadOptimum(FrozenResult):
 
 
 def _default_bracket(setting) -> tuple[float, float]:
-    """The search range (0.05, min(1.2, omega_max)): the evaluator's range shrinks as d grows."""
+    """The search range (min(0.05, 0.25/√d), min(1.2, omega_max)): the optimum moves in like L̃'s 1/√d
+    (at d = 1000 it is near 0.035, below 0.05), and the evaluator's range shrinks as d grows."""
     from reduced_dynamics.exact.evaluator import omega_max
 
-    return 0.05, min(1.2, 0.999 * float(omega_max(setting)))
+    return min(0.05, 0.25 / math.sqrt(setting.d)), min(1.2, 0.999 * float(omega_max(setting)))
+
+
+def _gain(p) -> float:
+    r""":math:`A^2/B` of a profile: the risk is :math:`1 + \sigma^2 - A^2/B`, so maximising the gain minimises it
+    without the cancellation of ``risk_opt`` (at σ² = 1e12 the risk rounds to 1 + σ² for every ω)."""
+    return p.A**2 / p.B
 
 
 def _check_interior_optimum(setting, *, bracket=None, tol=1e-12, _profile=None) -> None:
-    """Raise ``ValueError`` if the single-head risk still decreases at the upper end of ``bracket``.
+    r"""Raise ``ValueError`` if the single-head risk still decreases at the upper end of ``bracket``.
 
     Two exact evaluations (at ``hi`` and ``0.98 hi``). For short prompts the best single head is close
     to a hard-max (nearest-neighbour) attention, beyond the evaluator's range of ω; this is a property
@@ -308,17 +315,19 @@ def _check_interior_optimum(setting, *, bracket=None, tol=1e-12, _profile=None) 
     Raises
     ------
     ValueError
-        If ``L < 2``, or if the risk at ``hi`` is below the risk at ``0.98 hi``.
+        If ``L < 2``, or if the risk at ``hi`` is below the risk at ``0.98 hi`` (compared through
+        :math:`A^2/B`, free of the rounding of :math:`1 + \sigma^2` at a large ``sigma2``).
     """
     if setting.L < 2:
         raise ValueError(f"`L` must be an integer >= 2 for the exact finite-L risk, got {setting.L}")
     hi = float((bracket or _default_bracket(setting))[1])
     prof = _profile or (lambda w: exact_single_head_profile(w, setting, tol=tol))
-    if prof(hi).risk_opt < prof(0.98 * hi).risk_opt:
+    if _gain(prof(hi)) > _gain(prof(0.98 * hi)):
         raise ValueError(
             f"`L` = {setting.L} is too short for an interior single-head optimum at d = {setting.d}, "
-            f"sigma2 = {float(setting.sigma2):g}: the exact risk still decreases at |omega| = {hi:g} "
-            f"(the end of the search range; the best head is close to a hard-max attention); use a larger `L`"
+            f"`sigma2` = {float(setting.sigma2):g}: the exact risk still decreases at |omega| = {hi:g} "
+            f"(the end of the search range; the best head is close to a hard-max attention); use a larger `L` "
+            "(or a smaller `sigma2`: the larger the noise, the sharper the best head)"
         )
 
 
@@ -375,6 +384,7 @@ def exact_single_head_optimum(setting, *, tol=1e-12, omega_tol=1e-7, bracket=Non
     omega_tol = check_finite_float("omega_tol", omega_tol)
     if not 1e-10 <= omega_tol <= 1e-2:
         raise ValueError(f"`omega_tol` must be in [1e-10, 1e-2], got {omega_tol!r}")
+    given = bracket is not None
     if bracket is None:
         bracket = _default_bracket(setting)
     try:
@@ -390,16 +400,22 @@ def exact_single_head_optimum(setting, *, tol=1e-12, omega_tol=1e-7, bracket=Non
             cache[w] = exact_single_head_profile(w, setting, tol=tol)
         return cache[w]
 
-    _check_interior_optimum(setting, bracket=(lo, hi), tol=tol, _profile=prof)
+    if not given:  # a property of the setting (L too short, a very large sigma2); a given bracket: widen it
+        _check_interior_optimum(setting, bracket=(lo, hi), tol=tol, _profile=prof)
 
-    def f(w):
-        return prof(w).risk_opt
+    def f(w):  # minus the gain A²/B: the same minimiser as risk_opt, without its cancellation at a large sigma2
+        return -_gain(prof(w))
 
     w, width = _golden_section_min(f, lo, hi, omega_tol)
-    if abs(w - lo) < 10 * omega_tol:
-        raise RuntimeError(f"exact_single_head_optimum: the minimum is at the lower edge of `bracket` = {bracket!r}")
-    if abs(w - hi) < 10 * omega_tol:
-        raise RuntimeError(f"exact_single_head_optimum: the minimum is at the upper edge of `bracket` = {bracket!r}")
+    for edge, at in (("lower", lo), ("upper", hi)):
+        if abs(w - at) < 10 * omega_tol:
+            where = (
+                f"of `bracket` = {bracket!r}: widen it"
+                if given
+                else f"of the search range ({lo:.4g}, {hi:.4g}) at `d` = {setting.d}, `L` = {setting.L}, "
+                f"`sigma2` = {float(setting.sigma2):g}: the exact optimum is outside the evaluator's range here"
+            )
+            raise ValueError(f"the single-head risk decreases up to the {edge} edge {where}")
     p = prof(w)
     mu = p.mu_opt
     final = _exact_risk(w, mu, setting, tol)

@@ -49,6 +49,7 @@ __all__ = [
     "default_tolerances",
     "T_END_MAX",
     "N_TIMES_MAX",
+    "JACOBIAN_MAX_BYTES",
     "BUDGET",
     "RTOL_MIN",
     "RTOL_MAX",
@@ -74,6 +75,12 @@ BUDGET = 150_000
 BUDGET_MAX = 10**8
 #: Largest number of gradient-descent steps.
 N_STEPS_MAX = 10**8
+
+#: Largest dense Jacobian (bytes) an implicit method may hold: LSODA's work array, Radau's and BDF's
+#: matrices and LU factors are ``size x size``; a state larger than this allows needs an explicit method.
+JACOBIAN_MAX_BYTES = 2**30
+#: ``size x size`` float64 matrices each implicit method keeps (Radau: J, a real and a complex LU).
+_DENSE_COPIES = {"LSODA": 1, "BDF": 2, "Radau": 4, "batch-Radau": 4}
 
 #: Default ``(rtol, atol)`` per method (the same for every model). LSODA's error control is looser than
 #: Radau's (at 1e-8 its final state at t = 1e5 is off by ~1e-7, at 1e-11 by ~3e-10); the batched Radau's
@@ -137,7 +144,7 @@ def output_times(t_end, n_times, t_first, times):
     if n_times < 2:
         raise ValueError(f"`n_times` must be an integer in [2, {N_TIMES_MAX}], got {n_times}")
     t_first = _check_t_end(t_first, "t_first")
-    if t_first >= t_end:
+    if t_first >= t_end or n_times == 2:  # geomspace(t_first, t_end, 1) would be [t_first]: the flow must reach t_end
         return np.array([0.0, t_end])
     return np.concatenate([[0.0], np.geomspace(t_first, t_end, n_times - 1)])
 
@@ -241,6 +248,7 @@ def integrate(
             raise ValueError("`method` 'batch-Radau' integrates a batch: give `y0` of shape (B, size)")
         if not model.has_hessian:
             raise ValueError(f"`method` 'batch-Radau' needs a model with a derived Hessian, got {model!r}")
+    _check_dense_size(model, method, y0.shape[0] if batch and method == "batch-Radau" else 1)
     rtol, atol = _check_tolerances(*default_tolerances(method, rtol, atol))
     t_out = output_times(t_end, n_times, t_first, times)
     stationarity_tol = check_nonnegative_float("stationarity_tol", stationarity_tol)
@@ -249,12 +257,7 @@ def integrate(
         tolerances = StageTolerances()
     elif not isinstance(tolerances, StageTolerances):
         raise TypeError(f"`tolerances` must be a StageTolerances or None, got {tolerances!r}")
-    with np.errstate(all="ignore"):
-        margin0 = np.atleast_1d(np.asarray(model.margin(y0), dtype=np.float64))
-    if not np.all(margin0 > 0):
-        row = int(np.argmax(~(margin0 > 0)))
-        where = f" (row {row})" if batch else ""
-        raise DomainError(f"the start `y0`{where} is outside the domain of {model!r}: {model.domain_text}")
+    check_start(model, y0)
     P = _rate_vector(model, rates)
     if P is not None and batch:
         raise ValueError("`rates` applies to single trajectories (give `y0` of shape (size,))")
@@ -264,6 +267,40 @@ def integrate(
             return _batch_radau(model, y0, t_out, **opts)
         return _batch_loop(model, y0, t_out, method, **opts)
     return _single(model, y0, t_out, method, rates=P, **opts)
+
+
+def check_start(model, y0) -> None:
+    """Raise :class:`DomainError` if a start (or a row of a batch) is outside ``model``'s domain.
+
+    What :func:`integrate` checks first; a command calls it before it starts work (so a sweep's dry run
+    refuses the point).
+    """
+    y0 = np.asarray(y0)
+    with np.errstate(all="ignore"):
+        margin0 = np.atleast_1d(np.asarray(model.margin(y0), dtype=np.float64))
+    if not np.all(margin0 > 0):
+        row = int(np.argmax(~(margin0 > 0)))
+        where = f" (row {row})" if y0.ndim == 2 else ""
+        raise DomainError(f"the start `y0`{where} is outside the domain of {model!r}: {model.domain_text}")
+
+
+def _check_dense_size(model, method: str, n_traj: int) -> None:
+    """Refuse an implicit ``method`` whose dense Jacobians of the state would exceed :data:`JACOBIAN_MAX_BYTES`.
+
+    Decided before anything is allocated: ``run --tasks 1-4,3-6 --d 100000`` asked LSODA for a 298 GiB work
+    array (a MemoryError traceback).
+    """
+    copies = _DENSE_COPIES.get(method)
+    if copies is None:
+        return
+    n = int(model.size)
+    need = 8 * n * n * copies * n_traj
+    if need > JACOBIAN_MAX_BYTES:
+        raise ValueError(
+            f"`method` {method} keeps dense {n} x {n} Jacobians of the {n}-dimensional state of {model!r} "
+            f"({need / 2**30:.3g} GiB, more than {JACOBIAN_MAX_BYTES / 2**30:g} GiB): give an explicit `method` "
+            "(RK45, RK23 or DOP853) or a smaller `setting.d`"
+        )
 
 
 def _rate_vector(model, rates):

@@ -84,6 +84,8 @@ __all__ = [
     "train",
     "save_checkpoint",
     "load_checkpoint",
+    "check_resume_state",
+    "BIT_GENERATORS",
     "mc_risk",
     "cross_check",
     "length_generalisation",
@@ -335,11 +337,50 @@ def _rng_state_json(rng: np.random.Generator) -> str:
     return json.dumps(rng.bit_generator.state, default=lambda a: np.asarray(a).tolist())
 
 
+#: the bit generators a checkpoint's generator state may name (a file naming anything else is refused: the
+#: name used to be passed to ``getattr(np.random, name)()``, so a file saying "seed" called ``np.random.seed()``)
+BIT_GENERATORS = ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64")
+
+
 def _rng_from_json(text: str) -> np.random.Generator:
     state = json.loads(text)
-    bitgen = getattr(np.random, state["bit_generator"])()
+    name = state.get("bit_generator") if isinstance(state, dict) else None
+    if not isinstance(name, str) or name not in BIT_GENERATORS:
+        raise ValueError(f"its generator state names the bit generator {name!r}, not one of {list(BIT_GENERATORS)}")
+    bitgen = getattr(np.random, name)()
     bitgen.state = state
     return np.random.Generator(bitgen)
+
+
+def check_resume_state(theta, m, v, *, where: str, name: str = "resume") -> None:
+    """Refuse a resumable state that no training run writes, before any step (``ValueError`` naming ``name``).
+
+    The parameters ``theta`` and the Adam moments ``m``, ``v`` must be 1-d float arrays of one size, every
+    entry finite, ``v >= 0``: a run never checkpoints NaN or inf (:func:`train` keeps the last finite
+    checkpoint), so such a file is corrupted, and resuming from it would write NaN over it.
+    """
+    theta, m, v = (np.asarray(a) for a in (theta, m, v))
+    if not (theta.ndim == m.ndim == v.ndim == 1 and theta.shape == m.shape == v.shape):
+        raise ValueError(
+            f"`{name}`: {where} holds parameters and Adam moments of shapes {theta.shape}, {m.shape}, {v.shape}; "
+            "a checkpoint holds three flat arrays of one size"
+        )
+    for label, a in (("parameters", theta), ("first Adam moments", m), ("second Adam moments", v)):
+        if a.dtype.kind != "f" or not np.all(np.isfinite(a)):
+            raise ValueError(
+                f"`{name}`: {where} holds non-finite {label} (NaN or inf), which no training run writes: the file "
+                "is corrupted; train again (`force`) or use another `out`"
+            )
+    if np.any(v < 0):
+        raise ValueError(
+            f"`{name}`: {where} holds negative second Adam moments, which no training run writes: the file is "
+            "corrupted; train again (`force`) or use another `out`"
+        )
+
+
+def all_finite(*arrays) -> bool:
+    """True when every entry of every array is finite (the state may be checkpointed)."""
+    return all(bool(np.all(np.isfinite(a))) for a in arrays)
 
 
 @dataclass(frozen=True)
@@ -420,6 +461,7 @@ def load_checkpoint(path) -> Checkpoint:
     try:
         with np.load(path) as z:
             out = {k: z[k] for k in z.files}
+        check_resume_state(out["theta"], out["m"], out["v"], where=repr(str(path)))
         return Checkpoint(
             config=TrainConfig.from_dict(json.loads(str(out["config"]))),
             theta=out["theta"].astype(np.float64),
@@ -433,7 +475,11 @@ def load_checkpoint(path) -> Checkpoint:
             snapshot_ov=out["snapshot_ov"],
             stream_version=int(out["stream_version"]) if "stream_version" in out else 1,
         )
-    except (OSError, EOFError, KeyError, TypeError, AttributeError, ValueError, zipfile.BadZipFile) as exc:
+    except ValueError as exc:
+        if str(exc).startswith("`resume`"):
+            raise
+        raise ValueError(f"`resume`: {str(path)!r} is not a readable checkpoint (ValueError: {exc})") from None
+    except (OSError, EOFError, KeyError, TypeError, AttributeError, zipfile.BadZipFile) as exc:
         raise ValueError(
             f"`resume`: {str(path)!r} is not a readable checkpoint ({type(exc).__name__}: {exc})"
         ) from None
@@ -560,7 +606,8 @@ def train(
             s_ov.append(np.array(ov))
 
     def checkpoint():
-        if ckpt_path is not None:
+        # a non-finite state is never written: the last finite checkpoint stays (it is what a resume continues)
+        if ckpt_path is not None and all_finite(theta, m, v):
             save_checkpoint(
                 ckpt_path,
                 config=config,
@@ -654,6 +701,13 @@ def train(
             prev = sigint["previous"]
             signal.signal(signal.SIGINT, prev if prev is not None else signal.default_int_handler)
     seconds = time.perf_counter() - t0
+    if status == 2 and resume and step == step0:
+        # not a run that diverged now: the checkpoint's own parameters give a non-finite loss; nothing is written
+        raise ValueError(
+            f"`resume`: the loss is non-finite at the parameters of {str(ckpt_path)!r} (step {step}): the run it "
+            "holds had diverged, or the file is corrupted; nothing to continue: train again with a smaller `lr` "
+            "(`force`) or use another `out`"
+        )
     if status == 0 and step < config.steps:
         status = 1
     checkpoint()

@@ -224,6 +224,7 @@ class MultitaskModel(ReducedModel):
             limit_predictor,
             per_task_risks,
             reduced_mt_predict,
+            support_dgd_weights,
             support_ridge_predict,
             weighted_dgd_predict,
         )
@@ -231,7 +232,7 @@ class MultitaskModel(ReducedModel):
         s, H = self.setting, self.n_heads
         circ = result.circuits
         lim = limit_predictor(max(H, 1), s)
-        per_task = limit_predictor(s.n_tasks + 1, s).A
+        per_task = support_dgd_weights(s)  # the limit of H >= N + 1 heads: per-task debiased GD (any N)
         preds = {
             "trained": lambda p: mt_attention_predict(result.model, p, s),
             "reduced": self.predictor(self.state(circ.omega, circ.mu)),

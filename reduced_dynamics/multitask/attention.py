@@ -35,7 +35,13 @@ from reduced_dynamics._results import FrozenResult
 from reduced_dynamics._validation import check_nonnegative_int, check_positive_float, check_positive_int
 from reduced_dynamics.estimation.prompts import as_generator
 from reduced_dynamics.io import atomic_savez
-from reduced_dynamics.model.training import _rng_from_json, _rng_state_json, adam_update
+from reduced_dynamics.model.training import (
+    _rng_from_json,
+    _rng_state_json,
+    adam_update,
+    all_finite,
+    check_resume_state,
+)
 from reduced_dynamics.multitask.flow import classify_heads
 from reduced_dynamics.multitask.predictors import MultitaskPrompts, support_mask
 from reduced_dynamics.setting import Setting, as_setting
@@ -478,15 +484,19 @@ def train_mt_attention(
         start = int(data["step"])
         if start > steps:
             raise ValueError(f"`steps` = {steps} is below the {start} steps already in the checkpoint {str(path)!r}")
+        check_resume_state(data["theta"], data["m"], data["v"], where=repr(str(path)), name="checkpoint")
         theta, m, v = data["theta"].copy(), data["m"].copy(), data["v"].copy()
         losses[:start] = data["losses"]
-        rng = _rng_from_json(str(data["rng_state"]))
+        try:
+            rng = _rng_from_json(str(data["rng_state"]))
+        except (ValueError, TypeError, KeyError) as exc:
+            raise ValueError(f"`checkpoint`: {str(path)!r} is not a readable multi-task checkpoint ({exc})") from None
     p = spec.views(theta)
     mask = support_mask(setting)
     scale = mask / np.sqrt(mask.sum(axis=1))[:, None]
 
     def save(t):
-        if path is not None:
+        if path is not None and all_finite(theta, m, v):  # never a non-finite state over the last finite one
             atomic_savez(
                 path,
                 config=np.array(json.dumps(config)),
@@ -505,6 +515,12 @@ def train_mt_attention(
         KQ, OV = spec.circuits(p)
         loss, gKQ, gOV = _loss_grad(KQ, OV, Z, xq, yq, ZT)
         if not np.isfinite(loss):
+            if t == start + 1 and start > 0:  # the checkpoint's own parameters: nothing to continue, nothing written
+                raise ValueError(
+                    f"`checkpoint`: the loss is non-finite at the parameters of {str(path)!r} (step {start}): the "
+                    "run it holds had diverged, or the file is corrupted; train again with a smaller `lr` or use "
+                    "another path"
+                )
             status, message, done = 1, f"the loss became non-finite at step {t}; lower `lr`", t - 1
             break
         losses[t - 1] = loss

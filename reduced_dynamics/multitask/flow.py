@@ -143,7 +143,8 @@ def role_frequencies(
     setting : Setting
     n_seeds : int, in [1, 100000]
     seed : int >= 0
-    t_end : float > 0
+    t_end : float, in [2.2e-308, 1e12]
+        End time of every flow (a normal float; the engine's range).
     scale : float > 0
 
     Returns
@@ -165,7 +166,10 @@ def role_frequencies(
     model = reduced_model(setting, n_heads=H)
     if model.name != "multitask":
         raise ValueError(f"`setting` must be a multi-task setting for role_frequencies, got the {model.name} model")
-    t_end = check_positive_float("t_end", t_end)
+    from reduced_dynamics.flow._integrate import _check_t_end
+
+    t_end = _check_t_end(t_end)  # the engine's range, named `t_end` (not the `times` it is passed as)
+    scale = check_positive_float("scale", scale)
     for i in range(n_seeds):
         res = integrate(model, model.initial_state(seed=seed + i, scale=scale), times=[t_end], stationarity_tol=0)
         failures += int(not res.success)

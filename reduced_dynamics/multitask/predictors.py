@@ -28,6 +28,7 @@ docs/theory.md#extensions
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 
@@ -209,6 +210,10 @@ class LimitPredictor(FrozenResult):
     mu: np.ndarray | None = None
 
 
+#: number of variables of the shared-regime factorisation from which :func:`limit_predictor` uses L-BFGS-B
+LBFGS_FROM = 2000
+
+
 def limit_predictor(n_heads: int, setting: Setting) -> LimitPredictor:
     """The limit predictor of the reduced flow for ``n_heads`` heads (see the module docstring).
 
@@ -234,13 +239,23 @@ def limit_predictor(n_heads: int, setting: Setting) -> LimitPredictor:
         # one head: minimise L~ itself from the positive start (deterministic)
         def f(x):
             om, m = x[:d].reshape(1, d), x[d:].reshape(1, N)
-            g = mt_gradient(om, m, setting)
-            return mt_loss(om, m, setting), np.concatenate([g.omega.ravel(), g.mu.ravel()])
+            try:
+                g = mt_gradient(om, m, setting)
+                return mt_loss(om, m, setting), np.concatenate([g.omega.ravel(), g.mu.ravel()])
+            except ValueError:  # a trial step of the line search beyond exp's range (large sigma2): rejected
+                return math.inf, np.zeros_like(x)
 
         x0 = np.concatenate([np.full(d, 0.3), np.ones(N)])
         r = minimize(f, x0, jac=True, method="BFGS", options={"gtol": 1e-12, "maxiter": 10_000})
         om, m = r.x[:d].reshape(1, d), r.x[d:].reshape(1, N)
         from reduced_dynamics.multitask.loss import effective_weights, mt_loss_per_task
+
+        if not r.fun < N * (1.0 + setting.sigma2):  # no better than mu = 0: the minimum was not found
+            raise ValueError(
+                f"`sigma2` = {setting.sigma2:g} is too large for the one-head limit of L̃: the signal terms are "
+                "below the rounding of the noise term 1 + sigma2 in float64 and the minimisation finds no point "
+                "better than mu = 0; use a smaller `sigma2`"
+            )
 
         return LimitPredictor(
             n_heads=1,
@@ -264,9 +279,16 @@ def limit_predictor(n_heads: int, setting: Setting) -> LimitPredictor:
 
     best = None
     rng = np.random.default_rng(12345)  # fixed starts: a deterministic optimisation, not a random result
+    n_var = N * r_ + r_ * d
+    # BFGS keeps a dense n_var x n_var inverse Hessian: beyond LBFGS_FROM variables (64 tasks, 64 heads: 8064,
+    # 0.5 GB a copy and minutes) the limited-memory method, O(n_var) memory, reaches the same minimum
+    if n_var <= LBFGS_FROM:
+        method, options = "BFGS", {"gtol": 1e-12, "maxiter": 20_000}
+    else:
+        method, options = "L-BFGS-B", {"gtol": 1e-12, "ftol": 1e-15, "maxiter": 20_000, "maxcor": 30}
     for _ in range(8):
-        x0 = 0.5 + 0.1 * rng.standard_normal(N * r_ + r_ * d)
-        r = minimize(g, x0, jac=True, method="BFGS", options={"gtol": 1e-12, "maxiter": 20_000})
+        x0 = 0.5 + 0.1 * rng.standard_normal(n_var)
+        r = minimize(g, x0, jac=True, method=method, options=options)
         if best is None or r.fun < best.fun:
             best = r
     U, W = best.x[: N * r_].reshape(N, r_), best.x[N * r_ :].reshape(r_, d)

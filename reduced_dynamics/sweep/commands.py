@@ -68,11 +68,21 @@ SWEEP_COMMANDS: dict[str, SweepCommand] = {
 }
 
 
-def _available_commands() -> dict[str, SweepCommand]:
-    """The sweep commands whose CLI module exists in this installation (new commands land over time)."""
-    from reduced_dynamics.cli import COMMANDS
+_AVAILABLE: dict[str, SweepCommand] = {}
 
-    return {name: c for name, c in SWEEP_COMMANDS.items() if name in COMMANDS and _importable(COMMANDS[name])}
+
+def _available_commands() -> dict[str, SweepCommand]:
+    """The sweep commands whose CLI module exists in this installation (new commands land over time).
+
+    Found once per process (a sweep validates up to a million points, each asking for its command).
+    """
+    if not _AVAILABLE:
+        from reduced_dynamics.cli import COMMANDS
+
+        _AVAILABLE.update(
+            {name: c for name, c in SWEEP_COMMANDS.items() if name in COMMANDS and _importable(COMMANDS[name])}
+        )
+    return _AVAILABLE
 
 
 def _importable(modname: str) -> bool:

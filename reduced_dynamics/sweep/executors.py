@@ -259,12 +259,12 @@ class DaskExecutor(Executor):
             self.client = Client(self.cluster)
             self.name = f"dask:local:{n}"
         else:
-            if not isinstance(scheduler, str) or "://" not in scheduler:
-                raise ValueError(f"`scheduler` must be 'local' or an address like tcp://host:8786, got {scheduler!r}")
+            check_scheduler(scheduler)
             try:
                 self.client = Client(scheduler, timeout="10s")
-            except (OSError, TimeoutError) as exc:
-                raise ValueError(f"`scheduler` {scheduler!r} cannot be reached: {exc}") from None
+            except (OSError, TimeoutError, ValueError) as exc:
+                why = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
+                raise ValueError(f"`scheduler` {scheduler!r} cannot be reached: {why}") from None
             self.name = f"dask:{scheduler}"
         self.workers = max(1, sum(w.get("nthreads", 1) for w in self.client.scheduler_info()["workers"].values()))
 
@@ -280,6 +280,32 @@ class DaskExecutor(Executor):
         self.client.close()
         if self.cluster is not None:
             self.cluster.close()
+
+
+#: the address schemes of dask.distributed's communication layer
+SCHEDULER_SCHEMES = ("tcp", "tls", "ws", "wss", "inproc", "ucx")
+
+
+def check_scheduler(scheduler) -> str | None:
+    """Return ``scheduler`` if it is None, ``"local"`` or a dask address ``scheme://host[:port]``, else raise.
+
+    Checked before any work (a sweep validates its points first, which can take minutes): an ``http://``
+    address was dask's own one-line error naming no option, after the validation.
+
+    Raises
+    ------
+    ValueError
+        Naming ``scheduler`` and the schemes.
+    """
+    if scheduler is None or scheduler == "local":
+        return scheduler
+    scheme, sep, rest = scheduler.partition("://") if isinstance(scheduler, str) else ("", "", "")
+    if not sep or scheme not in SCHEDULER_SCHEMES or not rest.strip() or any(c.isspace() for c in scheduler):
+        raise ValueError(
+            f"`scheduler` must be 'local' or a dask address scheme://host:port with scheme one of "
+            f"{', '.join(SCHEDULER_SCHEMES)} (e.g. tcp://host:8786), got {scheduler!r}"
+        )
+    return scheduler
 
 
 def make_executor(*, workers=None, scheduler=None) -> Executor:

@@ -6,9 +6,11 @@ intact record is in the store is skipped; the others are submitted to the
 executor, and each result is written to the store by this process as soon as it
 arrives, so a sweep killed at any moment loses only the points in flight and
 the next run of the same spec resumes it. A point that fails (its command exits
-2 or 3, prints no result or raises) is recorded with its error and the sweep
-goes on; a worker process that dies is replaced and its points rerun (at most
-:data:`MAX_ATTEMPTS` times each).
+3, prints no result or raises) is recorded with its error and the sweep goes on;
+a point whose command refuses its input when it runs (exit 2: bad input the dry
+run could not see) is not stored, and once the other points ran the sweep raises
+``ValueError`` naming it (the command line exits 2); a worker process that dies
+is replaced and its points rerun (at most :data:`MAX_ATTEMPTS` times each).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ class SweepPlan(FrozenResult):
     n_duplicates: int
 
 
-def plan_sweep(spec, *, quick: bool = False) -> SweepPlan:
+def plan_sweep(spec, *, quick: bool = False, progress: Callable[[int, int], None] | None = None) -> SweepPlan:
     """Validate a sweep before any work: the spec's structure, then every point as its command would.
 
     Parameters
@@ -54,6 +56,9 @@ def plan_sweep(spec, *, quick: bool = False) -> SweepPlan:
         The specification (:func:`~reduced_dynamics.sweep.spec.load_spec`).
     quick : bool
         Use the spec's ``[quick]`` sizes.
+    progress : callable, optional
+        Called as ``progress(validated, total)`` after each point (validating a point
+        takes about a millisecond: a large grid takes minutes).
 
     Returns
     -------
@@ -70,9 +75,12 @@ def plan_sweep(spec, *, quick: bool = False) -> SweepPlan:
 
     if not isinstance(spec, SweepSpec):
         spec = load_spec(spec, quick=quick)
+    if progress is not None and not callable(progress):
+        raise TypeError(f"`progress` must be callable or None, got {type(progress).__name__}")
     invs, seen = [], set()
     axis_names = spec.axis_names
-    for params in spec.points():
+    total = spec.n_points
+    for i, params in enumerate(spec.iter_points(), start=1):
         try:
             inv = validate(spec.command, params)
         except ValueError as exc:
@@ -81,6 +89,8 @@ def plan_sweep(spec, *, quick: bool = False) -> SweepPlan:
         if inv.key not in seen:
             seen.add(inv.key)
             invs.append(inv)
+        if progress is not None:
+            progress(i, total)
     return SweepPlan(spec, tuple(invs), spec.n_points - len(invs))
 
 
@@ -226,6 +236,35 @@ class ProgressBar:
         self.stream.flush()
 
 
+def _same_source(source) -> object:
+    """The spec as its manifest stores it (TOML dates and times as strings)."""
+    import json
+
+    return json.loads(json.dumps(source, default=str))
+
+
+def _check_same_sweep(store, spec, out, *, force: bool) -> None:
+    """Refuse a sweep whose name is taken in ``out`` by a different sweep (another spec or command).
+
+    Two specs of one ``name`` replaced each other's manifest silently; rerunning the same spec (to resume it)
+    is the same sweep.
+    """
+    old = store.manifest(spec.name)
+    if old is None or force:
+        return
+    same = (
+        old.get("command") == spec.command
+        and old.get("quick") == spec.quick
+        and old.get("spec") == _same_source(spec.source)
+    )
+    if not same:
+        raise ValueError(
+            f"`name` {spec.name!r} is taken in `--out` {str(out)!r} by another sweep (a different spec); give this "
+            "spec another `name`, use another `--out`, or `--force` to replace that sweep's manifest (its points "
+            "stay in the store)"
+        )
+
+
 def _failed_outcome(error: str) -> dict:
     return {"exit_code": None, "result": None, "error": error, "seconds": None, "cpu_seconds": None, "worker": None}
 
@@ -240,6 +279,7 @@ def run_sweep(
     executor=None,
     retry_failed: bool = False,
     progress: Callable[[SweepStatus], None] | None = None,
+    force: bool = False,
 ) -> SweepRun:
     """Run every unfinished point of a sweep and store its result.
 
@@ -261,6 +301,9 @@ def run_sweep(
         Rerun points recorded as failed (default: a failure is a finished point).
     progress : callable, optional
         Called with a :class:`SweepStatus` at the start and after each point (e.g. a :class:`ProgressBar`).
+    force : bool
+        Replace the manifest of a different sweep of the same ``name`` in ``out`` (its points stay in the
+        store); without it such a sweep is refused before any work.
 
     Returns
     -------
@@ -269,17 +312,27 @@ def run_sweep(
     Raises
     ------
     ValueError
-        A bad spec or point (before any work), or an unusable ``out``, ``workers`` or ``scheduler``.
+        A bad spec or point (before any work), an unusable ``out``, ``workers`` or ``scheduler``, or
+        ``out`` holding another sweep of the same name (without ``force``).
     """
     from reduced_dynamics.cli._common import prepare_out
-    from reduced_dynamics.sweep.executors import LocalExecutor, _check_workers, make_executor
+    from reduced_dynamics.sweep.executors import LocalExecutor, _check_workers, check_scheduler, make_executor
     from reduced_dynamics.sweep.store import Store
 
-    n_workers = _check_workers(workers)  # before any work: a bad `workers` is an input error
+    n_workers = _check_workers(workers)  # before any work: a bad `workers` or `scheduler` is an input error
+    check_scheduler(scheduler)
+    if executor is not None and not all(callable(getattr(executor, a, None)) for a in ("submit", "as_completed")):
+        raise TypeError(
+            f"`executor` must be an Executor (reduced_dynamics.sweep.LocalExecutor, DaskExecutor, ...), "
+            f"got {type(executor).__name__}"
+        )
+    if progress is not None and not callable(progress):
+        raise TypeError(f"`progress` must be callable or None, got {type(progress).__name__}")
     plan = spec if isinstance(spec, SweepPlan) else plan_sweep(spec, quick=quick)
     spec = plan.spec
     out = prepare_out(out, flag="out")
     store = Store(out)
+    _check_same_sweep(store, spec, out, force=bool(force))
     store.clean_stale()
     t0 = time.perf_counter()
     keys = tuple(inv.key for inv in plan.invocations)
@@ -316,7 +369,7 @@ def run_sweep(
         if scheduler is None or scheduler == "local":  # no more local processes than points to run
             workers = min(n_workers, len(todo))
         executor = make_executor(workers=workers, scheduler=scheduler)
-    name = executor.name if executor is not None else "none"
+    name = str(getattr(executor, "name", type(executor).__name__)) if executor is not None else "none"
     t_run = time.perf_counter()
     finished_here = 0
 
@@ -329,6 +382,7 @@ def run_sweep(
     if progress is not None:
         progress(status(0, None))
     attempts = dict.fromkeys((inv.key for inv in todo), 0)
+    refused: list = []
     try:
         from reduced_dynamics.sweep.commands import run_point
 
@@ -350,6 +404,9 @@ def run_sweep(
                         lost.append(inv)
                         continue
                     outcome = _failed_outcome(f"worker lost: {exc.__class__.__name__}: {exc}".strip())
+                if outcome.get("exit_code") == 2:  # bad input found only at run time: not a result, not stored
+                    refused.append((inv, outcome.get("error") or "exit status 2"))
+                    continue
                 record = store.put(inv, outcome)
                 finished_here += 1
                 if record["status"] == "done":
@@ -358,7 +415,7 @@ def run_sweep(
                     failed += 1
                     failures.append({"key": inv.key, "params": inv.params, "error": record["error"]})
                 if progress is not None:
-                    running = min(executor.workers, total - done - failed - len(lost))
+                    running = min(getattr(executor, "workers", 1), total - done - failed - len(lost))
                     progress(status(max(running, 0), record))
             if lost:
                 if isinstance(executor, LocalExecutor):
@@ -380,6 +437,11 @@ def run_sweep(
             "last_run": {"done": done, "failed": failed, "cached": cached, "seconds": seconds, "executor": name},
         },
     )
+    if refused:  # a point whose command refused its input: the spec is bad input (exit 2), nothing cached for it
+        inv, error = refused[0]
+        where = ", ".join(f"{k}={inv.params[k]!r}" for k in spec.axis_names if k in inv.params)
+        more = f" ({len(refused)} points refused their input when run; not stored, the other points ran)"
+        raise ValueError((f"point ({where}): " if where else "") + error.removeprefix("reduced-dynamics ") + more)
     return SweepRun(
         spec.name, spec.command, str(out), total, done, failed, cached, n_corrupt, seconds, name, keys, tuple(failures)
     )

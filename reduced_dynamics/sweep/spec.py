@@ -61,6 +61,12 @@ def _number(where, v):
     return v
 
 
+def _check_count(where: str, n: int) -> None:
+    """Refuse an axis of more than :data:`MAX_POINTS` values before its list is built."""
+    if n > MAX_POINTS:
+        raise _err(where, f"makes {n} values, more than the {MAX_POINTS} points a sweep may have")
+
+
 def _expand_axis(name: str, value, *, is_int: bool) -> list:
     """The values of one axis: a list, or a one-key table ``range``/``linspace``/``logspace``."""
     where = f"axes.{name}"
@@ -82,10 +88,12 @@ def _expand_axis(name: str, value, *, is_int: bool) -> list:
         if kind == "range":
             if not all(isinstance(x, int) for x in (a, b, c)) or c == 0:
                 raise _err(where, f"range needs integers [start, stop, step] with step != 0, got {args!r}")
+            _check_count(where, len(range(a, b, c)))  # arithmetic: the list is built only if it is small enough
             vals = list(range(a, b, c))
         else:
             if not isinstance(c, int) or c < 1:
                 raise _err(where, f"{kind} needs a count >= 1 as its third number, got {c!r}")
+            _check_count(where, c)
             if kind == "logspace" and (a <= 0 or b <= 0):
                 raise _err(where, f"logspace needs positive endpoints, got {args!r}")
             if c == 1:
@@ -113,6 +121,7 @@ def _seeds(value) -> list[int]:
     if isinstance(value, int):
         if value < 1:
             raise _err("seeds", f"must be a count >= 1 or a non-empty list of integers >= 0, got {value!r}")
+        _check_count("seeds", value)
         return list(range(value))
     if isinstance(value, Mapping):
         return _expand_axis("seeds", value, is_int=True)
@@ -179,19 +188,27 @@ class SweepSpec(FrozenResult):
         list of dict
             One parameter -> value mapping per point.
         """
+        return list(self.iter_points())
+
+    def iter_points(self):
+        """Every point's parameters, one at a time, in the order of :meth:`points` (no list of the grid).
+
+        Yields
+        ------
+        dict
+            One parameter -> value mapping per point.
+        """
         factors = [[{n: v} for v in vals] for n, vals in self.axes]
         for z in self.zips:
             length = len(next(iter(z.values())))
             factors.append([{n: vals[i] for n, vals in z.items()} for i in range(length)])
         if self.seeds is not None:
             factors.append([{"seed": s} for s in self.seeds])
-        out = []
         for combo in itertools.product(*factors):
             p = dict(self.fixed)
             for part in combo:
                 p.update(part)
-            out.append(p)
-        return out
+            yield p
 
 
 def _int_params(command: str) -> set:
@@ -335,8 +352,20 @@ def load_spec(spec, *, quick: bool = False, name=None) -> SweepSpec:
             raise _err("seeds", f"and `seed` in [{seen['seed']}] both set the seed: give one")
         seeds = tuple(_seeds(data["seeds"]))
     nm = name if name is not None else data.get("name", stem or "sweep")
-    if not isinstance(nm, str) or not nm or any(c in nm for c in "/\\\0") or nm.startswith("."):
-        raise _err("name", f"must be a non-empty file-name-safe string, got {nm!r}")
+    if (
+        not isinstance(nm, str)
+        or not nm
+        or len(nm) > 200
+        or any(c in nm for c in "/\\\0")
+        or any(ord(c) < 32 or ord(c) == 127 for c in nm)
+        or nm.startswith(".")
+        or nm != nm.strip()
+    ):
+        raise _err(
+            "name",
+            f"must be a file-name-safe string: 1 to 200 characters, no '/', '\\', control characters (newline, "
+            f"tab, ...), leading '.' or surrounding spaces, got {nm!r}",
+        )
     out = SweepSpec(command, nm, fixed_out, tuple(axes), tuple(zips), seeds, bool(quick), source)
     if out.n_points > MAX_POINTS:
         raise _err("axes", f"make {out.n_points} points, more than {MAX_POINTS}")

@@ -42,6 +42,35 @@ def _checksum(record: dict) -> str:
     return hashlib.sha256(_canonical(body).encode()).hexdigest()
 
 
+def _opt(value, *types) -> bool:
+    return value is None or (isinstance(value, types) and not isinstance(value, bool))
+
+
+def _well_formed(record: dict) -> bool:
+    """True when ``record`` has the layout :meth:`Store.put` writes (a valid checksum alone does not say so).
+
+    A record edited and re-checksummed (no ``status``, ``config`` a list, ...) is treated as corrupted:
+    it crashed ``sweep`` and ``sweep-table`` with a traceback.
+    """
+    r = record
+    return (
+        isinstance(r.get("key"), str)
+        and isinstance(r.get("command"), str)
+        and isinstance(r.get("version"), str)
+        and r.get("status") in ("done", "failed")
+        and isinstance(r.get("params"), dict)
+        and isinstance(r.get("config"), dict)
+        and isinstance(r.get("argv"), list)
+        and all(isinstance(a, str) for a in r["argv"])
+        and _opt(r.get("exit_code"), int)
+        and _opt(r.get("error"), str)
+        and (r.get("result") is None or isinstance(r.get("result"), (dict, list)))
+        and (r["status"] == "failed" or r.get("result") is not None)
+        and all(_opt(r.get(k), int, float) for k in ("seconds", "cpu_seconds"))
+        and _opt(r.get("worker"), str)
+    )
+
+
 class Store:
     """The result store of one sweep folder.
 
@@ -89,7 +118,7 @@ class Store:
             return None
         if record.get("checksum") != _checksum(record):
             return None
-        return record
+        return record if _well_formed(record) else None
 
     def put(self, invocation, outcome: dict) -> dict:
         """Write the record of one finished point atomically and return it.
@@ -126,8 +155,32 @@ class Store:
         }
         record = json.loads(_canonical(record))  # strict JSON (raises on NaN) and plain types
         record["checksum"] = _checksum(record)
-        atomic_write_bytes(self.path(invocation.key), (json.dumps(record, indent=1) + "\n").encode())
+        path = self.path(invocation.key)
+        self._clear(path)
+        atomic_write_bytes(path, (json.dumps(record, indent=1) + "\n").encode())
         return record
+
+    @staticmethod
+    def _clear(path: Path) -> None:
+        """Make room for a record where a folder is in the way (the rename onto it failed and aborted the sweep).
+
+        An empty folder is removed; one with content is kept, renamed ``<key>.json.displaced[-N]`` (the store
+        removes nothing it did not write).
+        """
+        if not path.is_dir() or path.is_symlink():
+            return
+        try:
+            path.rmdir()
+            return
+        except OSError:
+            pass
+        n = 0
+        while True:
+            aside = path.with_name(path.name + (".displaced" if n == 0 else f".displaced-{n}"))
+            if not aside.exists():
+                path.rename(aside)
+                return
+            n += 1
 
     def clean_stale(self, *, older_than: float = STALE_SECONDS) -> int:
         """Remove temporary files of writes that never finished (their writer was killed).
@@ -203,7 +256,27 @@ class Store:
         out = {}
         for p in sorted((self.root / "sweeps").glob("*.json")):
             try:
-                out[p.stem] = json.loads(p.read_text())
+                m = json.loads(p.read_text())
             except (OSError, ValueError):
                 continue
+            if isinstance(m, dict) and isinstance(m.get("axes", []), list):  # a hand-edited file is skipped
+                out[p.stem] = m
         return out
+
+    def manifest(self, name: str) -> dict | None:
+        """The manifest of the sweep ``name`` (None when absent or unreadable).
+
+        Parameters
+        ----------
+        name : str
+            The sweep's name.
+
+        Returns
+        -------
+        dict or None
+        """
+        try:
+            m = json.loads((self.root / "sweeps" / f"{name}.json").read_text())
+        except (OSError, ValueError):
+            return None
+        return m if isinstance(m, dict) else None

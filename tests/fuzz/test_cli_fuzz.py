@@ -165,6 +165,24 @@ VALID_NAMES = {
     "--lengths": ("4", "4,8", "2,16"),
 }
 
+#: file options: (valid files, hostile files that must be rejected) in the example folder (_example_dir): a
+#: header declaring 100000 x 100000 in 200 bytes, a named pipe, an object array, a truncated file, a text file,
+#: a folder (issue 23: each was a traceback, a 74.5 GiB allocation or a hang)
+FILE_VALUES = {
+    "--sigma": (
+        ["{tmp}/sigma5.npy"],
+        [
+            "{tmp}/huge_header.npy",
+            "{tmp}/fifo.npy",
+            "{tmp}/object.npy",
+            "{tmp}/truncated.npy",
+            "{tmp}/afile",
+            "{tmp}/exists_dir",
+            "{tmp}/missing.npy",
+        ],
+    )
+}
+
 #: options taking a list of numbers, and the option that must come with each
 LIST_FLAGS = {"--omega0": "--mu0", "--mu0": "--omega0", "--omega": "--mu", "--mu": "--omega"}
 RANGE_FLAGS = ("--gamma-range", "--m-range")
@@ -194,10 +212,12 @@ UNKNOWN_FLAGS = ["--bogus", "--sigma3", "--t_end", "--D", "-x", "---d", "extra"]
 #: S_γ is the softmax's), and its relative gap (μ± − μ_γ)/μ_γ once μ_γ underflows to 0 (γ huge after a large
 #: --lr; the library documents it as inf, which to_jsonable writes as null; found by this suite on the engine
 #: branch, independent of the 0.2 CLI); analyze: the exact finite-L risk where it is not derived (Σ, tasks,
-#: theory.exact) and the manifold verdict's value when that gap is undefined (verdicts.manifold.value)
+#: theory.exact) and the manifold verdict's value when that gap is undefined (verdicts.manifold.value);
+#: risk under Σ: the proportional-limit ratio to Bayes ridge, undefined at σ² = 0 (.limit; found by the hunt of
+#: issue 23)
 NULL_OK = re.compile(
     r"(\.stage_times\.\w+|\.inf_loss|\.exact(?:\[\])?|\.error|\.skipped|\.Sigma|\.gamma_drift_law"
-    r"|\.manifold|\.manifold\.rel_gap_(?:plus|minus)|\.verdicts\.manifold\.value)$"
+    r"|\.manifold|\.manifold\.rel_gap_(?:plus|minus)|\.verdicts\.manifold\.value|^\.limit)$"
 )
 
 TRACEBACK = "Traceback (most recent call last)"
@@ -510,13 +530,19 @@ def draw_value(data, command: str, opt: Option, tmp: str) -> tuple[str, str | No
     if opt.kind == "out":
         is_file = command in OUT_IS_FILE
         good = [f"{tmp}/new/out.json" if is_file else f"{tmp}/new", "out.json" if is_file else "out"]
-        good += [f"{tmp}/afile"] if is_file else [f"{tmp}/exists_dir"]
+        good += [] if is_file else [f"{tmp}/exists_dir"]  # an existing file of another origin: refused, or --force
         bad = ["", "/proc/x/out", f"{tmp}/afile/sub"] + ([f"{tmp}/exists_dir"] if is_file else [f"{tmp}/afile"])
         text = data.draw(st.sampled_from(good + bad), label=flag)
         return text, None if text in good else f"{flag} {text!r} cannot be written"
     if opt.kind == "choice":
         text = data.draw(st.sampled_from([*map(str, opt.choices), *STR_VALUES]), label=flag)
         return text, None if text in map(str, opt.choices) else f"{flag} {text!r} is not a choice"
+    if (
+        flag in FILE_VALUES
+    ):  # a file option: a valid file (either outcome: it may not fit the drawn --d) or a hostile one
+        good, bad = FILE_VALUES[flag]
+        text = data.draw(st.sampled_from([*good, *good, *bad]), label=flag).format(tmp=tmp)
+        return text, None if text in [g.format(tmp=tmp) for g in good] else f"{flag} {text!r} is not a usable file"
     valid = VALID_NAMES.get(flag, ())
     text = data.draw(st.sampled_from([*valid, *STR_VALUES]), label=flag)
     if text in valid:
@@ -752,6 +778,13 @@ def _example_dir(root: Path) -> str:
     Path(tmp, "bad.toml").write_text('command = "run"\n[fixed]\nbogus-option = 1\n')
     np.savez(Path(tmp, "model.npz"), **{k: np.array(v) for k, v in TINY_MODEL.items()})
     np.savez(Path(tmp, "other.npz"), weights=np.ones(3))
+    np.save(Path(tmp, "sigma5.npy"), np.diag([0.5, 1.0, 2.0, 3.0, 4.0]))
+    with open(Path(tmp, "huge_header.npy"), "wb") as f:
+        np.lib.format.write_array_header_1_0(f, {"descr": "<f8", "fortran_order": False, "shape": (100_000, 100_000)})
+        f.write(b"\0" * 64)
+    os.mkfifo(Path(tmp, "fifo.npy"))
+    np.save(Path(tmp, "object.npy"), np.array([[1, None]] * 5, dtype=object), allow_pickle=True)
+    Path(tmp, "truncated.npy").write_bytes(Path(tmp, "sigma5.npy").read_bytes()[:150])
     shutil.copytree(_tiny_sweep(root), Path(tmp, "tiny_sweep"))
     return tmp
 
@@ -802,6 +835,25 @@ def _with(command: str, options: list[str], *, json_output: bool = True) -> list
         argv.append("--json")
     tail = [POSITIONAL[command][1]] if command in POSITIONAL else []
     return argv + options + tail
+
+
+#: the command-line inputs of issue 23 (hardening, second round), same format as _issue_cases
+ISSUE23_CASES = [
+    *[
+        (f"{c}-sigma-{kind}", c, ["--sigma", f"{{tmp}}/{kind}.npy"], "reject", True)
+        for c in ("run", "risk", "train")
+        for kind in ("huge_header", "fifo", "object", "truncated")
+    ],
+    ("run-sigma-valid", "run", ["--sigma", "{tmp}/sigma5.npy"], "ok", True),
+    ("run-tasks-d-100000", "run", ["--tasks", "1-4,3-6", "--d", "100000"], "reject", True),
+    ("single-head-d-1000", "single-head", ["--d", "1000"], "ok", True),
+    ("single-head-sigma2-1e12", "single-head", ["--sigma2", "1e12"], "ok", True),
+    ("run-sigma-eigs-1e12", "run", ["--sigma-eigs", "1e12,1,1,1,1"], "contract", True),
+    ("risk-affine-activation-c-1e6", "risk", ["--activation", "affine", "--activation-c", "1e6"], "contract", True),
+    ("risk-tasks-sigma2-1e12", "risk", ["--d", "6", "--tasks", "1-4,3-6", "--sigma2", "1e12"], "contract", True),
+    ("risk-sigma-sigma2-0", "risk", ["--sigma-eigs", "1,2,3,4,5", "--sigma2", "0"], "ok", True),
+    ("train-64-tasks", "train", ["--d", "64", "--heads", "1", "--tasks", ",".join(map(str, range(1, 65)))], "ok", True),
+]
 
 
 def _issue_cases():
@@ -857,6 +909,7 @@ def _issue_cases():
             True,
         ),
     ]
+    cases += ISSUE23_CASES
     for name, command in sorted(COMMANDS.items()):
         if "--sigma2" in command.options:
             cases.append((f"{name}-sigma2-1e308", name, ["--sigma2", "1e308"], "reject", True))

@@ -131,3 +131,16 @@ def test_the_selector_gives_another_activation_its_own_model_and_flow(activation
     for objective in ("corrected", "exact"):
         with pytest.raises(ValueError, match="`setting.activation`"):
             reduced_model(s, n_heads=2, objective=objective)
+
+
+@pytest.mark.parametrize(
+    ("normalisers", "names"), [([-1.0, 2.0], ("`omega`", "`activation_c`")), ([np.inf], ("`omega`",))]
+)
+def test_a_bad_normaliser_names_the_parameters(normalisers, names):
+    """The refusal named "ω or C" without backticks, so `risk --activation affine --activation-c 1e6` printed a line
+    naming no flag: it names `omega` and `activation_c` (the command line maps them to its flags)."""
+    from reduced_dynamics.activations import check_normaliser
+
+    with pytest.raises(ValueError) as err:
+        check_normaliser(np.array(normalisers), "here")
+    assert all(n in str(err.value) for n in names), str(err.value)

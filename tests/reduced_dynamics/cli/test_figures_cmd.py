@@ -1,6 +1,9 @@
 """`figures` never silently overwrites figures made with another configuration (issue 9: data loss)."""
 
 import json
+from pathlib import Path
+
+import pytest
 
 from reduced_dynamics.cli import main
 
@@ -18,7 +21,8 @@ def test_figures_refuse_another_configuration_without_force(tmp_path, capsys):
     assert (tmp_path / "f" / "bayes_ratio.npz").read_bytes() == before  # untouched
     assert main([*CHEAP, "--out", out]) == 0  # same configuration: allowed
     assert main([*CHEAP, "--seed", "3", "--force", "--out", out]) == 0
-    assert json.loads((tmp_path / "f" / "figures_run.json").read_text()) == {"seed": 3, "quick": True}
+    stamp = json.loads((tmp_path / "f" / "figures_run.json").read_text())
+    assert stamp == {"figures": {"bayes_ratio": {"seed": 3, "quick": True}}}
 
 
 def test_figures_refuse_a_folder_of_unknown_figures(tmp_path, capsys):
@@ -29,11 +33,15 @@ def test_figures_refuse_a_folder_of_unknown_figures(tmp_path, capsys):
 
 
 def test_committed_figures_record_their_configuration():
-    """The committed folder says it was made with the defaults, so `make figures` may refresh it."""
+    """The committed folder says every figure was made with the defaults, so `make figures` may refresh it
+    (its figures_run.json is the folder-wide record of 0.2, read as one record per figure present)."""
     from pathlib import Path
 
-    stamp = Path(__file__).resolve().parents[3] / "figures" / "figures_run.json"
-    assert json.loads(stamp.read_text()) == {"seed": 0, "quick": False}
+    from reduced_dynamics.cli.figures import read_stamps
+    from reduced_dynamics.figures.registry import FIGURES
+
+    folder = Path(__file__).resolve().parents[3] / "figures"
+    assert read_stamps(folder, list(FIGURES)) == {n: {"seed": 0, "quick": False} for n in FIGURES}
 
 
 def test_figures_workers_make_the_same_files(tmp_path, capsys):
@@ -60,3 +68,73 @@ def test_figures_workers_out_of_range(tmp_path, capsys):
     rc = main(["figures", "--quick", "--only", "bayes_ratio", "--workers", "0", "--out", str(tmp_path)])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "`--workers`" in err[0]
+
+
+# ----------------------------------------------------------------------------- issue 23: one record per figure
+
+CHEAP2 = ["figures", "--quick", "--quiet"]
+
+
+def _stamps(folder):
+    from reduced_dynamics.cli.figures import read_stamps
+    from reduced_dynamics.figures.registry import FIGURES
+
+    return read_stamps(folder, list(FIGURES))
+
+
+def test_force_on_one_figure_does_not_restamp_the_others(tmp_path, capsys):
+    """`figures --force --seed 1 --only bayes_ratio` restamped the whole folder as seed 1, so a later
+    `figures --seed 1 --only approx_vs_mc` silently replaced the seed-0 approx_vs_mc.npz: each figure has its
+    own record now; the seed-0 figure keeps its record and is refused."""
+    out = str(tmp_path / "f")
+    assert main([*CHEAP2, "--only", "bayes_ratio,approx_vs_mc", "--out", out]) == 0
+    assert main([*CHEAP2, "--force", "--seed", "1", "--only", "bayes_ratio", "--out", out]) == 0
+    assert _stamps(out) == {"bayes_ratio": {"seed": 1, "quick": True}, "approx_vs_mc": {"seed": 0, "quick": True}}
+    before = (tmp_path / "f" / "approx_vs_mc.npz").read_bytes()
+    capsys.readouterr()
+    rc = main([*CHEAP2, "--seed", "1", "--only", "approx_vs_mc", "--out", out])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "approx_vs_mc made with {'seed': 0, 'quick': True}" in err[0]
+    assert (tmp_path / "f" / "approx_vs_mc.npz").read_bytes() == before
+    # the seed-1 figure is this configuration's: made again without --force
+    assert main([*CHEAP2, "--seed", "1", "--only", "bayes_ratio", "--out", out]) == 0
+
+
+class _Killed(BaseException):
+    """Stands in for SIGKILL: nothing after the raise runs (no except clause of the command catches it)."""
+
+
+def test_a_killed_run_does_not_block_the_same_command(tmp_path, capsys, monkeypatch):
+    """A SIGKILLed `figures` left files without their stamp (written only at the end), so the same command was
+    refused afterwards ("unknown configuration"). Each figure is claimed before it is made: after a death
+    midway (simulated: the first figure's data file written, then the process gone), the same command runs,
+    another seed is refused."""
+    import reduced_dynamics.figures.registry as registry
+
+    out = tmp_path / "f"
+
+    def dies_midway(*, out, **kwargs):
+        Path(out, "bayes_ratio.npz").write_bytes(b"half")
+        raise _Killed
+
+    monkeypatch.setattr(registry, "run_figures", dies_midway)
+    with pytest.raises(_Killed):
+        main([*CHEAP2, "--only", "bayes_ratio,approx_vs_mc", "--out", str(out)])
+    monkeypatch.undo()
+    assert _stamps(out)["bayes_ratio"] == {"seed": 0, "quick": True}
+    capsys.readouterr()
+    rc = main([*CHEAP2, "--seed", "5", "--only", "bayes_ratio", "--out", str(out)])
+    assert rc == 2 and "`--force`" in capsys.readouterr().err
+    assert main([*CHEAP2, "--only", "bayes_ratio,approx_vs_mc", "--out", str(out)]) == 0
+    assert (out / "bayes_ratio.npz").read_bytes() != b"half"
+
+
+def test_the_record_of_0_2_is_read_per_figure(tmp_path, capsys):
+    """A folder stamped by 0.2 (one {"seed", "quick"} for the folder) keeps working: the record applies to the
+    figures present; a figure not there yet is made under this run's configuration without --force."""
+    out = tmp_path / "f"
+    assert main([*CHEAP2, "--only", "bayes_ratio", "--out", str(out)]) == 0
+    (out / "figures_run.json").write_text(json.dumps({"seed": 0, "quick": True}))
+    assert _stamps(out) == {"bayes_ratio": {"seed": 0, "quick": True}}
+    assert main([*CHEAP2, "--seed", "2", "--only", "approx_vs_mc", "--out", str(out)]) == 0
+    assert _stamps(out) == {"bayes_ratio": {"seed": 0, "quick": True}, "approx_vs_mc": {"seed": 2, "quick": True}}

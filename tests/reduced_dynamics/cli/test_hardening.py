@@ -330,3 +330,345 @@ def test_train_prints_a_metric_whose_direction_is_clear(capsys):
     assert main(["train", "--steps", "5", *TINY_TRAIN, "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "sum_mu_ratio=" in out and "zero_sum=" not in out
+
+
+# ----------------------------------------------------------------------------- issue 23: sizes decided before work
+
+import contextlib  # noqa: E402
+import os  # noqa: E402
+import resource  # noqa: E402
+import signal  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+
+class Hung(BaseException):
+    """Raised in a block still running after its time (a BaseException: no `except OSError` can swallow it)."""
+
+
+@contextlib.contextmanager
+def bounded(*, seconds: float = 20.0, extra_bytes: int = 1024**3):
+    """The block may allocate ``extra_bytes`` more address space and run ``seconds``: a hang or an allocation
+    decided too late fails the test (Hung / MemoryError) instead of hanging or swapping the machine."""
+
+    def on_alarm(signum, frame):
+        raise Hung(f"still running after {seconds} s")
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    with open("/proc/self/status") as f:
+        vm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    resource.setrlimit(resource.RLIMIT_AS, (vm + extra_bytes, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _npy_header_only(path, shape, descr="<f8"):
+    """A 200-byte file whose .npy header declares ``shape`` (no data behind it)."""
+    with open(path, "wb") as f:
+        np.lib.format.write_array_header_1_0(f, {"descr": descr, "fortran_order": False, "shape": shape})
+        f.write(b"\0" * 64)
+
+
+def _sigma_file(kind, tmp_path):
+    path = tmp_path / f"{kind}.npy"
+    if kind == "huge_header":
+        _npy_header_only(path, (100_000, 100_000))
+    elif kind == "huge_header_right_shape":  # d = 5 declared, but as 5 x 5 of a 2**40-byte dtype: refused too
+        _npy_header_only(path, (5, 5), descr="|V1099511627776")
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "folder":
+        path.mkdir()
+    elif kind == "object":
+        np.save(path, np.array([[1, None]] * 2, dtype=object), allow_pickle=True)
+    elif kind == "truncated":
+        np.save(path, np.eye(5))
+        path.write_bytes(path.read_bytes()[:150])
+    elif kind == "text":
+        path.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    return path
+
+
+SIGMA_FILES = ["huge_header", "huge_header_right_shape", "fifo", "folder", "object", "truncated", "text"]
+SIGMA_COMMANDS = {
+    "run": ["run", "--t-end", "1", "--n-times", "4"],
+    "risk": ["risk", "--prompts", "64"],
+    "train": ["train", "--steps", "2", "--batch", "8", "--eval-prompts", "64"],
+}
+
+
+@pytest.mark.parametrize("kind", SIGMA_FILES)
+@pytest.mark.parametrize("command", list(SIGMA_COMMANDS))
+def test_sigma_file_is_checked_before_it_is_read(command, kind, tmp_path, capsys):
+    """`--sigma F` whose 200 bytes declare 100000 x 100000 was a 74.5 GiB allocation traceback, a named pipe hung:
+    the file type and the .npy header are checked first, one line naming `--sigma`, exit 2."""
+    path = _sigma_file(kind, tmp_path)
+    with bounded(seconds=20, extra_bytes=1024**3):
+        rc = main([*SIGMA_COMMANDS[command], "--sigma", str(path), "--quiet"])
+    line = _one_line(capsys, rc)
+    assert "`--sigma`" in line and str(path) in line, line
+
+
+def test_sigma_file_that_is_valid_still_loads(tmp_path, capsys):
+    """The checked reader gives the same matrix as numpy.load, also for a Fortran-ordered and an integer file."""
+    from reduced_dynamics.io import read_npy
+
+    A = np.arange(25.0).reshape(5, 5)
+    for name, arr in {"c": A, "f": np.asfortranarray(A), "i": A.astype(np.int32)}.items():
+        np.save(tmp_path / f"{name}.npy", arr)
+        got = read_npy(tmp_path / f"{name}.npy", name="x", shape=(5, 5))
+        assert got.dtype == np.float64 and np.array_equal(got, np.load(tmp_path / f"{name}.npy"))
+    S = np.diag([0.5, 1.0, 2.0, 3.0, 4.0])
+    np.save(tmp_path / "S.npy", S)
+    assert main(["run", "--sigma", str(tmp_path / "S.npy"), "--t-end", "1", "--n-times", "4", "--json", "--quiet"]) == 0
+    assert json.loads(capsys.readouterr().out)["Sigma"] == S.tolist()
+
+
+def test_run_tasks_with_a_huge_d_is_refused_before_allocating(capsys):
+    """`run --tasks 1-4,3-6 --d 100000` was a 298 GiB allocation traceback (LSODA's dense work array): one line
+    naming `--d` (and `--method`, the explicit methods being the way out), within a second and 512 MiB."""
+    with bounded(seconds=10, extra_bytes=512 * 2**20):
+        rc = main(["run", "--tasks", "1-4,3-6", "--d", "100000", "--quiet"])
+    line = _one_line(capsys, rc)
+    assert "`--d`" in line and "`--method`" in line and "GiB" in line, line
+
+
+@pytest.mark.parametrize("extra", [["--d", "1000"], ["--sigma2", "1e12"]], ids=["d1000", "sigma2-1e12"])
+def test_single_head_answers_where_it_raised(extra, capsys):
+    """`single-head --d 1000` / `--sigma2 1e12` were RuntimeError tracebacks ("the minimum is at the lower/upper
+    edge of `bracket`"); now a finite optimum, exit 0 (its correctness: tests/reduced_dynamics/exact)."""
+    assert main(["single-head", *extra, "--json", "--quiet"]) == 0
+    out, err = capsys.readouterr()
+    r = json.loads(out)
+    assert err == "" and all(np.isfinite(r[k]) for k in ("omega", "mu", "risk")) and r["omega"] > 0
+
+
+# ----------------------------------------------------------------------------- issue 23: overwrites without --force
+
+CHECK_CHEAP = ["check", "--quick", "--only", "approximation", "--quiet", "--json"]
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"precious\n", b'{"passed": true}\n', b"[1, 2]\n", b'{"made_by": {"command": "check"}}\n', b"\xff\xfe"],
+    ids=["text", "json-no-owner", "json-list", "json-other-config", "binary"],
+)
+def test_check_out_never_replaces_a_file_it_did_not_make(content, tmp_path, capsys):
+    """`check --out precious.txt` replaced any existing file with check JSON: the file is left as it was, one line
+    names `--out` and `--force`; with --force it is replaced."""
+    target = tmp_path / "precious.txt"
+    target.write_bytes(content)
+    line = _one_line(capsys, main([*CHECK_CHEAP, "--out", str(target)]))
+    assert "`--out`" in line and "`--force`" in line and target.read_bytes() == content
+    assert main([*CHECK_CHEAP, "--out", str(target), "--force"]) == 0
+    capsys.readouterr()
+    assert json.loads(target.read_text())["made_by"]["command"] == "check"
+
+
+def test_check_out_replaces_its_own_file_of_the_same_options_only(tmp_path, capsys):
+    target = tmp_path / "c.json"
+    assert main([*CHECK_CHEAP, "--out", str(target)]) == 0
+    assert main([*CHECK_CHEAP, "--out", str(target)]) == 0  # same options: its own file, replaced
+    first = target.read_bytes()
+    capsys.readouterr()
+    other = ["check", "--quick", "--only", "optimality", "--quiet", "--json", "--out", str(target)]
+    line = _one_line(capsys, main(other))  # another configuration's output: refused
+    assert "another configuration" in line and target.read_bytes() == first
+
+
+def test_check_out_refuses_a_fifo_without_blocking(tmp_path, capsys):
+    target = tmp_path / "pipe.json"
+    os.mkfifo(target)
+    with bounded(seconds=10):
+        line = _one_line(capsys, main([*CHECK_CHEAP, "--out", str(target)]))
+    assert "`--out`" in line and "not a regular file" in line
+
+
+def _poison(path, kind):
+    """Rewrite the checkpoint ``path`` with one hostile field (everything else as the run wrote it)."""
+    z = dict(np.load(path))
+    if kind == "nan_m":
+        z["m"] = z["m"] * np.nan
+    elif kind == "nan_v":
+        z["v"] = z["v"] + np.nan
+    elif kind == "negative_v":
+        z["v"] = -np.abs(z["v"]) - 1.0
+    elif kind == "nan_theta":
+        z["theta"] = z["theta"] * np.nan
+    elif kind == "inf_theta":
+        z["theta"] = z["theta"] + np.inf
+    elif kind == "huge_theta":
+        z["theta"] = np.full_like(z["theta"], 1e200)
+    elif kind == "rng_seed":  # used to call np.random.seed()
+        z["rng_state"] = np.array('{"bit_generator": "seed"}')
+    elif kind == "short_m":
+        z["m"] = z["m"][:-1]
+    with open(path, "wb") as f:
+        np.savez(f, **z)
+
+
+POISONS = ["nan_m", "nan_v", "negative_v", "nan_theta", "inf_theta", "huge_theta", "rng_seed", "short_m"]
+TRAIN_RUNS = {
+    "attention": ["train", *TINY_TRAIN],
+    "multitask": ["train", "--d", "4", "--L", "4", "--tasks", "1-2,2-4", "--batch", "8", "--eval-prompts", "64"],
+}
+CHECKPOINT = {"attention": "checkpoint.npz", "multitask": "checkpoint_multitask.npz"}
+
+
+@pytest.mark.parametrize("kind", POISONS)
+@pytest.mark.parametrize("trainer", list(TRAIN_RUNS))
+def test_train_resume_refuses_a_checkpoint_no_run_writes(trainer, kind, tmp_path, capsys):
+    """`train --resume` from a checkpoint with NaN Adam moments exited 3 ("try a smaller --lr") and wrote NaN
+    parameters over the finite ones; NaN or 1e200 parameters exited 3 ("diverged"); a generator named "seed"
+    called np.random.seed(). Each is bad input now: one line naming `--resume`, exit 2, the file untouched,
+    numpy's global generator untouched."""
+    out = tmp_path / "run"
+    argv = [*TRAIN_RUNS[trainer], "--quiet", "--out", str(out)]
+    assert main([*argv, "--steps", "4", "--checkpoint-every", "2"]) == 0
+    ckpt = out / CHECKPOINT[trainer]
+    _poison(ckpt, kind)
+    before = ckpt.read_bytes()
+    capsys.readouterr()
+    global_state = np.random.get_state()[1].copy()  # noqa: NPY002 - the legacy global state is what is checked
+    line = _one_line(capsys, main([*argv, "--steps", "8", "--resume"]))
+    assert "`--resume`" in line and "Traceback" not in line, line
+    assert ckpt.read_bytes() == before
+    assert np.array_equal(np.random.get_state()[1], global_state)  # noqa: NPY002
+
+
+def test_a_run_never_checkpoints_a_non_finite_state(tmp_path, monkeypatch):
+    """A live run whose update turns the parameters NaN (here injected at step 3) keeps the last finite
+    checkpoint (step 2, written with checkpoint_every=1) instead of writing NaN over it; the run reports the
+    divergence (status 2) and the checkpoint still resumes."""
+    from reduced_dynamics import Setting
+    from reduced_dynamics.model import training
+
+    real = training.adam_update
+    calls = {"n": 0}
+
+    def poisoned(theta, grad, m, v, t, **kw):
+        real(theta, grad, m, v, t, **kw)
+        calls["n"] += 1
+        if calls["n"] == 3:
+            theta[0] = np.nan
+
+    monkeypatch.setattr(training, "adam_update", poisoned)
+    config = training.TrainConfig(setting=Setting(d=2, L=4), seed=0, n_heads=2, steps=6, batch=8)
+    res = training.train(config, out=tmp_path, checkpoint_every=1)
+    assert res.status == 2 and res.step == 3
+    ck = training.load_checkpoint(tmp_path / "checkpoint.npz")
+    assert ck.step == 2 and np.all(np.isfinite(ck.theta)) and np.all(np.isfinite(ck.m))
+
+
+# ----------------------------------------------------------------------------- issue 23: errors naming the wrong thing
+
+
+def test_a_large_sigma_is_named_when_the_start_overflows(capsys):
+    """`run --sigma-eigs 1e12,1,1,1,1` (a valid covariance) blamed "`--omega0` or `W` too large": the exponent of
+    the preconditioned model grows with Σ², so the line names `--sigma/--sigma-eigs` (with its largest eigenvalue)
+    next to `--init-scale`, never a flag the user did not give or the library's `W`."""
+    line = _one_line(capsys, main(["run", "--sigma-eigs", "1e12,1,1,1,1", "--quiet"]))
+    assert "`--sigma/--sigma-eigs`" in line and "1e+12" in line and "`--init-scale`" in line, line
+    assert "`--omega0`" not in line and "`W`" not in line and "(lower `--init-scale`)" not in line, line
+
+
+def test_train_with_64_tasks_names_no_phantom_heads(capsys):
+    """`train` with 64 tasks failed with "`--heads` must be an integer in [1, 64], got 65" (the per-task debiased-GD
+    reference asked the limit predictor for N + 1 heads): it trains and reports finite per-task risks."""
+    tasks = ",".join(str(i) for i in range(1, 65))
+    argv = [
+        "train",
+        "--d",
+        "64",
+        "--heads",
+        "1",
+        "--tasks",
+        tasks,
+        "--steps",
+        "1",
+        "--batch",
+        "4",
+        "--eval-prompts",
+        "64",
+    ]
+    assert main([*argv, "--json", "--quiet"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    risks = out["risk"]["debiased_gd_S"]["risk"]
+    assert len(risks) == 64 and all(np.isfinite(r) for r in risks)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "--t-end", "1", "--n-times", "4", "--no-plot"],
+        ["risk", "--prompts", "64"],
+        ["single-head", "--L", "20"],
+    ],
+    ids=["run", "risk", "single-head"],
+)
+def test_a_full_disk_names_out(argv, tmp_path, capsys, monkeypatch):
+    """A full disk (ENOSPC from the atomic write) was one line naming no flag: it names `--out` and the file."""
+    import errno
+
+    import reduced_dynamics.io as rio
+
+    def full(path, data):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(rio, "atomic_write_bytes", full)
+    line = _one_line(capsys, main([*argv, "--quiet", "--out", str(tmp_path)]))
+    assert "`--out`" in line and "No space left on device" in line and str(tmp_path) in line, line
+
+
+@pytest.mark.parametrize("address", ["http://localhost:1", "tcp://", "tcp://h ost:1", "localhost:8786"])
+def test_sweep_scheduler_address_is_checked_first(address, tmp_path, capsys, monkeypatch):
+    """`--scheduler http://…` ended in dask's own "unknown address scheme" line naming no flag, after every point
+    was validated: the address is checked before the spec is read, one line naming `--scheduler`."""
+    import reduced_dynamics.sweep.runner as runner
+
+    monkeypatch.setattr(runner, "plan_sweep", lambda *a, **k: pytest.fail("the points were validated first"))
+    spec = tmp_path / "s.toml"
+    spec.write_text('command = "run"\n[fixed]\nt-end = 1\n')
+    line = _one_line(capsys, main(["sweep", str(spec), "--out", str(tmp_path / "o"), "--scheduler", address]))
+    assert "`--scheduler`" in line and "tcp" in line, line
+
+
+# ----------------------------------------------------------------------------- issue 23: interrupts
+
+
+class _SignalsInFinaliser:
+    """Sends SIGINT to this process from its finaliser: Python runs the handler there and cannot propagate it."""
+
+    def __del__(self):
+        signal.raise_signal(signal.SIGINT)
+
+
+@pytest.mark.parametrize("then", ["returns", "reports_progress"])
+def test_a_ctrl_c_swallowed_in_a_finaliser_still_ends_with_130(then, capsys, monkeypatch):
+    """SIGINT about 4 s into `figures --quick` was sometimes swallowed ("Exception ignored in ... KeyboardInterrupt",
+    then exit 0): it arrived while Python ran a finaliser. Reproduced exactly: the command's code drops an object
+    whose __del__ raises SIGINT; the command then returns 0 (or reaches its next progress line). Either way: exit
+    130, one line, no "Exception ignored"."""
+    import reduced_dynamics.cli.figures as figures
+
+    def command(args):
+        obj = _SignalsInFinaliser()
+        del obj  # the KeyboardInterrupt is raised inside __del__ and cannot leave it
+        if then == "reports_progress":
+            _common.Progress("figures", quiet=True).stage("next figure")
+            pytest.fail("the progress line let the command go on")
+        return 0
+
+    monkeypatch.setattr(figures, "main", command)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    line = _one_line(capsys, main(["figures", "--list"]), expected_rc=130)
+    assert line == "reduced-dynamics figures: interrupted"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+    monkeypatch.undo()
+    assert main(["figures", "--list", "--json"]) == 0  # the record does not leak into the next command

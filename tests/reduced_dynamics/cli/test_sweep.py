@@ -57,17 +57,40 @@ def test_bad_spec_is_one_line_and_exit_2(text, named, tmp_path, capsys):
 
 
 def test_failed_point_exit_1_and_table(tmp_path, capsys):
+    # plain SGD at lr 10 diverges: `train` exits 3, a failed point (omega0 = ±30, the former example, is now bad
+    # input refused before any point runs: test_bad_start_in_a_spec_is_exit_2)
     spec = tmp_path / "s.toml"
     spec.write_text(
-        'command = "run"\n[fixed]\nt-end = 1.0\nmethod = "RK45"\nrtol = 1e-6\nmu0 = "1,1"\n'
-        '[axes]\nomega0 = ["0.1,-0.1", "30,-30"]\n'
+        'command = "train"\n[fixed]\nsteps = 20\noptimizer = "sgd"\nd = 2\nL = 4\nbatch = 8\neval-prompts = 64\n'
+        "[axes]\nlr = [1e-3, 10.0]\n"
     )
     rc = main(["sweep", str(spec), "--out", str(tmp_path / "o"), "--workers", "1", "--quiet"])
     text = capsys.readouterr().out
-    assert rc == 1 and "1/2 points done" in text and "1 failed" in text and "`--omega0`" in text
+    assert rc == 1 and "1/2 points done" in text and "1 failed" in text and "`--lr`" in text
     assert main(["sweep-table", str(tmp_path / "o"), "--json"]) == 0
     files = json.loads(capsys.readouterr().out)
     assert (files["n_rows"], files["n_failed"]) == (2, 1)
+
+
+@pytest.mark.parametrize(
+    ("body", "flag"),
+    [
+        ('command = "run"\n[fixed]\nt-end = 1.0\nmu0 = "1,1"\n[axes]\nomega0 = ["0.1,-0.1", "30,-30"]\n', "--omega0"),
+        ('command = "check"\n[fixed]\nquick = true\nonly = "nonexistent"\n', "--only"),
+        ('command = "run"\n[fixed]\nt-end = 1\nheads = 10000\n', "--heads"),
+    ],
+    ids=["overflowing-omega0", "unknown-check", "heads-10000"],
+)
+def test_bad_start_in_a_spec_is_exit_2(body, flag, tmp_path, capsys):
+    """A bad value inside a spec (an overflowing omega0, only = "nonexistent", heads = 10000) passed validation,
+    failed at run time, was cached as failed and the sweep exited 1: refused up front, one line naming the flag,
+    exit 2, nothing stored."""
+    spec = tmp_path / "s.toml"
+    spec.write_text(body)
+    rc = main(["sweep", str(spec), "--out", str(tmp_path / "o"), "--workers", "1", "--quiet"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and f"`{flag}`" in err[0], err
+    assert not (tmp_path / "o" / "points").exists()
 
 
 def test_sweep_table_of_a_folder_without_results(tmp_path, capsys):

@@ -89,3 +89,32 @@ def test_error_exponent_heuristic():
 def test_bad_input(bad, match):
     with pytest.raises(ValueError, match=match):
         bad()
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [Setting(d=1000, L=40, sigma2=0.1), Setting(d=5, L=40, sigma2=1e12), Setting(d=5, L=40, sigma2=1e4)],
+    ids=["d1000", "sigma2-1e12", "sigma2-1e4"],
+)
+def test_optimum_where_the_search_used_to_fail(setting):
+    """`single-head --d 1000` (the optimum ≈ 0.037 lies below the old lower end 0.05) and `--sigma2 1e12` (the
+    risk 1 + σ² − A²/B rounds to 1 + σ² for every ω, so the search wandered to an edge) were RuntimeError
+    tracebacks. The search now starts at min(0.05, 0.25/√d) and maximises A²/B: the optimum is checked against
+    an independent scan of the exact profile on a grid around it (no point has a larger A²/B), and its μ is
+    A/B there."""
+    r = exact_single_head_optimum(setting)
+    assert 0 < r.omega and np.isfinite(r.risk)
+    gain = lambda w: (lambda p: p.A**2 / p.B)(exact_single_head_profile(w, setting))  # noqa: E731
+    g0 = gain(r.omega)
+    for f in (0.8, 0.9, 0.97, 1.03, 1.1, 1.25):
+        assert gain(f * r.omega) <= g0 * (1 + 1e-12), f
+    p = exact_single_head_profile(r.omega, setting)
+    assert r.mu == pytest.approx(p.A / p.B, rel=1e-12)
+
+
+@pytest.mark.parametrize(("bracket", "edge"), [((0.05, 0.3), "upper"), ((0.8, 1.2), "lower")])
+def test_a_given_bracket_without_the_optimum_is_named(bracket, edge):
+    """The optimum at the paper's setting is ω ≈ 0.518: a bracket on one side of it is a ValueError naming
+    `bracket` and the edge (it was a RuntimeError, or for the upper edge a misleading "`L` too short")."""
+    with pytest.raises(ValueError, match=f"{edge} edge of `bracket`"):
+        exact_single_head_optimum(PAPER, bracket=bracket)

@@ -267,3 +267,57 @@ def test_the_smallest_normal_t_end_is_integrated_and_a_batch_refuses_a_subnormal
     assert f.status == 0 and f.t[-1] == engine.T_END_MIN
     with pytest.raises(ValueError, match="`t_end`"):
         integrate(m, m.initial_state(seed=0, n=48), t_end=1e-310, method="batch-Radau")
+
+
+# ------------------------------------------------------------------ issue 23: sizes decided before work
+
+MT_HUGE = Setting(d=100_000, L=40, sigma2=0.1, tasks=((0, 1, 2, 3), (2, 3, 4, 5)))
+
+
+@pytest.mark.parametrize("method", ["LSODA", "Radau", "BDF"])
+def test_an_implicit_method_refuses_a_state_too_large_for_its_dense_jacobian(method):
+    """``run --tasks 1-4,3-6 --d 100000`` asked LSODA for a 298 GiB work array (200004² doubles): refused before
+    any allocation, naming `method` and `setting.d` (the sizes: 8·n² bytes per dense copy > JACOBIAN_MAX_BYTES)."""
+    import resource
+
+    m = reduced_model(MT_HUGE, n_heads=2)
+    assert m.size == 2 * (100_000 + 2) and 8 * m.size**2 > engine.JACOBIAN_MAX_BYTES
+    y0 = m.initial_state(seed=0, scale=0.01)
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    with open("/proc/self/status") as f:
+        vm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+    resource.setrlimit(resource.RLIMIT_AS, (vm + 512 * 2**20, hard))
+    try:
+        with pytest.raises(ValueError) as err:
+            integrate(m, y0, t_end=1.0, method=method)
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    assert "`method`" in str(err.value) and "`setting.d`" in str(err.value) and "200004 x 200004" in str(err.value)
+
+
+def test_the_dense_jacobian_bound_leaves_explicit_methods_and_small_states_alone():
+    from reduced_dynamics.flow._integrate import _check_dense_size
+
+    big = reduced_model(MT_HUGE, n_heads=2)
+    for method in ("RK45", "RK23", "DOP853"):
+        _check_dense_size(big, method, 1)  # O(size) memory: not refused
+    # the largest state LSODA may take: 8·n² <= 1 GiB, n = 11585; one more is refused
+    n_ok = int((engine.JACOBIAN_MAX_BYTES / 8) ** 0.5)
+    assert 8 * n_ok**2 <= engine.JACOBIAN_MAX_BYTES < 8 * (n_ok + 1) ** 2
+    mt = lambda d: reduced_model(Setting(d=d, L=40, tasks=((0, 1), (1, 2))), n_heads=1)  # noqa: E731  size d + 2
+    _check_dense_size(mt(n_ok - 2), "LSODA", 1)
+    with pytest.raises(ValueError, match="`method`"):
+        _check_dense_size(mt(n_ok - 1), "LSODA", 1)
+
+
+@pytest.mark.parametrize("t_end", [1.0, 1e3])
+def test_two_output_times_are_zero_and_t_end(t_end):
+    """With n_times = 2 the output times were [0, t_first] (numpy's geomspace of one point is its start): the
+    flow stopped at 0.01 and reported success, `run --n-times 2 --t-end 1000` printed t = 0.01. They are
+    [0, t_end]; the end state equals that of a run with more output times (same solver, same tolerance)."""
+    m = _model("isotropic")
+    y0 = m.initial_state(seed=0)
+    two = integrate(m, y0, t_end=t_end, n_times=2, method="Radau", rtol=1e-10, atol=1e-13)
+    assert two.t.tolist() == [0.0, t_end] and two.final.t == t_end
+    many = integrate(m, y0, t_end=t_end, n_times=50, method="Radau", rtol=1e-10, atol=1e-13)
+    np.testing.assert_allclose(two.states[-1], many.states[-1], rtol=1e-7, atol=1e-10)

@@ -213,3 +213,45 @@ def test_bad_input_raises_naming_parameter(call, match):
 def test_gradient_zero_at_origin_is_a_saddle_for_h2():
     g = mt_gradient(np.zeros((2, 6)), np.zeros((2, 2)), PAPER)
     assert np.all(g.omega == 0) and np.all(g.mu == 0)
+
+
+@pytest.mark.parametrize("t_end", [1e300, 1e30, 1e13, 1e-320, 5e-324, 0.0, -1.0, float("nan"), float("inf")])
+def test_role_frequencies_t_end_outside_the_engines_range_is_named(t_end):
+    """t_end = 1e300, 1e30 or 1e-320 hung (issue 23), then named the engine's `times`: the one error names
+    `t_end` and its range, before any flow runs."""
+    import time
+
+    from reduced_dynamics.multitask.flow import role_frequencies
+
+    s = Setting(d=6, L=40, sigma2=0.1, tasks=((0, 1, 2, 3), (2, 3, 4, 5)))
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match="`t_end`") as err:
+        role_frequencies(3, s, n_seeds=2, seed=0, t_end=t_end)
+    assert "`times`" not in str(err.value) and time.perf_counter() - t0 < 1.0
+
+
+def test_limit_predictor_large_factorisations_use_limited_memory(monkeypatch):
+    """With 64 tasks and 64 heads the shared-regime factorisation has 8064 variables: BFGS's dense inverse Hessian
+    (0.5 GB a copy) ran out of memory inside `train`. From LBFGS_FROM variables on L-BFGS-B is used; on a problem
+    both can solve (8 tasks, 4 heads: 51 variables) the two reach the same minimum (to 1e-10 relative)."""
+    import reduced_dynamics.multitask.predictors as P
+
+    s = Setting(d=9, L=40, sigma2=0.1, tasks=tuple((i, i + 1) for i in range(8)))
+    dense = P.limit_predictor(4, s)
+    monkeypatch.setattr(P, "LBFGS_FROM", 0)
+    limited = P.limit_predictor(4, s)
+    assert dense.regime == limited.regime == "shared"
+    assert limited.loss_per_task.sum() == pytest.approx(dense.loss_per_task.sum(), rel=1e-10)
+    np.testing.assert_allclose(limited.A, dense.A, atol=1e-5)
+
+
+def test_limit_predictor_one_head_at_a_huge_noise_is_a_named_refusal():
+    """At σ² = 1e12 the one-head minimisation of L̃ stepped ω past exp's range (a ValueError blaming `omega`, which
+    `risk --tasks --sigma2 1e12` printed as `--omega`) or ended above the μ = 0 loss: a ValueError naming `sigma2`.
+    At σ² = 1e4 it still answers, below the μ = 0 loss 1 + σ² per task."""
+    s = Setting(d=6, L=40, sigma2=1e12, tasks=((0, 1, 2, 3), (2, 3, 4, 5)))
+    with pytest.raises(ValueError, match="`sigma2`") as err:
+        limit_predictor(1, s)
+    assert "`omega`" not in str(err.value)
+    ok = limit_predictor(1, s.replace(sigma2=1e4))
+    assert np.all(ok.loss_per_task < 1 + 1e4)

@@ -39,24 +39,55 @@ def test_rerun_skips_finished_points(tmp_path, spec, monkeypatch):
 
 
 def test_failed_point_is_recorded_and_the_sweep_goes_on(tmp_path):
-    # omega0 = ±30 passes the command's input checks but overflows in the flow (exit 2 at run time)
-    spec = tiny_spec(
-        seeds=None,
-        axes={"omega0": ["0.1,-0.1", "30,-30", "0.2,-0.2"]},
-        fixed={"t-end": 1.0, "mu0": "1,1", "n_eval": 5, "method": "RK45", "rtol": 1e-6},
-    )
-    spec.pop("seeds")
+    # plain SGD at lr 10 diverges within a few steps: `train` exits 3 (failed numerically), a result of the sweep
+    spec = {
+        "command": "train",
+        "name": "lr",
+        "fixed": {"steps": 20, "optimizer": "sgd", "d": 2, "L": 4, "batch": 8, "eval-prompts": 64},
+        "axes": {"lr": [1e-3, 10.0, 2e-3]},
+    }
     run = run_sweep(spec, out=tmp_path, workers=1)
     assert (run.n_done, run.n_failed) == (2, 1)
     (failure,) = run.failures
-    assert (
-        failure["params"]["omega0"] == "30,-30" and "`--omega0`" in failure["error"] and "overflow" in failure["error"]
-    )
+    assert failure["params"]["lr"] == 10.0 and "failed numerically" in failure["error"] and "`--lr`" in failure["error"]
     _, rows = comparable(tmp_path)
     assert sorted(r["status"] for r in rows) == ["done", "done", "failed"]
     # a recorded failure is a finished point; --retry-failed runs it again
     assert run_sweep(spec, out=tmp_path, workers=1).n_cached == 3
     assert run_sweep(spec, out=tmp_path, workers=1, retry_failed=True).n_cached == 2
+
+
+def test_a_start_outside_the_domain_is_refused_before_any_point_runs(tmp_path):
+    """omega0 = ±30 passed the dry run and overflowed in the flow: cached as a failed point, the sweep exited 1
+    (issue 23). The start is checked before the command's Progress now: the sweep is refused up front."""
+    spec = tiny_spec(axes={"omega0": ["0.1,-0.1", "30,-30"]}, fixed={"t-end": 1.0, "mu0": "1,1", "n_eval": 5})
+    spec.pop("seeds")
+    with pytest.raises(ValueError, match="point \\(omega0='30,-30'\\).*`--omega0`"):
+        plan_sweep(spec)
+    with pytest.raises(ValueError):
+        run_sweep(spec, out=tmp_path, workers=1)
+    assert Store(tmp_path).records() == []
+
+
+def test_a_point_refusing_its_input_when_run_is_not_stored(tmp_path, spec, monkeypatch):
+    """Bad input that only the run itself sees (its command exits 2) is not a result: it is not stored (so it is
+    not skipped as "failed" next time), the other points run and are stored, and the sweep raises ValueError
+    naming the point (the command line: exit 2)."""
+    import reduced_dynamics.sweep.commands as commands
+
+    real = commands.run_point
+
+    def refuses_heads_3(argv):
+        if "--heads" in argv and argv[argv.index("--heads") + 1] == "3" and "--seed" in argv:
+            return {**real(argv), "exit_code": 2, "result": None, "error": "reduced-dynamics run: error: `--x` bad"}
+        return real(argv)
+
+    monkeypatch.setattr(commands, "run_point", refuses_heads_3)
+    with pytest.raises(ValueError, match="point \\(heads=3, seed=0\\): run: error: `--x` bad") as err:
+        run_sweep(spec, out=tmp_path, workers=1)
+    assert "2 points refused" in str(err.value)
+    recs = Store(tmp_path).records()
+    assert len(recs) == 2 and {r["params"]["heads"] for r in recs} == {2}
 
 
 def test_truncated_record_is_recomputed(tmp_path, spec):
@@ -142,3 +173,33 @@ def test_a_dead_pool_worker_is_replaced_and_its_points_rerun(tmp_path, spec, mon
     monkeypatch.setattr(commands, "run_point", _REAL_RUN_POINT)
     run_sweep(spec, out=tmp_path / "serial", workers=1)
     assert comparable(tmp_path / "pool") == comparable(tmp_path / "serial")
+
+
+# ----------------------------------------------------------------------------- issue 23: one name, one sweep
+
+
+def test_two_specs_of_one_name_do_not_replace_each_others_manifest(tmp_path):
+    """Two specs with the same `name` in one `--out` silently replaced each other's manifest: the second is refused
+    (naming `name` and `--out`) before any point runs; the same spec again resumes; `force` replaces it."""
+    a = tiny_spec(seeds=[0], axes={"heads": [2]})
+    b = tiny_spec(seeds=[1], axes={"heads": [2]})
+    run_sweep(a, out=tmp_path, workers=1)
+    before = (tmp_path / "sweeps" / "tiny.json").read_text()
+    with pytest.raises(ValueError, match="`name` 'tiny' is taken") as err:
+        run_sweep(b, out=tmp_path, workers=1)
+    assert "`--force`" in str(err.value) and (tmp_path / "sweeps" / "tiny.json").read_text() == before
+    assert len(Store(tmp_path).records()) == 1  # b's point did not run
+    assert run_sweep(a, out=tmp_path, workers=1).n_cached == 1  # the same spec: its own sweep, resumed
+    run_sweep(b, out=tmp_path, workers=1, force=True)
+    assert json.loads((tmp_path / "sweeps" / "tiny.json").read_text())["spec"]["seeds"] == [1]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "param"),
+    [({"executor": 1}, "`executor`"), ({"executor": "local"}, "`executor`"), ({"progress": 3}, "`progress`")],
+)
+def test_run_sweep_refuses_a_wrong_executor_or_progress(tmp_path, spec, kwargs, param):
+    """`run_sweep(executor=1)` was an AttributeError: a TypeError naming the parameter, before any work."""
+    with pytest.raises(TypeError, match=param):
+        run_sweep(spec, out=tmp_path / "s", workers=1, **kwargs)
+    assert not (tmp_path / "s").exists()

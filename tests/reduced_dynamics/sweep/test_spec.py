@@ -130,3 +130,79 @@ def test_toml_file(tmp_path):
         load_spec(p)
     with pytest.raises(ValueError, match="no such file"):
         load_spec(tmp_path / "missing.toml")
+
+
+# ----------------------------------------------------------------------------- issue 23: sizes decided first
+
+
+@pytest.mark.parametrize(
+    ("spec", "named", "count"),
+    [
+        ({**BASE, "axes": {"L": {"range": [1, 10**12, 1]}}}, "`axes.L`", "999999999999"),
+        ({**BASE, "axes": {"sigma2": {"linspace": [0.1, 1.0, 10**11]}}}, "`axes.sigma2`", "100000000000"),
+        ({**BASE, "axes": {"sigma2": {"logspace": [0.1, 1.0, 10**7]}}}, "`axes.sigma2`", "10000000"),
+        ({**BASE, "seeds": 10**12}, "`seeds`", "1000000000000"),
+        ({**BASE, "seeds": {"range": [0, 10**15, 1]}}, "`axes.seeds`", "1000000000000000"),
+        # each axis is small, the grid is not: the product is refused before the grid is listed
+        ({**BASE, "axes": {"L": {"range": [1, 10**4, 1]}, "d": {"range": [1, 10**4, 1]}}}, "`axes`", "99980001"),
+    ],
+)
+def test_axis_sizes_are_counted_before_the_lists_are_built(spec, named, count):
+    """A range of 10¹² values was a MemoryError traceback and a linspace of 10¹¹ one after 33 s at 3.5 GB: the
+    point cap was checked after the list was built. The count is arithmetic now; under a 200 MB allocation cap
+    (more than the refused lists would need by orders of magnitude) the refusal is immediate."""
+    import resource
+    import time
+
+    from reduced_dynamics.sweep.spec import MAX_POINTS
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    with open("/proc/self/status") as f:
+        vm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+    t0 = time.perf_counter()
+    resource.setrlimit(resource.RLIMIT_AS, (vm + 200 * 2**20, hard))
+    try:
+        with pytest.raises(ValueError) as err:
+            load_spec(spec)
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    assert time.perf_counter() - t0 < 1.0
+    assert named in str(err.value) and count in str(err.value) and str(MAX_POINTS) in str(err.value)
+
+
+def test_a_range_of_exactly_the_cap_is_accepted_and_counted_without_listing_the_grid():
+    from reduced_dynamics.sweep.spec import MAX_POINTS
+
+    spec = load_spec({**BASE, "axes": {"L": {"range": [1, MAX_POINTS + 1, 1]}}})
+    assert spec.n_points == MAX_POINTS
+    first = next(spec.iter_points())
+    assert first == {"t_end": 10.0, "L": 1}
+
+
+def test_plan_sweep_reports_validation_progress():
+    """Validating a point takes about a millisecond, so a 10⁶-point grid validates for minutes: plan_sweep reports
+    each point it validated (the command line writes a line every 2 s)."""
+    seen = []
+    plan = plan_sweep({**BASE, "axes": {"L": [10, 20, 30]}}, progress=lambda i, n: seen.append((i, n)))
+    assert seen == [(1, 3), (2, 3), (3, 3)] and len(plan.invocations) == 3
+    with pytest.raises(TypeError, match="`progress`"):
+        plan_sweep(BASE, progress=3)
+
+
+@pytest.mark.parametrize("name", ["a\nb", "tab\there", "del\x7f", "x" * 201, " padded", "../up", ".hidden", ""])
+def test_a_name_that_is_not_a_safe_file_name_is_refused(name):
+    """A name holding a newline was accepted as the manifest's file name (issue 23)."""
+    with pytest.raises(ValueError, match="`name`"):
+        load_spec({**BASE, "name": name})
+
+
+def test_a_name_of_ordinary_characters_is_accepted():
+    assert load_spec({**BASE, "name": "risk vs L (σ² = 0.1)"}).name == "risk vs L (σ² = 0.1)"
+
+
+@pytest.mark.parametrize("path", ["/etc/passwd", "/dev/null", "/tmp"])
+def test_a_sigma_that_is_not_a_npy_file_is_refused_before_any_point_runs(path):
+    """A spec's `sigma = "/etc/passwd"` made the sweep open any readable file as .npy: the point's dry run reads the
+    header only (a text file, a device, a folder are refused), naming `--sigma`."""
+    with pytest.raises(ValueError, match="`--sigma`"):
+        plan_sweep({**BASE, "fixed": {**BASE["fixed"], "sigma": path}})

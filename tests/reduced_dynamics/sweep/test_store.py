@@ -79,3 +79,64 @@ def test_stale_temporary_files_are_removed_only_when_old(tmp_path):
     assert store.get(inv.key) is not None and len(store.records()) == 1  # never read as records
     assert store.clean_stale() == 1
     assert not old.exists() and fresh.exists()  # a fresh one may be a concurrent sweep's write in progress
+
+
+# ----------------------------------------------------------------------------- issue 23: checksummed but malformed
+
+MALFORMED = {
+    "no_status": lambda d: d.pop("status"),
+    "config_a_list": lambda d: d.update(config=[1, 2]),
+    "params_a_string": lambda d: d.update(params="L=4"),
+    "status_unknown": lambda d: d.update(status="maybe"),
+    "done_without_result": lambda d: d.update(result=None),
+    "argv_numbers": lambda d: d.update(argv=[1, 2]),
+    "error_a_dict": lambda d: d.update(error={"x": 1}),
+    "seconds_a_string": lambda d: d.update(seconds="fast"),
+}
+
+
+@pytest.mark.parametrize("damage", list(MALFORMED))
+def test_a_checksummed_record_of_the_wrong_structure_is_not_trusted(tmp_path, damage):
+    """A record whose checksum is valid but whose structure is not the store's (no `status`, `config` a list, ...)
+    crashed `sweep` and `sweep-table` with a KeyError traceback: it counts as corrupted (recomputed, not in the
+    table)."""
+    from reduced_dynamics.sweep.store import _checksum
+    from reduced_dynamics.sweep.table import table_rows
+
+    store, inv, rec = _record(tmp_path)
+    p = store.path(inv.key)
+    d = json.loads(p.read_bytes())
+    MALFORMED[damage](d)
+    d["checksum"] = _checksum(d)
+    p.write_text(json.dumps(d))
+    assert store.get(inv.key) is None and store.is_corrupt(inv.key) and store.records() == []
+    assert table_rows(store.records())[1] == []
+
+
+@pytest.mark.parametrize("content", [False, True], ids=["empty", "with_a_file"])
+def test_a_folder_where_a_record_belongs_makes_room_and_keeps_its_content(tmp_path, content):
+    """A folder at a record's path aborted the sweep (the rename onto it failed): an empty one is removed, one with
+    content is renamed `<key>.json.displaced` (nothing the store did not write is deleted), and the record is
+    written."""
+    store, inv, rec = _record(tmp_path)
+    p = store.path(inv.key)
+    p.unlink()
+    p.mkdir()
+    if content:
+        (p / "keep.txt").write_text("mine")
+    assert store.get(inv.key) is None and store.is_corrupt(inv.key)
+    again = store.put(inv, run_point(inv.argv))
+    assert store.get(inv.key) == again and p.is_file()
+    if content:
+        assert (p.parent / f"{p.name}.displaced" / "keep.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("manifest", ["[1, 2]", '"text"', '{"axes": 3}'])
+def test_a_malformed_manifest_is_skipped(tmp_path, manifest):
+    store, inv, rec = _record(tmp_path)
+    (tmp_path / "sweeps").mkdir()
+    (tmp_path / "sweeps" / "bad.json").write_text(manifest)
+    assert "bad" not in store.manifests()
+    from reduced_dynamics.sweep.table import write_table
+
+    assert write_table(tmp_path).csv  # no traceback
