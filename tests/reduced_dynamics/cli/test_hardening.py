@@ -666,6 +666,16 @@ def test_a_ctrl_c_swallowed_in_a_finaliser_still_ends_with_130(then, capsys, mon
         return 0
 
     monkeypatch.setattr(figures, "main", command)
+    # a shell's background job (`make test &`) starts with SIGINT ignored; the case under test is an interactive
+    # run, where Python's default handler is installed: install it for this test and put the inherited one back
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _ctrl_c_case(capsys, monkeypatch)
+    finally:
+        signal.signal(signal.SIGINT, inherited)
+
+
+def _ctrl_c_case(capsys, monkeypatch):
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     line = _one_line(capsys, main(["figures", "--list"]), expected_rc=130)
     assert line == "reduced-dynamics figures: interrupted"
