@@ -1,9 +1,13 @@
 """Shared pytest configuration: a deterministic hypothesis profile, and ``api_fuzz`` importable by the tests."""
 
+import contextlib
 import importlib.util
+import json
+import os
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 # tests/api_fuzz.py (the API fuzz harness) is not a package module: register it once, before any test
@@ -22,3 +26,59 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile("deterministic")
+
+
+# ------------------------------------------------------------------------------------------------------
+# One quick run of each figure for the whole suite
+# ------------------------------------------------------------------------------------------------------
+# The golden suite (tests/test_golden.py) compares every figure's quick data with its recorded values and
+# tests/reduced_dynamics/figures/ checks the files it writes and that its plot embeds: both look at the
+# same ``FIGURES[name].run(quick=True, seed=0)``, made here once per test session and shared by the
+# pytest-xdist workers (a folder beside theirs, one lock file per figure), instead of once per test.
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    """An exclusive ``fcntl`` lock on ``path`` (created) for the ``with`` block."""
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+@pytest.fixture(scope="session")
+def quick_figure(tmp_path_factory, worker_id):
+    """``quick_figure(name) -> (folder, run)``: the folder holding ``name``'s quick PNG and ``.npz`` (seed 0)
+    and its run as a dict (``name``, ``png``, ``data_file``, ``key_numbers`` as JSON). Read-only: copy
+    the files before changing them."""
+    root = tmp_path_factory.getbasetemp()
+    if worker_id != "master":
+        root = root.parent  # shared by the workers of this session
+    cache = root / "quick-figures-seed0"
+
+    def get(name: str):
+        folder = cache / name
+        done = folder / "run.json"
+        with _locked(cache / f"{name}.lock"):
+            if not done.is_file():
+                from threadpoolctl import threadpool_limits
+
+                from reduced_dynamics.figures.registry import FIGURES
+                from reduced_dynamics.io import to_jsonable
+
+                folder.mkdir(parents=True, exist_ok=True)
+                with threadpool_limits(1):  # as `figures` runs them
+                    run = FIGURES[name].run(quick=True, out=folder, seed=0)
+                doc = {"name": run.name, "png": run.png, "data_file": run.data_file}
+                doc["key_numbers"] = to_jsonable(run.key_numbers)
+                tmp = done.with_suffix(".tmp")
+                tmp.write_text(json.dumps(doc), encoding="utf-8")
+                os.replace(tmp, done)
+        return folder, json.loads(done.read_text(encoding="utf-8"))
+
+    return get

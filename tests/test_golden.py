@@ -30,9 +30,10 @@ through ``reduced_dynamics.cli.main`` in this process (``GOLDEN_SUBPROCESS=1``: 
 
 Times, rates and paths were dropped when recording (``record.DROP_KEYS``: ``seconds``,
 ``cpu_seconds``, ``steps_per_second``, ``train_seconds``, ``files``, ...), and are dropped from the
-new output in the same way. The figure tests (``test_figure[<name>]``, marked slow: one
-``figures --quick`` run, about 25 s of CPU) compare every array of each ``<name>.npz`` (names,
-shapes, dtype kinds, values to the same tolerances) and that figure's ``--json`` key numbers.
+new output in the same way. The figure tests (``test_figure[<name>]``, marked slow: each figure's quick
+run, made once per session by the ``quick_figure`` fixture and shared with the figure tests) compare
+every array of each ``<name>.npz`` (names, shapes, dtype kinds, values to the same tolerances) and
+that figure's ``--json`` key numbers.
 
 Regenerate only deliberately, never to make a failure go away unexplained::
 
@@ -401,26 +402,31 @@ def test_moved_cases_stop_where_the_theory_says(case):
     assert 0 < out["t"] < CLI_BASELINE[case]["json"].get("t", CLI_BASELINE[case]["json"].get("t_end"))
 
 
-@pytest.fixture(scope="module")
-def figures_run():
-    return record.run_figures(subprocess_mode=SUBPROCESS)
+def test_figures_set():
+    """The registry makes the figures (and only those) whose data is recorded."""
+    from reduced_dynamics.figures.registry import FIGURES
 
-
-@pytest.mark.slow
-def test_figures_set(figures_run):
-    assert figures_run["exit"] == FIGURES_BASELINE["exit"]
-    assert sorted(figures_run["figures"]) == sorted(FIGURES_BASELINE["figures"])
-    assert sorted(figures_run["json"]) == sorted(FIGURES_BASELINE["json"])
+    assert FIGURES_BASELINE["exit"] == 0 and FIGURES_BASELINE["argv"][:2] == ["figures", "--quick"]
+    assert sorted(FIGURES) == sorted(FIGURES_BASELINE["figures"])
+    assert set(FIGURES_BASELINE["json"]) <= set(FIGURES)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("figure", sorted(FIGURES_BASELINE["figures"]))
-def test_figure(figures_run, figure):
+def test_figure(quick_figure, figure):
+    """Each figure's quick data (seed 0) and key numbers as recorded from ``figures --quick --seed 0 --json``.
+
+    The figure is made once for the session by the ``quick_figure`` fixture (tests/conftest.py): the
+    same ``FIGURES[name].run(quick=True, seed=0)`` under one BLAS thread that ``figures`` runs for each
+    name; the command around it (its record, --json, workers) is tested in tests/reduced_dynamics/cli/.
+    """
+    folder, run = quick_figure(figure)
     rtol = FIGURE_TOLERANCES.get(figure, RTOL)
+    data = folder / f"{figure}.npz"
     expected = {"npz": FIGURES_BASELINE["figures"][figure], "exit": FIGURES_BASELINE["exit"]}
-    actual = {"npz": figures_run["figures"].get(figure), "exit": figures_run["exit"]}
+    actual = {"npz": record.npz_record(data) if data.is_file() else None, "exit": 0}
     if figure in FIGURES_BASELINE["json"]:
         expected["json"] = FIGURES_BASELINE["json"][figure]
-        actual["json"] = figures_run["json"].get(figure)
+        actual["json"] = record.normalise(run["key_numbers"], str(folder))
     assert actual["npz"] is not None, f"figures --quick no longer writes {figure}.npz"
     assert_same(f"figure {figure}", expected, actual, rtol)

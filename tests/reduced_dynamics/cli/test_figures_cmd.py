@@ -7,29 +7,29 @@ import pytest
 
 from reduced_dynamics.cli import main
 
-CHEAP = ["figures", "--quick", "--only", "bayes_ratio", "--quiet"]
+CHEAP = ["figures", "--quick", "--only", "risk_vs_L", "--quiet"]
 
 
 def test_figures_refuse_another_configuration_without_force(tmp_path, capsys):
     out = str(tmp_path / "f")
     assert main([*CHEAP, "--out", out]) == 0
-    before = (tmp_path / "f" / "bayes_ratio.npz").read_bytes()
+    before = (tmp_path / "f" / "risk_vs_L.npz").read_bytes()
     capsys.readouterr()
     rc = main([*CHEAP, "--seed", "3", "--out", out])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "`--out`" in err[0] and "`--force`" in err[0]
-    assert (tmp_path / "f" / "bayes_ratio.npz").read_bytes() == before  # untouched
+    assert (tmp_path / "f" / "risk_vs_L.npz").read_bytes() == before  # untouched
     assert main([*CHEAP, "--out", out]) == 0  # same configuration: allowed
     assert main([*CHEAP, "--seed", "3", "--force", "--out", out]) == 0
     stamp = json.loads((tmp_path / "f" / "figures_run.json").read_text())
-    assert stamp == {"figures": {"bayes_ratio": {"seed": 3, "quick": True}}}
+    assert stamp == {"figures": {"risk_vs_L": {"seed": 3, "quick": True}}}
 
 
 def test_figures_refuse_a_folder_of_unknown_figures(tmp_path, capsys):
-    (tmp_path / "bayes_ratio.png").write_bytes(b"not ours")
+    (tmp_path / "risk_vs_L.png").write_bytes(b"not ours")
     rc = main([*CHEAP, "--out", str(tmp_path)])
     assert rc == 2 and "unknown configuration" in capsys.readouterr().err
-    assert (tmp_path / "bayes_ratio.png").read_bytes() == b"not ours"
+    assert (tmp_path / "risk_vs_L.png").read_bytes() == b"not ours"
 
 
 def test_committed_figures_record_their_configuration():
@@ -48,12 +48,12 @@ def test_figures_workers_make_the_same_files(tmp_path, capsys):
     """`--workers 2` runs the figures in parallel processes; the data files equal the serial run's, bit for bit."""
     import numpy as np
 
-    only = ["--only", "bayes_ratio,approx_vs_mc", "--quick", "--quiet", "--json"]
+    only = ["--only", "risk_vs_L,approx_vs_mc", "--quick", "--quiet", "--json"]
     assert main(["figures", *only, "--out", str(tmp_path / "w1")]) == 0
     serial = json.loads(capsys.readouterr().out)
     assert main(["figures", *only, "--workers", "2", "--out", str(tmp_path / "w2")]) == 0
     parallel = json.loads(capsys.readouterr().out)
-    assert list(parallel) == list(serial) == ["bayes_ratio", "approx_vs_mc"]  # registry order, not finishing order
+    assert list(parallel) == list(serial) == ["risk_vs_L", "approx_vs_mc"]  # registry order, not finishing order
     for name in serial:
         a, b = np.load(tmp_path / "w1" / f"{name}.npz"), np.load(tmp_path / "w2" / f"{name}.npz")
         assert a.files == b.files
@@ -65,7 +65,7 @@ def test_figures_workers_make_the_same_files(tmp_path, capsys):
 
 
 def test_figures_workers_out_of_range(tmp_path, capsys):
-    rc = main(["figures", "--quick", "--only", "bayes_ratio", "--workers", "0", "--out", str(tmp_path)])
+    rc = main(["figures", "--quick", "--only", "risk_vs_L", "--workers", "0", "--out", str(tmp_path)])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "`--workers`" in err[0]
 
@@ -83,13 +83,13 @@ def _stamps(folder):
 
 
 def test_force_on_one_figure_does_not_restamp_the_others(tmp_path, capsys):
-    """`figures --force --seed 1 --only bayes_ratio` restamped the whole folder as seed 1, so a later
+    """`figures --force --seed 1 --only risk_vs_L` restamped the whole folder as seed 1, so a later
     `figures --seed 1 --only approx_vs_mc` silently replaced the seed-0 approx_vs_mc.npz: each figure has its
     own record now; the seed-0 figure keeps its record and is refused."""
     out = str(tmp_path / "f")
-    assert main([*CHEAP2, "--only", "bayes_ratio,approx_vs_mc", "--out", out]) == 0
-    assert main([*CHEAP2, "--force", "--seed", "1", "--only", "bayes_ratio", "--out", out]) == 0
-    assert _stamps(out) == {"bayes_ratio": {"seed": 1, "quick": True}, "approx_vs_mc": {"seed": 0, "quick": True}}
+    assert main([*CHEAP2, "--only", "risk_vs_L,approx_vs_mc", "--out", out]) == 0
+    assert main([*CHEAP2, "--force", "--seed", "1", "--only", "risk_vs_L", "--out", out]) == 0
+    assert _stamps(out) == {"risk_vs_L": {"seed": 1, "quick": True}, "approx_vs_mc": {"seed": 0, "quick": True}}
     before = (tmp_path / "f" / "approx_vs_mc.npz").read_bytes()
     capsys.readouterr()
     rc = main([*CHEAP2, "--seed", "1", "--only", "approx_vs_mc", "--out", out])
@@ -97,7 +97,7 @@ def test_force_on_one_figure_does_not_restamp_the_others(tmp_path, capsys):
     assert rc == 2 and len(err) == 1 and "approx_vs_mc made with {'seed': 0, 'quick': True}" in err[0]
     assert (tmp_path / "f" / "approx_vs_mc.npz").read_bytes() == before
     # the seed-1 figure is this configuration's: made again without --force
-    assert main([*CHEAP2, "--seed", "1", "--only", "bayes_ratio", "--out", out]) == 0
+    assert main([*CHEAP2, "--seed", "1", "--only", "risk_vs_L", "--out", out]) == 0
 
 
 class _Killed(BaseException):
@@ -114,27 +114,27 @@ def test_a_killed_run_does_not_block_the_same_command(tmp_path, capsys, monkeypa
     out = tmp_path / "f"
 
     def dies_midway(*, out, **kwargs):
-        Path(out, "bayes_ratio.npz").write_bytes(b"half")
+        Path(out, "risk_vs_L.npz").write_bytes(b"half")
         raise _Killed
 
     monkeypatch.setattr(registry, "run_figures", dies_midway)
     with pytest.raises(_Killed):
-        main([*CHEAP2, "--only", "bayes_ratio,approx_vs_mc", "--out", str(out)])
+        main([*CHEAP2, "--only", "risk_vs_L,approx_vs_mc", "--out", str(out)])
     monkeypatch.undo()
-    assert _stamps(out)["bayes_ratio"] == {"seed": 0, "quick": True}
+    assert _stamps(out)["risk_vs_L"] == {"seed": 0, "quick": True}
     capsys.readouterr()
-    rc = main([*CHEAP2, "--seed", "5", "--only", "bayes_ratio", "--out", str(out)])
+    rc = main([*CHEAP2, "--seed", "5", "--only", "risk_vs_L", "--out", str(out)])
     assert rc == 2 and "`--force`" in capsys.readouterr().err
-    assert main([*CHEAP2, "--only", "bayes_ratio,approx_vs_mc", "--out", str(out)]) == 0
-    assert (out / "bayes_ratio.npz").read_bytes() != b"half"
+    assert main([*CHEAP2, "--only", "risk_vs_L,approx_vs_mc", "--out", str(out)]) == 0
+    assert (out / "risk_vs_L.npz").read_bytes() != b"half"
 
 
 def test_the_record_of_0_2_is_read_per_figure(tmp_path, capsys):
     """A folder stamped by 0.2 (one {"seed", "quick"} for the folder) keeps working: the record applies to the
     figures present; a figure not there yet is made under this run's configuration without --force."""
     out = tmp_path / "f"
-    assert main([*CHEAP2, "--only", "bayes_ratio", "--out", str(out)]) == 0
+    assert main([*CHEAP2, "--only", "risk_vs_L", "--out", str(out)]) == 0
     (out / "figures_run.json").write_text(json.dumps({"seed": 0, "quick": True}))
-    assert _stamps(out) == {"bayes_ratio": {"seed": 0, "quick": True}}
+    assert _stamps(out) == {"risk_vs_L": {"seed": 0, "quick": True}}
     assert main([*CHEAP2, "--seed", "2", "--only", "approx_vs_mc", "--out", str(out)]) == 0
-    assert _stamps(out) == {"bayes_ratio": {"seed": 0, "quick": True}, "approx_vs_mc": {"seed": 2, "quick": True}}
+    assert _stamps(out) == {"risk_vs_L": {"seed": 0, "quick": True}, "approx_vs_mc": {"seed": 2, "quick": True}}
