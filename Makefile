@@ -10,7 +10,7 @@ STAMP_TEST := $(VENV)/.installed-test
 # error), warnings as errors (-W), all of them reported (--keep-going).
 SPHINX := $(PY) -m sphinx -E -n -W --keep-going -q -b html docs docs/_build/html
 
-.PHONY: run test lint check figures figures-quick bench clean docs dist dist-check
+.PHONY: run test test-fast lint check figures figures-quick bench clean docs dist dist-check
 
 # The venv counts as made only once its stamp exists, so a half-created .venv (e.g. ensurepip missing)
 # is rebuilt on the next run instead of being trusted; an existing venv with a working pip is reused.
@@ -71,6 +71,12 @@ dist-check: dist
 	mkdir -p build/wheel-run
 	cd build/wheel-run && ../wheel-venv/bin/python -c 'import reduced_dynamics as rd; assert "site-packages" in rd.__file__, rd.__file__; print("installed", rd.__version__, "from", rd.__file__)'
 	cd build/wheel-run && ../wheel-venv/bin/reduced-dynamics run --quiet --out out
+
+# The edit-test loop: every test but those of tests/slow_tests.txt and @pytest.mark.slow (under 30 s wall
+# on 2 cores; scripts/fast_lane_modules.py checks that it still runs code of every module). No ruff,
+# docs or packaging: `make test` is the gate.
+test-fast: $(STAMP_TEST)
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 -m "not slow" --hypothesis-profile=fast
 
 docs: $(STAMP_TEST)
 	$(SPHINX)

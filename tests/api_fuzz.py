@@ -153,10 +153,29 @@ def _memory_limit(extra=2 * 2**30):
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
-def verdict(entry: Entry, name: str, value, *, timeout: float = 5.0) -> str:
-    """``"ok"`` if the call honours the contract of the module docstring, else what went wrong."""
-    old = signal.signal(signal.SIGALRM, _on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, timeout, 0.5)
+def start_budget(timeout: float, wall_timeout: float):
+    """Raise :class:`_Timeout` in this thread after ``timeout`` s of the process's CPU time (a computation
+    that does not end; CPU time, so that a loaded machine does not fail a call) or ``wall_timeout`` s of
+    wall time (a call that blocks without computing, e.g. on a FIFO); both re-fire every 0.5 s in case a
+    finaliser swallows one. Returns what :func:`stop_budget` needs to restore the handlers."""
+    old = signal.signal(signal.SIGALRM, _on_alarm), signal.signal(signal.SIGPROF, _on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, wall_timeout, 0.5)
+    signal.setitimer(signal.ITIMER_PROF, timeout, 0.5)
+    return old
+
+
+def stop_budget(old) -> None:
+    """Cancel the timers of :func:`start_budget` and restore the signal handlers it replaced."""
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.setitimer(signal.ITIMER_PROF, 0)
+    signal.signal(signal.SIGALRM, old[0])
+    signal.signal(signal.SIGPROF, old[1])
+
+
+def verdict(entry: Entry, name: str, value, *, timeout: float = 5.0, wall_timeout: float = 60.0) -> str:
+    """``"ok"`` if the call honours the contract of the module docstring, else what went wrong
+    (``"timeout"`` past ``timeout`` s of CPU time or ``wall_timeout`` s of wall time: :func:`start_budget`)."""
+    old = start_budget(timeout, wall_timeout)
     try:
         with warnings.catch_warnings(record=True) as caught, _memory_limit():
             warnings.simplefilter("always")
@@ -180,8 +199,7 @@ def verdict(entry: Entry, name: str, value, *, timeout: float = 5.0) -> str:
             return "non-finite result"
         return "ok"
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
+        stop_budget(old)
 
 
 #: The fixed hostile values every fuzzable argument of every entry meets (besides the random draws).

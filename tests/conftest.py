@@ -25,6 +25,8 @@ settings.register_profile(
     print_blob=True,
     suppress_health_check=[HealthCheck.too_slow],
 )
+# `make test-fast` (--hypothesis-profile=fast): the same properties on fewer examples, for the edit-test loop
+settings.register_profile("fast", parent=settings.get_profile("deterministic"), max_examples=6)
 settings.load_profile("deterministic")
 
 
@@ -52,12 +54,12 @@ def _locked(path: Path):
 
 
 @pytest.fixture(scope="session")
-def quick_figure(tmp_path_factory, worker_id):
+def quick_figure(tmp_path_factory):
     """``quick_figure(name) -> (folder, run)``: the folder holding ``name``'s quick PNG and ``.npz`` (seed 0)
     and its run as a dict (``name``, ``png``, ``data_file``, ``key_numbers`` as JSON). Read-only: copy
     the files before changing them."""
     root = tmp_path_factory.getbasetemp()
-    if worker_id != "master":
+    if os.environ.get("PYTEST_XDIST_WORKER"):
         root = root.parent  # shared by the workers of this session
     cache = root / "quick-figures-seed0"
 
@@ -82,3 +84,29 @@ def quick_figure(tmp_path_factory, worker_id):
         return folder, json.loads(done.read_text(encoding="utf-8"))
 
     return get
+
+
+# ------------------------------------------------------------------------------------------------------
+# The fast lane: `make test-fast` runs `pytest -m "not slow"`
+# ------------------------------------------------------------------------------------------------------
+_HERE = Path(__file__).resolve().parent
+
+
+def _ids(name: str) -> frozenset[str]:
+    path = _HERE / name
+    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    return frozenset(s.strip() for s in lines if s.strip() and not s.startswith("#"))
+
+
+def _slow_ids() -> frozenset[str]:
+    """tests/slow_tests.txt without tests/fast_lane_keep.txt (one cheap test per module stays fast)."""
+    return _ids("slow_tests.txt") - _ids("fast_lane_keep.txt")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark ``slow`` the tests listed in tests/slow_tests.txt (written by scripts/update_slow_tests.py)."""
+    slow = _slow_ids()
+    marker = pytest.mark.slow
+    for item in items:
+        if item.nodeid in slow:
+            item.add_marker(marker)

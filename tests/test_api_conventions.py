@@ -272,3 +272,23 @@ def test_start_count_counts_starts():
     ):
         m = reduced_model(s, n_heads=2)
         assert m.initial_state(seed=0, n=4).shape == (4, m.size)
+
+
+def test_fuzz_budget_stops_a_computation_that_never_ends_and_a_call_that_blocks():
+    """The fuzz suites' time budget (tests/api_fuzz.py): CPU time for a loop, wall time for a blocked call."""
+    import time
+
+    import api_fuzz
+
+    def spin(x):
+        while True:
+            x = x + 1
+
+    def block(x):
+        time.sleep(30)
+
+    for fn, kw in ((spin, dict(timeout=0.3, wall_timeout=20.0)), (block, dict(timeout=5.0, wall_timeout=0.3))):
+        entry = api_fuzz.E(fn.__name__, fn, 1, x=0)
+        t0 = time.monotonic()
+        assert api_fuzz.verdict(entry, "x", 1, **kw) == "timeout"
+        assert time.monotonic() - t0 < 10

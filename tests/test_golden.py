@@ -30,7 +30,7 @@ through ``reduced_dynamics.cli.main`` in this process (``GOLDEN_SUBPROCESS=1``: 
 
 Times, rates and paths were dropped when recording (``record.DROP_KEYS``: ``seconds``,
 ``cpu_seconds``, ``steps_per_second``, ``train_seconds``, ``files``, ...), and are dropped from the
-new output in the same way. The figure tests (``test_figure[<name>]``, marked slow: each figure's quick
+new output in the same way. The figure tests (``test_figure[<name>]``, slow (tests/slow_tests.txt): each figure's quick
 run, made once per session by the ``quick_figure`` fixture and shared with the figure tests) compare
 every array of each ``<name>.npz`` (names, shapes, dtype kinds, values to the same tolerances) and
 that figure's ``--json`` key numbers.
@@ -411,7 +411,6 @@ def test_figures_set():
     assert set(FIGURES_BASELINE["json"]) <= set(FIGURES)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("figure", sorted(FIGURES_BASELINE["figures"]))
 def test_figure(quick_figure, figure):
     """Each figure's quick data (seed 0) and key numbers as recorded from ``figures --quick --seed 0 --json``.

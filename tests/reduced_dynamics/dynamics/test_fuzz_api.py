@@ -25,11 +25,11 @@ import dataclasses
 import inspect
 import math
 import re
-import signal
 import sys
 import warnings
 from collections import Counter
 
+import api_fuzz
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -381,14 +381,6 @@ _BY_NAME = {e.name: e for e in ENTRIES}
 _SYNTHETIC = {"value"}  # parameter names of the lambda wrappers above
 
 
-class _Timeout(Exception):
-    pass
-
-
-def _on_alarm(signum, frame):
-    raise _Timeout()
-
-
 def _finite(obj, depth=0) -> bool:
     """True if every number reachable in ``obj`` (result objects, mappings, sequences, arrays) is finite."""
     if depth > 6 or obj is None or isinstance(obj, (bool, str, np.bool_)):
@@ -430,10 +422,10 @@ def _names(entry) -> set[str]:
     return params | set(entry.args) | {"setting", "d", "L", "sigma2", "Sigma"} - _SYNTHETIC | {"value"}
 
 
-def verdict(entry: Entry, name: str, value, *, timeout: float = 4.0) -> str:
-    """``"ok"`` if the call honours the contract of the module docstring, else what went wrong."""
-    old = signal.signal(signal.SIGALRM, _on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, timeout, 0.5)  # re-fires if an alarm is swallowed (gc callback)
+def verdict(entry: Entry, name: str, value, *, timeout: float = 4.0, wall_timeout: float = 60.0) -> str:
+    """``"ok"`` if the call honours the contract of the module docstring, else what went wrong
+    (``"timeout"``: past ``timeout`` s of CPU time or ``wall_timeout`` s of wall time, ``api_fuzz.start_budget``)."""
+    old = api_fuzz.start_budget(timeout, wall_timeout)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -441,8 +433,8 @@ def verdict(entry: Entry, name: str, value, *, timeout: float = 4.0) -> str:
                 try:
                     result = entry.call(name, value)
                 finally:
-                    signal.setitimer(signal.ITIMER_REAL, 0)
-            except _Timeout:
+                    api_fuzz.stop_budget(old)
+            except api_fuzz._Timeout:
                 return "timeout"
             except (ValueError, TypeError, OverflowError) as exc:
                 msg = str(exc)
@@ -460,8 +452,7 @@ def verdict(entry: Entry, name: str, value, *, timeout: float = 4.0) -> str:
             return "non-finite result"
         return "ok"
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
+        api_fuzz.stop_budget(old)
 
 
 def _fuzz_case(entry_name):
