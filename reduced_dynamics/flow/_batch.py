@@ -126,24 +126,43 @@ def _locate(fun, y_old, Q, ftol=None, n_iter=60):
     return out
 
 
-def _inverses(J, h):
-    """Inverses of ``μ_real/h I − J`` and ``μ_complex/h I − J`` for J of shape (n, n, M).
-
-    Returns ``(inv_real (n, n, M), inv_complex (n, n, M), bad (M,))``; ``bad`` marks a non-finite or
-    singular matrix (its inverse is the identity, and its Newton iteration is treated as failed).
-    """
-    n, _, M = J.shape
-    A = -np.moveaxis(J, 2, 0)  # (M, n, n), a copy
-    bad = ~np.isfinite(A).all(axis=(1, 2))
-    if bad.any():
-        A[bad] = 0.0
+def _gauss_jordan(A):
+    """Inverses of the real matrices ``A[:, :, m]`` (shape (n, n, M)) by Gauss–Jordan elimination without
+    pivoting, vectorised over M (for the symmetric iteration matrices; :func:`_inverses` checks the result)."""
+    n, _, M = A.shape
+    X = np.zeros((n, 2 * n, M))
+    X[:, :n] = A
     i = np.arange(n)
-    Ar = A.copy()
-    Ar[:, i, i] += (_MU_REAL / h)[:, None]
-    Ac = A.astype(np.complex128)
-    Ac[:, i, i] += (_MU_COMPLEX / h)[:, None]
+    X[i, n + i] = 1.0
+    for k in range(n):
+        row = X[k] / X[k, k]
+        col = X[:, k].copy()
+        col[k] -= 1.0  # so that the update leaves row k equal to `row`
+        X -= col[:, None, :] * row
+    return X[:, n:]
+
+
+def _matmul(A, B):
+    """``A[:, :, m] @ B[:, :, m]`` for every m (shapes (n, n, M))."""
+    return np.einsum("ijm,jkm->ikm", A, B)
+
+
+#: largest residual ``|A X − I|`` of an inverse X of :func:`_gauss_jordan` kept (else LAPACK's, pivoted)
+_GJ_RESIDUAL = 1e-6
+#: from this many matrices on, :func:`_inverses` eliminates vectorised over the batch (below: LAPACK per matrix)
+_GJ_MIN = 48
+
+
+def _lapack_inverses(A, h):
+    """``(inv_real, inv_complex, bad)`` of ``μ/h I + A`` by batched LAPACK (pivoted), A of shape (n, n, M)."""
+    n, _, M = A.shape
+    At = np.moveaxis(A, 2, 0)
+    i = np.arange(n)
+    bad = np.zeros(M, dtype=bool)
     out = []
-    for X in (Ar, Ac):
+    for mu in (_MU_REAL, _MU_COMPLEX):
+        X = At.astype(np.complex128 if isinstance(mu, complex) else np.float64)
+        X[:, i, i] += (mu / h)[:, None]
         try:
             inv = np.linalg.inv(X)
         except np.linalg.LinAlgError:
@@ -155,8 +174,52 @@ def _inverses(J, h):
                     inv[k] = np.eye(n)
                     bad[k] = True
         out.append(np.ascontiguousarray(np.moveaxis(inv, 0, 2)))
-    bad |= ~(np.isfinite(out[0]).all(axis=(0, 1)) & np.isfinite(out[1]).all(axis=(0, 1)))
     return out[0], out[1], bad
+
+
+def _inverses(J, h):
+    """Inverses of the iteration matrices ``μ_real/h I − J`` and ``μ_complex/h I − J``, J of shape (n, n, M).
+
+    Returns ``(inv_real (n, n, M), inv_complex (n, n, M) complex, bad (M,))``; ``bad`` marks a non-finite or
+    singular matrix (its inverse is then the identity, and its Newton iteration counts as failed).
+
+    For many matrices, vectorised over the batch: the real one by Gauss–Jordan elimination, the complex
+    one through the real identity ``(C + ibI)⁻¹ = (C − ibI)(C² + b²I)⁻¹`` (``C = a/h I − J``,
+    ``μ_complex = a + ib``), whose ``C² + b²I`` is symmetric positive definite for the symmetric J of a
+    gradient flow (elimination without pivoting is stable there); an inverse whose residual exceeds
+    1e-6 is recomputed by LAPACK with pivoting.
+    """
+    n, _, M = J.shape
+    A = -J
+    bad = ~np.isfinite(np.add.reduce(A.reshape(n * n, M), axis=0))
+    if bad.any():
+        A[:, :, bad] = 0.0
+    if M < _GJ_MIN:
+        inv_r, inv_c, bad2 = _lapack_inverses(A, h)
+        return inv_r, inv_c, bad | bad2
+    i = np.arange(n)
+    # one elimination for both: [μ_real/h I + A, C² + b²I] side by side on the batch axis
+    C = A.copy()
+    C[i, i] += _MU_COMPLEX.real / h
+    b = _MU_COMPLEX.imag / h
+    S = np.empty((n, n, 2 * M))
+    S[:, :, :M] = A
+    S[i, i, :M] += _MU_REAL / h
+    S[:, :, M:] = _matmul(C, C)
+    S[i, i, M:] += b * b
+    X = _gauss_jordan(S)
+    R = _matmul(S, X)
+    R[i, i] -= 1.0
+    res = np.maximum.reduce(np.abs(R).reshape(n * n, 2 * M), axis=0)
+    Dinv = X[:, :, M:]
+    inv_r = np.ascontiguousarray(X[:, :, :M])
+    inv_c = _matmul(C, Dinv) - 1j * (b * Dinv)
+    redo = ~((res[:M] <= _GJ_RESIDUAL) & (res[M:] <= _GJ_RESIDUAL))
+    if redo.any():
+        r = np.flatnonzero(redo)
+        inv_r[:, :, r], inv_c[:, :, r], bad2 = _lapack_inverses(A[:, :, r], h[r])
+        bad[r] |= bad2
+    return inv_r, inv_c, bad
 
 
 def _rms(x):
@@ -205,6 +268,7 @@ def radau_batch(model, y0, t_out, *, rtol, atol, stationarity_tol, budget):
     stat2 = stationarity_tol * stationarity_tol
     log_tol = math.log(stationarity_tol) if stationarity_tol > 0 else 0.0
     newton_tol = max(10 * _EPS / rtol, min(0.03, rtol**0.5))
+    end_gap = 10 * float(np.spacing(t_end))  # a step ending closer to t_end ends at t_end
     start = time.perf_counter()
 
     def finish(s, mask):
@@ -264,9 +328,9 @@ def radau_batch(model, y0, t_out, *, rtol, atol, stationarity_tol, budget):
             N = s.ids.size
             t, y = s.t, s.y
             ha = np.minimum(s.h, t_end - t)
-            tiny = ha < 10 * np.abs(np.nextafter(t, np.inf) - t)
+            tiny = ha < 10 * np.spacing(t)
             over = s.nfev > budget
-            if tiny.any() or over.any():
+            if (tiny | over).any():
                 for k in np.flatnonzero(tiny | over):
                     b = s.ids[k]
                     st = Status.SOLVER_FAILED if tiny[k] else Status.BUDGET_EXHAUSTED
@@ -302,9 +366,9 @@ def radau_batch(model, y0, t_out, *, rtol, atol, stationarity_tol, budget):
             x = (t + ha * _C[:, None] - s.t_prev) / s.h_prev  # (3 stages, N)
             x2 = x * x
             Q = s.Q
-            Z = Q[:, 0:1] * x + Q[:, 1:2] * x2 + Q[:, 2:3] * (x2 * x) + (s.y_prev - y)[:, None, :]  # (n, 3, N)
+            Z = np.einsum("cjm,jsm->csm", Q, np.stack((x, x2, x2 * x))) + (s.y_prev - y)[:, None, :]  # (n, 3, N)
             W = np.matmul(_TI, Z)
-            inv_scale = 1.0 / (atol + np.abs(y) * rtol)
+            inv_scale = (1.0 / (atol + np.abs(y) * rtol))[:, None, :]
             Mr = _MU_REAL / ha
             Mc = _MU_COMPLEX / ha
             live = ~s.lu_bad
@@ -316,31 +380,31 @@ def radau_batch(model, y0, t_out, *, rtol, atol, stationarity_tol, budget):
             y3 = y[:, None, :]
             for k in range(_NEWTON_MAXITER):
                 F = K.rhs((y3 + Z).reshape(n, 3 * N)).reshape(n, 3, N)
-                s.nfev += 3 * live
-                n_iter[live] = k + 1
-                live &= np.isfinite(np.sum(F, axis=(0, 1)))
+                n_iter += live  # the iterations (3 evaluations each) of every trajectory still iterating
+                live &= np.isfinite(np.add.reduce(F.reshape(3 * n, N), axis=0))
                 G = np.matmul(_TI, F)  # row 0: TI_REAL·F; rows 1, 2: the real and imaginary parts of TI_COMPLEX·F
-                f_r = G[:, 0] - Mr * W[:, 0]
-                f_c = (G[:, 1] + 1j * G[:, 2]) - Mc * (W[:, 1] + 1j * W[:, 2])
-                dW[:, 0] = np.einsum("ijm,jm->im", inv_r, f_r)
-                dWc = np.einsum("ijm,jm->im", inv_c, f_c)
+                dW[:, 0] = np.einsum("ijm,jm->im", inv_r, G[:, 0] - Mr * W[:, 0])
+                dWc = np.einsum("ijm,jm->im", inv_c, (G[:, 1] + 1j * G[:, 2]) - Mc * (W[:, 1] + 1j * W[:, 2]))
                 dW[:, 1] = dWc.real
                 dW[:, 2] = dWc.imag
-                dW_norm = _rms(dW * inv_scale[:, None, :])
-                if dW_old is not None:
+                dW_norm = _rms(dW * inv_scale)
+                if k:
+                    # scipy's tests; a trajectory still iterating has dW_old > 0 (0 converged) and finite
                     rk = dW_norm / dW_old
                     rate = np.where(live, rk, rate)
-                    live &= ~((rk >= 1) | (rk ** (_NEWTON_MAXITER - k) / (1 - rk) * dW_norm > newton_tol))
-                    c_now = live & ((dW_norm == 0) | (rk / (1 - rk) * dW_norm < newton_tol))
+                    q = dW_norm / (1 - rk)
+                    live &= (rk < 1) & (rk ** (_NEWTON_MAXITER - k) * q <= newton_tol)
+                    c_now = live & (rk * q < newton_tol)
                 else:
                     c_now = live & (dW_norm == 0)
                 W = np.where(live, W + dW, W)
-                Z = np.where(live, np.matmul(_T, W), Z)
+                Z = np.matmul(_T, W)  # unchanged where W is (the converged and the failed)
                 conv |= c_now
                 live &= ~c_now
                 if not live.any():
                     break
                 dW_old = dW_norm
+            s.nfev += 3 * n_iter
             h_new = s.h
             if not conv.all():
                 nc = ~conv
@@ -382,7 +446,7 @@ def radau_batch(model, y0, t_out, *, rtol, atol, stationarity_tol, budget):
             fac = np.minimum(_MAX_FACTOR, safety * factor)
             fac = np.where(recompute | (fac >= 1.2), fac, 1.0)
             t_new = t + ha
-            t_new = np.where(t_end - t_new < 10 * np.abs(np.nextafter(t_end, np.inf) - t_end), t_end, t_new)
+            t_new = np.where(t_end - t_new < end_gap, t_end, t_new)
             if all_acc:
                 f_new = K.rhs(y_new)
             else:
@@ -395,7 +459,7 @@ def radau_batch(model, y0, t_out, *, rtol, atol, stationarity_tol, budget):
             # events at the new state, located on the dense output
             ev_t = None
             hit_m = acc & ~(K.margin(y_new) > 0)
-            hit_s = acc & (np.sum(f_new * f_new, axis=0) < stat2) if stat2 > 0 else None
+            hit_s = acc & (np.add.reduce(f_new * f_new, axis=0) < stat2) if stat2 > 0 else None
             if hit_m.any() or (hit_s is not None and hit_s.any()):
                 ev_t = np.full(N, np.inf)
                 ev_kind = np.zeros(N, dtype=np.int64)
@@ -407,9 +471,9 @@ def radau_batch(model, y0, t_out, *, rtol, atol, stationarity_tol, budget):
                 if hit_s is not None and hit_s.any():
                     m = np.flatnonzero(hit_s)
                     # log|∇L| is noisy at ~1e-6 near a stationary point (|∇L| ~ 1e-10 from terms of size 1): located
-                    # to 1e-6 of |∇L| (a tighter target only bisects the noise)
+                    # where |∇L| is stationarity_tol to 1e-5 (a tighter target only bisects the noise)
                     xs = _locate(
-                        lambda yy: np.log(K.grad_norm(yy) + 1e-300) - log_tol, y[:, m], Q_new[:, :, m], ftol=1e-6
+                        lambda yy: np.log(K.grad_norm(yy) + 1e-300) - log_tol, y[:, m], Q_new[:, :, m], ftol=1e-5
                     )
                     ts = t[m] + xs * ha[m]
                     earlier = ts < ev_t[m]
@@ -421,10 +485,14 @@ def radau_batch(model, y0, t_out, *, rtol, atol, stationarity_tol, budget):
             if ev_t is not None and stop.any():
                 k_hi[stop] = np.searchsorted(t_out, ev_t[stop], side="left")
             cnt = np.where(acc, k_hi - s.nxt, 0)
-            total = int(cnt.sum())
-            if total:
-                rows = np.repeat(np.arange(N), cnt)
-                kk = np.arange(total) - np.repeat(np.cumsum(cnt) - cnt, cnt) + s.nxt[rows]
+            most = int(cnt.max())
+            if most:
+                if most == 1:  # the common case: at most one output time in each step
+                    rows = np.flatnonzero(cnt)
+                    kk = s.nxt[rows]
+                else:
+                    rows = np.repeat(np.arange(N), cnt)
+                    kk = np.arange(rows.size) - np.repeat(np.cumsum(cnt) - cnt, cnt) + s.nxt[rows]
                 xo = (t_out[kk] - t[rows]) / ha[rows]
                 Y_out[s.ids[rows], kk] = _dense(y[:, rows], Q_new[:, :, rows], xo).T
                 s.nxt += cnt

@@ -286,19 +286,21 @@ class IsotropicBatchKernel(BatchKernel):
         """``exp(d ω_h ω_k)``, shape (H, H, N), from ω of shape (H, N); the exponent clipped at MAX_EXPONENT so
         a trial stage far outside the safe region stays finite (its step is then rejected, or the overflow
         event ends the trajectory)."""
-        return np.exp(np.minimum(self.d * (w[:, None, :] * w[None, :, :]), MAX_EXPONENT))
+        return np.exp(np.minimum((self.d * w)[:, None, :] * w, MAX_EXPONENT))
 
     def rhs(self, y):
         H = self.H
         w, m = y[:H], y[H:]
         E = self.exp_matrix(w)
         a = m * w
-        u = np.sum(a, axis=0) - 1.0
-        g = np.sum(E * a, axis=1)  # (E a)_h, broadcasting a over the first axis: E[h, k] a[k]
-        em = np.sum(E * m, axis=1)
+        ga = np.einsum("hkn,jkn->jhn", E, np.stack((a, m)))  # (E a, E m), each (H, N)
+        u = a[0] - 1.0
+        for h in range(1, H):
+            u = u + a[h]
         out = np.empty_like(y)
-        out[:H] = -2.0 * m * (u + self.cd * g)
-        out[H:] = -2.0 * (u * w + self.c * em)
+        np.multiply(m, u + self.cd * ga[0], out=out[:H])
+        np.add(u * w, self.c * ga[1], out=out[H:])
+        out *= -2.0
         return out
 
     def jac(self, y):
