@@ -242,6 +242,39 @@ class _Active:
             setattr(self, k, getattr(self, k)[..., mask])
 
 
+def _located_events(K, pending, t_out, Y_out, status, t_stop, y_stop, log_tol):
+    """Locate the events of the steps in ``pending`` on their dense output, all at once, and end the trajectories
+    there: outputs before the event, the stop time and state, the status (the earlier event of a step that met
+    both: the margin, status 2, or stationarity, status 1)."""
+    ids, y, Q, t, h, hit_m, hit_s, nxt = (np.concatenate(p, axis=-1) for p in zip(*pending))
+    M = ids.size
+    ev_t = np.full(M, np.inf)
+    kind = np.zeros(M, dtype=np.int64)
+    if hit_m.any():
+        m = np.flatnonzero(hit_m)
+        xs = _locate(K.margin, y[:, m], Q[:, :, m])
+        ev_t[m] = t[m] + xs * h[m]
+        kind[m] = int(Status.LEFT_DOMAIN)
+    if hit_s.any():
+        m = np.flatnonzero(hit_s)
+        # log|∇L| is noisy at ~1e-6 near a stationary point (|∇L| ~ 1e-10 from terms of size 1): located where
+        # |∇L| is stationarity_tol to 1e-5 (a tighter target only bisects the noise)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            xs = _locate(lambda yy: np.log(K.grad_norm(yy) + 1e-300) - log_tol, y[:, m], Q[:, :, m], ftol=1e-5)
+        ts = t[m] + xs * h[m]
+        earlier = ts < ev_t[m]
+        ev_t[m[earlier]] = ts[earlier]
+        kind[m[earlier]] = int(Status.STATIONARY)
+    cnt = np.maximum(np.searchsorted(t_out, ev_t, side="left") - nxt, 0)
+    if cnt.any():
+        rows = np.repeat(np.arange(M), cnt)
+        kk = np.arange(rows.size) - np.repeat(np.cumsum(cnt) - cnt, cnt) + nxt[rows]
+        Y_out[ids[rows], kk] = _dense(y[:, rows], Q[:, :, rows], (t_out[kk] - t[rows]) / h[rows]).T
+    status[ids] = kind
+    t_stop[ids] = ev_t
+    y_stop[ids] = _dense(y, Q, (ev_t - t) / h).T
+
+
 def radau_batch(model, y0, t_out, *, rtol, atol, stationarity_tol, budget):
     """Integrate the flows of ``model`` from the rows of ``y0`` (shape (B, n)), output at ``t_out`` (shape (T,)).
 
@@ -269,6 +302,7 @@ def radau_batch(model, y0, t_out, *, rtol, atol, stationarity_tol, budget):
     log_tol = math.log(stationarity_tol) if stationarity_tol > 0 else 0.0
     newton_tol = max(10 * _EPS / rtol, min(0.03, rtol**0.5))
     end_gap = 10 * float(np.spacing(t_end))  # a step ending closer to t_end ends at t_end
+    pending = []  # the steps in which a trajectory met an event (located after the loop)
     start = time.perf_counter()
 
     def finish(s, mask):
@@ -456,35 +490,19 @@ def radau_batch(model, y0, t_out, *, rtol, atol, stationarity_tol, budget):
             s.nfev += acc
             s.nsteps += acc
             Q_new = np.matmul(_PT, Z)
-            # events at the new state, located on the dense output
-            ev_t = None
+            # events at the new state: the trajectory ends in this step; the event is located on its dense output
+            # after the loop, for all such trajectories at once (_located_events)
             hit_m = acc & ~(K.margin(y_new) > 0)
-            hit_s = acc & (np.add.reduce(f_new * f_new, axis=0) < stat2) if stat2 > 0 else None
-            if hit_m.any() or (hit_s is not None and hit_s.any()):
-                ev_t = np.full(N, np.inf)
-                ev_kind = np.zeros(N, dtype=np.int64)
-                if hit_m.any():
-                    m = np.flatnonzero(hit_m)
-                    xs = _locate(K.margin, y[:, m], Q_new[:, :, m])
-                    ev_t[m] = t[m] + xs * ha[m]
-                    ev_kind[m] = int(Status.LEFT_DOMAIN)
-                if hit_s is not None and hit_s.any():
-                    m = np.flatnonzero(hit_s)
-                    # log|∇L| is noisy at ~1e-6 near a stationary point (|∇L| ~ 1e-10 from terms of size 1): located
-                    # where |∇L| is stationarity_tol to 1e-5 (a tighter target only bisects the noise)
-                    xs = _locate(
-                        lambda yy: np.log(K.grad_norm(yy) + 1e-300) - log_tol, y[:, m], Q_new[:, :, m], ftol=1e-5
-                    )
-                    ts = t[m] + xs * ha[m]
-                    earlier = ts < ev_t[m]
-                    ev_t[m[earlier]] = ts[earlier]
-                    ev_kind[m[earlier]] = int(Status.STATIONARY)
-                stop = ev_kind > 0
-            # dense output at the output times in (t, t_new] (before an event: in (t, t_event))
+            hit_s = acc & (np.add.reduce(f_new * f_new, axis=0) < stat2) if stat2 > 0 else hit_m & False
+            stop = hit_m | hit_s
+            if stop.any():
+                si = np.flatnonzero(stop)
+                pending.append((s.ids[si], y[:, si], Q_new[:, :, si], t[si], ha[si], hit_m[si], hit_s[si], s.nxt[si]))
+            else:
+                stop = None
+            # dense output at the output times in (t, t_new]
             k_hi = np.searchsorted(t_out, t_new, side="right")
-            if ev_t is not None and stop.any():
-                k_hi[stop] = np.searchsorted(t_out, ev_t[stop], side="left")
-            cnt = np.where(acc, k_hi - s.nxt, 0)
+            cnt = np.where(acc if stop is None else acc & ~stop, k_hi - s.nxt, 0)
             most = int(cnt.max())
             if most:
                 if most == 1:  # the common case: at most one output time in each step
@@ -517,16 +535,8 @@ def radau_batch(model, y0, t_out, *, rtol, atol, stationarity_tol, budget):
                 s.y = np.where(acc, y_new, y)
                 s.f = f_new
             ended = acc & (t_new >= t_end)
-            if ev_t is not None and stop.any():
-                si = np.flatnonzero(stop)
-                b = s.ids[si]
-                y_ev = _dense(y[:, si], Q_new[:, :, si], (ev_t[si] - t[si]) / ha[si])
-                status[b] = ev_kind[si]
-                t_stop[b] = ev_t[si]
-                y_stop[b] = y_ev.T
+            if stop is not None:
                 ended &= ~stop
-            else:
-                stop = None
             if ended.any():
                 b = s.ids[ended]
                 Y_out[b, T - 1] = y_new[:, ended].T  # the last output time is t_end itself
@@ -536,6 +546,8 @@ def radau_batch(model, y0, t_out, *, rtol, atol, stationarity_tol, budget):
                 ended |= stop
             if ended.any():
                 finish(s, ended)
+        if pending:
+            _located_events(K, pending, t_out, Y_out, status, t_stop, y_stop, log_tol)
     seconds = time.perf_counter() - start
     msgs = {int(st): status_message(int(st), model) for st in np.unique(status)}
     message = tuple(notes.get(b, msgs[int(status[b])]) for b in range(B))
