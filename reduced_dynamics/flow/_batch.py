@@ -85,8 +85,7 @@ _EPS = np.finfo(float).eps
 
 def _dense(y_old, Q, x):
     """Collocation polynomial ``y_old + Σ_j Q[:, j] x^(j+1)``; y_old (n, M), Q (n, 3, M), x (M,) -> (n, M)."""
-    x2 = x * x
-    return y_old + Q[:, 0] * x + Q[:, 1] * x2 + Q[:, 2] * (x2 * x)
+    return y_old + x * (Q[:, 0] + x * (Q[:, 1] + x * Q[:, 2]))
 
 
 def _locate(fun, y_old, Q, ftol=None, n_iter=60):
@@ -208,13 +207,15 @@ def _inverses(J, h):
     S[:, :, M:] = _matmul(C, C)
     S[i, i, M:] += b * b
     X = _gauss_jordan(S)
-    R = _matmul(S, X)
-    R[i, i] -= 1.0
-    res = np.maximum.reduce(np.abs(R).reshape(n * n, 2 * M), axis=0)
-    Dinv = X[:, :, M:]
     inv_r = np.ascontiguousarray(X[:, :, :M])
+    Dinv = X[:, :, M:]
+    # the real matrix may be indefinite: its inverse is checked by its residual; C² + b²I is symmetric positive
+    # definite, where elimination without pivoting is backward stable: its inverse is checked to be finite
+    R = _matmul(S[:, :, :M], inv_r)
+    R[i, i] -= 1.0
+    res = np.maximum.reduce(np.abs(R).reshape(n * n, M), axis=0)
     inv_c = _matmul(C, Dinv) - 1j * (b * Dinv)
-    redo = ~((res[:M] <= _GJ_RESIDUAL) & (res[M:] <= _GJ_RESIDUAL))
+    redo = ~((res <= _GJ_RESIDUAL) & np.isfinite(np.add.reduce(Dinv.reshape(n * n, M), axis=0)))
     if redo.any():
         r = np.flatnonzero(redo)
         inv_r[:, :, r], inv_c[:, :, r], bad2 = _lapack_inverses(A[:, :, r], h[r])
@@ -402,7 +403,8 @@ def radau_batch(model, y0, t_out, *, rtol, atol, stationarity_tol, budget):
             Q = s.Q
             Z = np.einsum("cjm,jsm->csm", Q, np.stack((x, x2, x2 * x))) + (s.y_prev - y)[:, None, :]  # (n, 3, N)
             W = np.matmul(_TI, Z)
-            inv_scale = (1.0 / (atol + np.abs(y) * rtol))[:, None, :]
+            # 1/scale, with the 1/sqrt(3n) of the root mean square over the 3n entries folded in
+            inv_scale = (1.0 / ((atol + np.abs(y) * rtol) * math.sqrt(3 * n)))[:, None, :]
             Mr = _MU_REAL / ha
             Mc = _MU_COMPLEX / ha
             live = ~s.lu_bad
@@ -415,21 +417,23 @@ def radau_batch(model, y0, t_out, *, rtol, atol, stationarity_tol, budget):
             for k in range(_NEWTON_MAXITER):
                 F = K.rhs((y3 + Z).reshape(n, 3 * N)).reshape(n, 3, N)
                 n_iter += live  # the iterations (3 evaluations each) of every trajectory still iterating
-                live &= np.isfinite(np.add.reduce(F.reshape(3 * n, N), axis=0))
                 G = np.matmul(_TI, F)  # row 0: TI_REAL·F; rows 1, 2: the real and imaginary parts of TI_COMPLEX·F
                 dW[:, 0] = np.einsum("ijm,jm->im", inv_r, G[:, 0] - Mr * W[:, 0])
                 dWc = np.einsum("ijm,jm->im", inv_c, (G[:, 1] + 1j * G[:, 2]) - Mc * (W[:, 1] + 1j * W[:, 2]))
                 dW[:, 1] = dWc.real
                 dW[:, 2] = dWc.imag
-                dW_norm = _rms(dW * inv_scale)
+                e = (dW * inv_scale).reshape(3 * n, N)
+                dW_norm = np.sqrt(np.einsum("ij,ij->j", e, e))
                 if k:
-                    # scipy's tests; a trajectory still iterating has dW_old > 0 (0 converged) and finite
+                    # scipy's tests; a trajectory still iterating has dW_old > 0 (0 converged) and finite. A
+                    # non-finite gradient at a stage makes dW_norm and the rate NaN or inf: the iteration fails
                     rk = dW_norm / dW_old
                     rate = np.where(live, rk, rate)
                     q = dW_norm / (1 - rk)
                     live &= (rk < 1) & (rk ** (_NEWTON_MAXITER - k) * q <= newton_tol)
                     c_now = live & (rk * q < newton_tol)
                 else:
+                    live &= np.isfinite(dW_norm)
                     c_now = live & (dW_norm == 0)
                 W = np.where(live, W + dW, W)
                 Z = np.matmul(_T, W)  # unchanged where W is (the converged and the failed)
