@@ -125,7 +125,7 @@ class BatchKernel:
     """Batched ``−∇loss``, ``−∇²loss`` and margin of one model on states laid out **transposed**: ``y`` of shape
     ``(size, N)``, one column per trajectory (the layout of :func:`~reduced_dynamics.flow._batch.radau_batch`).
 
-    :meth:`rhs` returns ``(size, N)``, :meth:`jac` ``(size, size, N)``, :meth:`margin` and :meth:`grad_norm`
+    ``rhs`` returns ``(size, N)``, ``jac`` ``(size, size, N)``, ``margin`` and ``grad_norm``
     ``(N,)``. This generic kernel calls the model's vectorised ``grad``/``hessian`` on ``y.T``; a model may
     supply a faster one through ``ReducedModel.batch_kernels`` (the isotropic model does). Values outside the
     domain come back as NaN (the step is then rejected or the trajectory stops), never as an exception.

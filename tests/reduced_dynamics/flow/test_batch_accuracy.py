@@ -125,3 +125,16 @@ def test_batch_summary_of_a_model_without_a_vectorised_summary():
         final = res[i].final.values
         for k in ("loss", "grad_norm", "loss_per_task", "distance_limit", "A"):
             assert summary[k][i] == final[k], (k, i)
+
+
+def test_output_times_after_0_hold_the_states_at_those_times():
+    """``times`` starting after t = 0: every output is the state at its time (the start is not an output)."""
+    model = reduced_model(S, n_heads=2)
+    Y0 = np.array([model.initial_state(seed=s, scale=0.01) for s in range(3)])
+    times = [1.0, 10.0, 100.0]
+    res = integrate(model, Y0, times=times, method="batch-Radau")
+    for i in range(3):
+        single = integrate(model, Y0[i], times=times)
+        np.testing.assert_array_equal(single.t, times)
+        np.testing.assert_allclose(res.states[i], single.states, rtol=0, atol=1e-7)
+        assert not np.allclose(res.states[i, 0], Y0[i], rtol=0, atol=1e-6)
