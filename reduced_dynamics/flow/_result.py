@@ -161,7 +161,7 @@ class Flow(FrozenResult):
         i = int(i) % B
         keep = ~np.isnan(self.states[i, :, 0])
         t, Y = self.t[keep], self.states[i][keep]
-        if t[-1] < self.t_stop[i]:
+        if t.size == 0 or t[-1] < self.t_stop[i]:  # (none: output times after a stop at the start)
             t = np.concatenate([t, self.t_stop[i : i + 1]])
             Y = np.concatenate([Y, self.y_stop[i][None]])
         st = int(self.status[i])

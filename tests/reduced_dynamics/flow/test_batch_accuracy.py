@@ -138,3 +138,15 @@ def test_output_times_after_0_hold_the_states_at_those_times():
         np.testing.assert_array_equal(single.t, times)
         np.testing.assert_allclose(res.states[i], single.states, rtol=0, atol=1e-7)
         assert not np.allclose(res.states[i, 0], Y0[i], rtol=0, atol=1e-6)
+
+
+def test_a_start_already_stationary_with_output_times_after_0():
+    """The saddle ω = μ = 0 stops at t = 0, before the first output time 1: its trajectory is the stop alone."""
+    model = reduced_model(S, n_heads=2)
+    Y0 = model.pack(omega=[[0.0, 0.0], [0.01, -0.01]], mu=[[0.0, 0.0], [0.01, -0.01]])
+    res = integrate(model, Y0, times=[1.0, 10.0], method="batch-Radau")
+    assert res.status.tolist() == [1, 0] and res.t_stop[0] == 0.0
+    assert np.isnan(res.states[0]).all()
+    one = res[0]
+    np.testing.assert_array_equal(one.t, [0.0])
+    np.testing.assert_array_equal(one.states, Y0[:1])
