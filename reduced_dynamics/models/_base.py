@@ -255,7 +255,7 @@ class ReducedModel(abc.ABC):
         Notes
         -----
         This generic version calls :meth:`summarize` state by state; a model may override it with a vectorised
-        one that returns the same values (the models with scalar heads do).
+        one that returns the same values, up to the rounding of the last bit (the models with scalar heads do).
         """
         Y = np.asarray(Y, dtype=np.float64)
         out: dict[str, list] = {}

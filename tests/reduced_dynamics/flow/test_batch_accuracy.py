@@ -97,8 +97,9 @@ def test_batch_outputs_are_the_reference_at_every_output_time():
 @pytest.mark.parametrize("method", ["batch-Radau", "LSODA"])
 def test_batch_summary_holds_the_single_path_summaries_of_each_trajectory(method):
     """``summary()`` of a batch lists, per trajectory, the summaries a single flow reports (loss, γ, η_eff, ...):
-    the values of ``flow[i].final`` (the model's summary of the stop state) exactly, and within the solvers'
-    accuracy those of the single-trajectory run from the same start."""
+    the values of ``flow[i].final`` (the model's summary of the stop state; to 1e-13: the vectorised evaluation
+    over the batch may round the last bit differently), and within the solvers' accuracy those of the
+    single-trajectory run from the same start."""
     model = reduced_model(S, n_heads=2)
     Y0 = model.initial_state(seed=0, n=6, scale=0.01)
     res = integrate(model, Y0, t_end=1e3, method=method)
@@ -107,7 +108,10 @@ def test_batch_summary_holds_the_single_path_summaries_of_each_trajectory(method
     for i in range(6):
         final = res[i].final.values
         for k in keys + ("eta_star", "inf_loss", "n_dummy"):
-            assert summary[k][i] == final[k], (k, i)
+            if isinstance(final[k], float):
+                assert summary[k][i] == pytest.approx(final[k], rel=1e-13, abs=1e-300), (k, i)
+            else:
+                assert summary[k][i] == final[k], (k, i)
         single = integrate(model, Y0[i], t_end=1e3).summary()
         assert summary["status"][i] == single["status"]
         for k in ("loss", "gamma", "eta_eff"):
