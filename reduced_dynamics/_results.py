@@ -47,6 +47,8 @@ def jsonable(value) -> Any:
     if isinstance(value, dict):
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
+        if set(map(type, value)) <= {float, int, str}:  # plain items (ndarray.tolist()): copied as they are
+            return list(value)
         return [jsonable(v) for v in value]
     return value
 

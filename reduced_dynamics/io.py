@@ -159,6 +159,11 @@ def to_jsonable(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {str(k): to_jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
+        kinds = set(map(type, obj))
+        if kinds == {float}:  # a list of Python floats (ndarray.tolist()): no per-item conversion
+            return list(obj) if all(map(math.isfinite, obj)) else [v if math.isfinite(v) else None for v in obj]
+        if kinds == {int}:
+            return list(obj)
         return [to_jsonable(v) for v in obj]
     if isinstance(obj, np.ndarray):
         return to_jsonable(obj.tolist())

@@ -143,6 +143,19 @@ MOVED_PATHS: dict[str, dict[str, tuple[float, str]]] = {
     },
 }
 
+#: batch case -> why the stop times of its trajectories that end at a stationary point (recorded status 1)
+#: moved. Those entries of ``t_stop`` are not compared (the statuses, the stop states and the other stop
+#: times are); test_moved_stop_times_are_stationary_events checks the new ones independently of the recording.
+MOVED_STOP_TIMES: dict[str, str] = {
+    "run_n_init_48_batch_radau": (
+        "the batched Radau now follows scipy's Radau step control per trajectory (Jacobian reuse, kept step "
+        "sizes), so its steps differ at the rtol = 1e-7 level; the stationarity event |∇L̃| = 1e-10 is then "
+        "met at another time: near the minimum |∇L̃| ~ 1e-10 is of the size of the solver's own state error "
+        "(atol 1e-10 times the Hessian), so that time is not determined by the flow (it moved from 61-68 to "
+        "61-106); the stop states (at the minimum) agree with the recording to 1e-6"
+    ),
+}
+
 _SKIP: dict[str, tuple[float, str]] = {}
 
 #: free text: not compared at all
@@ -343,6 +356,13 @@ def compare(expected, actual, path: str, diff: _Diff, key: str | None = None) ->
 
 
 def _drop_moved(label, expected, actual):
+    if label in MOVED_STOP_TIMES and isinstance(expected.get("json"), dict):
+        e_json, a_json = dict(expected["json"]), dict(actual.get("json") or {})
+        keep = [st != 1 for st in e_json["status"]]
+        for d in (e_json, a_json):
+            if isinstance(d.get("t_stop"), list) and len(d["t_stop"]) == len(keep):
+                d["t_stop"] = [v for v, k in zip(d["t_stop"], keep) if k]
+        expected, actual = {**expected, "json": e_json}, {**actual, "json": a_json}
     moved = MOVED.get(label, {})
     if not moved:
         return expected, actual
@@ -400,6 +420,22 @@ def test_moved_cases_stop_where_the_theory_says(case):
     assert actual["exit"] == 0 and out["status"] == 1 and out["success"] is True
     assert out["grad_norm"] < 1e-10
     assert 0 < out["t"] < CLI_BASELINE[case]["json"].get("t", CLI_BASELINE[case]["json"].get("t_end"))
+
+
+@pytest.mark.parametrize("case", sorted(MOVED_STOP_TIMES))
+def test_moved_stop_times_are_stationary_events(case):
+    """The moved stop times are right: each trajectory of status 1 ends where |∇L| is the stationarity threshold
+    1e-10 of ``integrate`` (to 1e-3), before t_end; the others at t_end."""
+    recorded = CLI_BASELINE[case]["json"]
+    actual = record.run_case(CLI_BASELINE[case]["argv"], subprocess_mode=SUBPROCESS)
+    out = actual["json"]
+    assert actual["exit"] == 0 and out["status"] == recorded["status"]
+    t_end = recorded["t_end"]
+    for st, t_stop, g in zip(out["status"], out["t_stop"], out["grad_norm"]):
+        if st == 1:
+            assert 0 < t_stop < t_end and g == pytest.approx(1e-10, rel=1e-3)
+        else:
+            assert t_stop == t_end
 
 
 def test_figures_set():

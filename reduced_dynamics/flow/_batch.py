@@ -1,24 +1,33 @@
 r"""Many gradient flows at once: a Radau IIA integrator vectorised over trajectories.
 
 :func:`radau_batch` integrates :math:`\dot\theta = -\nabla\mathcal L(\theta)` of any reduced model with a
-Hessian from B initial states in one loop whose every operation acts on all unfinished trajectories together
-(arrays of shape ``(B, n)``, ``(B, n, n)``). Each trajectory keeps **its own step size**, error estimate,
-evaluation counts and termination status; the loop advances every unfinished trajectory by one of its
-own steps per iteration, and a trajectory that stops (``t_end`` reached, an event, a failure) leaves
-the working set without disturbing the others.
+Hessian from B initial states in one loop whose every operation acts on all unfinished trajectories together.
+The arrays are laid out **transposed**, state components first and trajectories last (``(n, N)``,
+``(n, n, N)``), so that every per-component operation runs over a contiguous row of the batch. Each
+trajectory keeps its own step size, error estimate, Newton convergence, Jacobian, iteration matrices,
+evaluation counts and termination status; one pass of the loop makes one attempt of one step for every
+unfinished trajectory, and a trajectory that stops (``t_end`` reached, an event, a failure) leaves the
+working set, which is compacted so the remaining trajectories run on alone.
 
-The method is the 3-stage Radau IIA collocation method of order 5 (the method of
-:class:`scipy.integrate.Radau`, Hairer & Wanner, *Solving ODEs II*, Sec. IV.8): simplified Newton
-iterations with the model's analytic Jacobian ``−∇²L`` (evaluated for the whole batch at once, the
-real and the complex ``n × n`` iteration matrices inverted by batched ``numpy.linalg.inv``), the
-embedded third-order error estimate, the two-step (Gustafsson) step-size controller, and the cubic
-collocation polynomial as dense output at the common output times. Step control, Newton tolerances
-and safety factors are scipy's.
+The method is the 3-stage Radau IIA collocation method of order 5 with the step control of
+:class:`scipy.integrate.Radau` (Hairer & Wanner, *Solving ODEs II*, Sec. IV.8), per trajectory:
+
+* simplified Newton iterations on the collocation system, transformed with the eigen-decomposition of
+  the Radau matrix into one real and one complex ``n × n`` system, each solved for the whole working set
+  at once with the inverses of the iteration matrices ``μ/h I − J`` (``J = −∇²L``, the model's analytic
+  Hessian; inverted with one batched :func:`numpy.linalg.inv` call for the trajectories whose ``h`` or
+  ``J`` changed);
+* scipy's Jacobian reuse: ``J`` is recomputed only for a trajectory whose Newton iteration converged
+  slowly (more than 2 iterations at a rate above 1e-3) or failed with an outdated ``J``; a failure with a
+  current ``J`` halves the step; ``h`` is kept (and the iteration matrices with it) when the controller
+  would grow it by less than 1.2;
+* the embedded third-order error estimate, the two-step (Gustafsson) step-size controller with scipy's
+  safety factors, and the cubic collocation polynomial as dense output at the common output times.
 
 Events, per trajectory, as in the single-trajectory paths: the model's domain margin reaching 0
-(status 2) and stationarity (``|∇L| < stationarity_tol``, status 1) are located on the dense output by
-bisection and end that trajectory only. A trajectory whose step size collapses (status -1) or that
-exceeds the evaluation budget (status -2) ends with its own message; the others run on.
+(status 2) and stationarity (``|∇L| < stationarity_tol``, status 1) are located on the dense output
+(Illinois' regula falsi, bracketed) and end that trajectory only. A trajectory whose step size collapses
+(status -1) or that exceeds the evaluation budget (status -2) ends with its own message; the others run on.
 
 References
 ----------
@@ -61,8 +70,6 @@ _TI = np.array(
         [0.50287263494578682, -2.57192694985560522, 0.59603920482822492],
     ]
 )
-_TI_REAL = _TI[0]
-_TI_COMPLEX = _TI[1] + 1j * _TI[2]
 _P = np.array(
     [
         [13 / 3 + 7 * _S6 / 3, -23 / 3 - 22 * _S6 / 3, 10 / 3 + 5 * _S6],
@@ -70,321 +77,506 @@ _P = np.array(
         [1 / 3, -8 / 3, 10 / 3],
     ]
 )
+_PT = np.ascontiguousarray(_P.T)
 _NEWTON_MAXITER = 6
 _MIN_FACTOR, _MAX_FACTOR = 0.2, 10.0
 _EPS = np.finfo(float).eps
 
 
-def _rms(x, axes):
-    return np.sqrt(np.mean(x * x, axis=axes))
-
-
 def _dense(y_old, Q, x):
-    """Collocation polynomial: ``y_old + Q @ (x, x², x³)``; y_old (N, n), Q (N, n, 3), x (N,)."""
-    x2 = x * x
-    return y_old + Q[:, :, 0] * x[:, None] + Q[:, :, 1] * x2[:, None] + Q[:, :, 2] * (x2 * x)[:, None]
+    """Collocation polynomial ``y_old + Σ_j Q[:, j] x^(j+1)``; y_old (n, M), Q (n, 3, M), x (M,) -> (n, M)."""
+    return y_old + x * (Q[:, 0] + x * (Q[:, 1] + x * Q[:, 2]))
 
 
-def _locate(fun, y_old, Q, n_iter=42):
-    """Smallest x in (0, 1] (bisection) where ``fun`` of the dense output becomes <= 0 (``fun(x=1) <= 0``)."""
-    N = y_old.shape[0]
-    lo, hi = np.zeros(N), np.ones(N)
+def _locate(fun, y_old, Q, ftol=None, n_iter=60):
+    """A root x in (0, 1] of ``fun`` along the dense output, bracketed by ``fun(0) > 0 >= fun(1)``.
+
+    Illinois' regula falsi on the bracket, vectorised over the M columns, until ``|fun(x)| <= ftol``
+    (default: 1e-13 of its larger value at the ends) or the bracket is narrower than 1e-12; returns x
+    (shape (M,)): that point, or the end of the final bracket where ``fun <= 0``.
+    """
+    M = y_old.shape[1]
+    lo, hi = np.zeros(M), np.ones(M)
+    flo = fun(y_old)
+    fhi = fun(_dense(y_old, Q, hi))
+    tol = 1e-13 * np.maximum(np.abs(flo), np.abs(fhi)) if ftol is None else ftol
+    out = hi.copy()
+    done = ~(fhi <= 0) | ~(flo > 0)  # the bracket broke by rounding: keep the end of the step
+    side = np.zeros(M, dtype=np.int8)
     for _ in range(n_iter):
-        mid = 0.5 * (lo + hi)
-        below = fun(_dense(y_old, Q, mid)) <= 0
-        hi = np.where(below, mid, hi)
-        lo = np.where(below, lo, mid)
-    return hi
+        if done.all():
+            break
+        x = (lo * fhi - hi * flo) / (fhi - flo)
+        x = np.where(np.isfinite(x) & (x > lo) & (x < hi), x, 0.5 * (lo + hi))
+        fx = fun(_dense(y_old, Q, x))
+        below = ~(fx > 0)
+        act = ~done
+        # Illinois: the end kept a second time in a row has its value halved
+        flo = np.where(act & below & (side == -1), 0.5 * flo, flo)
+        fhi = np.where(act & ~below & (side == 1), 0.5 * fhi, fhi)
+        hi = np.where(act & below, x, hi)
+        fhi = np.where(act & below, fx, fhi)
+        lo = np.where(act & ~below, x, lo)
+        flo = np.where(act & ~below, fx, flo)
+        side = np.where(below, -1, 1).astype(np.int8)
+        hit = act & (np.abs(fx) <= tol)
+        out = np.where(hit, x, np.where(act, hi, out))
+        done |= hit | (hi - lo <= 1e-12)
+    return out
+
+
+def _gauss_jordan(A):
+    """Inverses of the real matrices ``A[:, :, m]`` (shape (n, n, M)) by Gauss–Jordan elimination without
+    pivoting, vectorised over M (for the symmetric iteration matrices; :func:`_inverses` checks the result)."""
+    n, _, M = A.shape
+    X = np.zeros((n, 2 * n, M))
+    X[:, :n] = A
+    i = np.arange(n)
+    X[i, n + i] = 1.0
+    for k in range(n):
+        row = X[k] / X[k, k]
+        col = X[:, k].copy()
+        col[k] -= 1.0  # so that the update leaves row k equal to `row`
+        X -= col[:, None, :] * row
+    return X[:, n:]
+
+
+def _matmul(A, B):
+    """``A[:, :, m] @ B[:, :, m]`` for every m (shapes (n, n, M))."""
+    return np.einsum("ijm,jkm->ikm", A, B)
+
+
+#: largest residual ``|A X − I|`` of an inverse X of :func:`_gauss_jordan` kept (else LAPACK's, pivoted)
+_GJ_RESIDUAL = 1e-6
+#: from this many matrices on, :func:`_inverses` eliminates vectorised over the batch (below: LAPACK per matrix)
+_GJ_MIN = 48
+
+
+def _lapack_inverses(A, h):
+    """``(inv_real, inv_complex, bad)`` of ``μ/h I + A`` by batched LAPACK (pivoted), A of shape (n, n, M)."""
+    n, _, M = A.shape
+    At = np.moveaxis(A, 2, 0)
+    i = np.arange(n)
+    bad = np.zeros(M, dtype=bool)
+    out = []
+    for mu in (_MU_REAL, _MU_COMPLEX):
+        X = At.astype(np.complex128 if isinstance(mu, complex) else np.float64)
+        X[:, i, i] += (mu / h)[:, None]
+        try:
+            inv = np.linalg.inv(X)
+        except np.linalg.LinAlgError:
+            inv = np.empty_like(X)
+            for k in range(M):
+                try:
+                    inv[k] = np.linalg.inv(X[k])
+                except np.linalg.LinAlgError:
+                    inv[k] = np.eye(n)
+                    bad[k] = True
+        out.append(np.ascontiguousarray(np.moveaxis(inv, 0, 2)))
+    return out[0], out[1], bad
+
+
+def _inverses(J, h):
+    """Inverses of the iteration matrices ``μ_real/h I − J`` and ``μ_complex/h I − J``, J of shape (n, n, M).
+
+    Returns ``(inv_real (n, n, M), (P2, PM2), bad (M,))`` with the complex inverse as the real operators of
+    :func:`_complex_blocks`; ``bad`` marks a non-finite or
+    singular matrix (its inverse is then the identity, and its Newton iteration counts as failed).
+
+    For many matrices, vectorised over the batch: the real one by Gauss–Jordan elimination, the complex
+    one through the real identity ``(C + ibI)⁻¹ = (C − ibI)(C² + b²I)⁻¹`` (``C = a/h I − J``,
+    ``μ_complex = a + ib``), whose ``C² + b²I`` is symmetric positive definite for the symmetric J of a
+    gradient flow (elimination without pivoting is stable there); an inverse whose residual exceeds
+    1e-6 is recomputed by LAPACK with pivoting.
+    """
+    n, _, M = J.shape
+    A = -J
+    bad = ~np.isfinite(np.add.reduce(A.reshape(n * n, M), axis=0))
+    if bad.any():
+        A[:, :, bad] = 0.0
+    if M < _GJ_MIN:
+        inv_r, inv_c, bad2 = _lapack_inverses(A, h)
+        return inv_r, _complex_blocks(inv_c, h), bad | bad2
+    i = np.arange(n)
+    # one elimination for both: [μ_real/h I + A, C² + b²I] side by side on the batch axis
+    C = A.copy()
+    C[i, i] += _MU_COMPLEX.real / h
+    b = _MU_COMPLEX.imag / h
+    S = np.empty((n, n, 2 * M))
+    S[:, :, :M] = A
+    S[i, i, :M] += _MU_REAL / h
+    S[:, :, M:] = _matmul(C, C)
+    S[i, i, M:] += b * b
+    X = _gauss_jordan(S)
+    inv_r = np.ascontiguousarray(X[:, :, :M])
+    Dinv = X[:, :, M:]
+    # the real matrix may be indefinite: its inverse is checked by its residual; C² + b²I is symmetric positive
+    # definite, where elimination without pivoting is backward stable: its inverse is checked to be finite
+    R = _matmul(S[:, :, :M], inv_r)
+    R[i, i] -= 1.0
+    res = np.maximum.reduce(np.abs(R).reshape(n * n, M), axis=0)
+    inv_c = _matmul(C, Dinv) - 1j * (b * Dinv)
+    redo = ~((res <= _GJ_RESIDUAL) & np.isfinite(np.add.reduce(Dinv.reshape(n * n, M), axis=0)))
+    if redo.any():
+        r = np.flatnonzero(redo)
+        inv_r[:, :, r], inv_c[:, :, r], bad2 = _lapack_inverses(A[:, :, r], h[r])
+        bad[r] |= bad2
+    return inv_r, _complex_blocks(inv_c, h), bad
+
+
+def _complex_blocks(inv_c, h):
+    """The complex inverse ``P`` (shape (n, n, M)) as real operators on (real, imaginary) pairs: ``(P2, PM2)``,
+    each of shape (n, 2, n, 2, M), with ``P2 @ v`` = ``P v`` and ``PM2 @ v`` = ``P (μ_complex/h) v`` for
+    v = (Re, Im) (real arithmetic on the Newton iteration: half the cost of numpy's complex one)."""
+    Pr, Pi = inv_c.real, inv_c.imag
+    n, _, M = Pr.shape
+    P2 = np.empty((n, 2, n, 2, M))
+    P2[:, 0, :, 0] = Pr
+    P2[:, 1, :, 1] = Pr
+    P2[:, 0, :, 1] = -Pi
+    P2[:, 1, :, 0] = Pi
+    a = _MU_COMPLEX.real / h
+    b = _MU_COMPLEX.imag / h
+    PM2 = np.empty_like(P2)
+    PM2[..., 0, :] = a * P2[..., 0, :] + b * P2[..., 1, :]
+    PM2[..., 1, :] = a * P2[..., 1, :] - b * P2[..., 0, :]
+    return P2, PM2
+
+
+def _rms(x):
+    """Root mean square over all axes but the last (the trajectories)."""
+    m = x.shape[-1]
+    x = x.reshape(-1, m)
+    return np.sqrt(np.einsum("ij,ij->j", x, x) / x.shape[0])
+
+
+class _Active:
+    """The per-trajectory solver state of the unfinished trajectories (trajectories on the last axis)."""
+
+    NAMES = (
+        "ids t y f h h_start h_old err_old J inv_r P2 PM2 lu_h lu_bad need_jac jac_current rejected "
+        "Q t_prev h_prev y_prev nxt nfev njev nlu nsteps"
+    ).split()
+
+    def keep(self, mask):
+        for k in self.NAMES:
+            setattr(self, k, getattr(self, k)[..., mask])
+
+
+def _located_events(K, pending, t_out, Y_out, status, t_stop, y_stop, log_tol):
+    """Locate the events of the steps in ``pending`` on their dense output, all at once, and end the trajectories
+    there: outputs before the event, the stop time and state, the status (the earlier event of a step that met
+    both: the margin, status 2, or stationarity, status 1)."""
+    ids, y, Q, t, h, hit_m, hit_s, nxt = (np.concatenate(p, axis=-1) for p in zip(*pending))
+    M = ids.size
+    ev_t = np.full(M, np.inf)
+    kind = np.zeros(M, dtype=np.int64)
+    if hit_m.any():
+        m = np.flatnonzero(hit_m)
+        xs = _locate(K.margin, y[:, m], Q[:, :, m])
+        ev_t[m] = t[m] + xs * h[m]
+        kind[m] = int(Status.LEFT_DOMAIN)
+    if hit_s.any():
+        m = np.flatnonzero(hit_s)
+        # log|∇L| is noisy at ~1e-6 near a stationary point (|∇L| ~ 1e-10 from terms of size 1): located where
+        # |∇L| is stationarity_tol to 1e-5 (a tighter target only bisects the noise)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            xs = _locate(lambda yy: np.log(K.grad_norm(yy) + 1e-300) - log_tol, y[:, m], Q[:, :, m], ftol=1e-5)
+        ts = t[m] + xs * h[m]
+        earlier = ts < ev_t[m]
+        ev_t[m[earlier]] = ts[earlier]
+        kind[m[earlier]] = int(Status.STATIONARY)
+    cnt = np.maximum(np.searchsorted(t_out, ev_t, side="left") - nxt, 0)
+    if cnt.any():
+        rows = np.repeat(np.arange(M), cnt)
+        kk = np.arange(rows.size) - np.repeat(np.cumsum(cnt) - cnt, cnt) + nxt[rows]
+        Y_out[ids[rows], kk] = _dense(y[:, rows], Q[:, :, rows], (t_out[kk] - t[rows]) / h[rows]).T
+    status[ids] = kind
+    t_stop[ids] = ev_t
+    y_stop[ids] = _dense(y, Q, (ev_t - t) / h).T
 
 
 def radau_batch(model, y0, t_out, *, rtol, atol, stationarity_tol, budget):
-    """Integrate the flows of ``model`` from the rows of ``y0`` (shape (B, n)), output at ``t_out``.
+    """Integrate the flows of ``model`` from the rows of ``y0`` (shape (B, n)), output at ``t_out`` (shape (T,)).
 
-    Returns a dict of arrays: ``status, message, Y_out (B, T, n; NaN after a stop), t_stop, y_stop,
-    nfev, njev, nlu, n_steps, seconds``.
+    Returns a dict of arrays: ``status (B,), message (B,), Y_out (B, T, n; NaN after a stop), t_stop (B,),
+    y_stop (B, n), nfev, njev, nlu, n_steps (B,), seconds``.
     """
     K = model.batch_kernels()
     t_end = float(t_out[-1])
     B, n = y0.shape
     T = t_out.size
     Y_out = np.full((B, T, n), np.nan)
-    Y_out[:, 0] = y0
-    nxt = np.ones(B, dtype=np.int64)  # index of the next output time of each trajectory
+    first_out = 0
+    if t_out[0] == 0:
+        Y_out[:, 0] = y0
+        first_out = 1
     status = np.zeros(B, dtype=np.int64)
-    msgs = [""] * B
+    notes = {}
     t_stop = np.full(B, t_end)
     y_stop = y0.copy()
     nfev = np.zeros(B, dtype=np.int64)
     njev = np.zeros(B, dtype=np.int64)
     nlu = np.zeros(B, dtype=np.int64)
     nsteps = np.zeros(B, dtype=np.int64)
+    stat2 = stationarity_tol * stationarity_tol
+    log_tol = math.log(stationarity_tol) if stationarity_tol > 0 else 0.0
+    newton_tol = max(10 * _EPS / rtol, min(0.03, rtol**0.5))
+    end_gap = 10 * float(np.spacing(t_end))  # a step ending closer to t_end ends at t_end
+    pending = []  # the steps in which a trajectory met an event (located after the loop)
     start = time.perf_counter()
 
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        f0 = K.rhs(y0)
-        nfev += 1
-        g0 = np.sqrt(np.sum(f0 * f0, axis=1))
-        done = np.zeros(B, dtype=bool)
-        if stationarity_tol > 0:
-            stat0 = g0 < stationarity_tol
-            status[stat0] = int(Status.STATIONARY)
-            t_stop[stat0] = 0.0
-            done |= stat0
-        # per-trajectory solver state
-        t = np.zeros(B)
-        y = y0.copy()
-        f = f0
-        # initial step (scipy's select_initial_step, order 5, per trajectory)
-        scale0 = atol + np.abs(y0) * rtol
-        d0 = _rms(y0 / scale0, 1)
-        d1 = _rms(f0 / scale0, 1)
+    def finish(s, mask):
+        """Copy the counters of the finished trajectories ``mask`` out and drop them from the working set."""
+        b = s.ids[mask]
+        nfev[b], njev[b], nlu[b], nsteps[b] = s.nfev[mask], s.njev[mask], s.nlu[mask], s.nsteps[mask]
+        s.keep(~mask)
+
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+        s = _Active()
+        yT = np.ascontiguousarray(y0.T)
+        f0 = K.rhs(yT)
+        # initial step: scipy's select_initial_step (error-estimator order 3), per trajectory
+        scale0 = atol + np.abs(yT) * rtol
+        d0 = _rms(yT / scale0)
+        d1 = _rms(f0 / scale0)
         h0 = np.where((d0 < 1e-5) | (d1 < 1e-5), 1e-6, 0.01 * d0 / np.where(d1 > 0, d1, 1.0))
         h0 = np.minimum(h0, t_end)
-        y1 = y0 + h0[:, None] * f0
-        f1 = K.rhs(y1)
-        nfev += 1
-        d2 = _rms((f1 - f0) / scale0, 1) / h0
+        f1 = K.rhs(yT + h0 * f0)
+        d2 = _rms((f1 - f0) / scale0) / h0
         big = np.maximum(d1, d2)
-        h1 = np.where(big <= 1e-15, np.maximum(1e-6, h0 * 1e-3), (0.01 / np.where(big > 0, big, 1.0)) ** (1 / 6))
-        h = np.minimum(np.minimum(100 * h0, h1), t_end)
-        h_old = np.full(B, np.nan)
-        err_old = np.full(B, np.nan)
-        rejected = np.zeros(B, dtype=bool)
-        Q = np.zeros((B, n, 3))
-        have_Q = np.zeros(B, dtype=bool)
-        t_prev_old, h_prev, y_prev_old = np.zeros(B), np.ones(B), np.zeros((B, n))  # the last accepted step
-        newton_tol = max(10 * _EPS / rtol, min(0.03, rtol**0.5))
-        eye = np.eye(n)
+        h1 = np.where(big <= 1e-15, np.maximum(1e-6, h0 * 1e-3), (0.01 / np.where(big > 0, big, 1.0)) ** 0.25)
+        s.ids = np.arange(B)
+        s.t = np.zeros(B)
+        s.y = yT
+        s.f = f0
+        s.h = np.minimum(np.minimum(100 * h0, h1), t_end)
+        s.h_start = s.h.copy()  # the step size proposed at the start of the current step (scipy's h_abs)
+        s.h_old = np.full(B, np.nan)
+        s.err_old = np.full(B, np.nan)
+        s.J = K.jac(yT)
+        s.inv_r = np.zeros((n, n, B))
+        s.P2 = np.zeros((n, 2, n, 2, B))
+        s.PM2 = np.zeros((n, 2, n, 2, B))
+        s.lu_h = np.full(B, np.nan)  # the step size of the stored inverses (NaN: none)
+        s.lu_bad = np.zeros(B, dtype=bool)
+        s.need_jac = np.zeros(B, dtype=bool)
+        s.jac_current = np.ones(B, dtype=bool)
+        s.rejected = np.zeros(B, dtype=bool)
+        # the dense output of the last accepted step (none yet: Q = 0, y_prev = y gives Z0 = 0)
+        s.Q = np.zeros((n, 3, B))
+        s.t_prev = np.zeros(B)
+        s.h_prev = np.ones(B)
+        s.y_prev = yT.copy()
+        s.nxt = np.full(B, first_out, dtype=np.int64)
+        s.nfev = np.full(B, 2, dtype=np.int64)
+        s.njev = np.ones(B, dtype=np.int64)
+        s.nlu = np.zeros(B, dtype=np.int64)
+        s.nsteps = np.zeros(B, dtype=np.int64)
+        if stationarity_tol > 0:
+            stat0 = np.sum(f0 * f0, axis=0) < stat2
+            if stat0.any():
+                status[stat0] = int(Status.STATIONARY)
+                t_stop[stat0] = 0.0
+                finish(s, stat0)
 
-        while True:
-            idx = np.flatnonzero(~done)
-            if idx.size == 0:
-                break
-            ya, ta, fa = y[idx], t[idx], f[idx]
-            ha = np.minimum(h[idx], t_end - ta)
-            min_step = 10 * np.abs(np.nextafter(ta, np.inf) - ta)
-            tiny = ha < min_step
-            if np.any(tiny):
-                for b in idx[tiny]:
-                    status[b] = int(Status.SOLVER_FAILED)
-                    msgs[b] = (
-                        f"{status_message(Status.SOLVER_FAILED, model)} The step size collapsed at t = {t[b]:.4g}."
-                    )
-                    t_stop[b], y_stop[b] = t[b], y[b]
-                done[idx[tiny]] = True
+        while s.ids.size:
+            N = s.ids.size
+            t, y = s.t, s.y
+            ha = np.minimum(s.h, t_end - t)
+            tiny = ha < 10 * np.spacing(t)
+            over = s.nfev > budget
+            if (tiny | over).any():
+                for k in np.flatnonzero(tiny | over):
+                    b = s.ids[k]
+                    st = Status.SOLVER_FAILED if tiny[k] else Status.BUDGET_EXHAUSTED
+                    status[b] = int(st)
+                    tail = "The step size collapsed at" if tiny[k] else "Stopped at"
+                    notes[b] = f"{status_message(st, model, budget=budget)} {tail} t = {t[k]:.4g}."
+                    t_stop[b], y_stop[b] = t[k], y[:, k]
+                finish(s, tiny | over)
                 continue
-            over = nfev[idx] > budget
-            if np.any(over):
-                for b in idx[over]:
-                    status[b] = int(Status.BUDGET_EXHAUSTED)
-                    msgs[b] = (
-                        f"{status_message(Status.BUDGET_EXHAUSTED, model, budget=budget)} Stopped at t = {t[b]:.4g}."
-                    )
-                    t_stop[b], y_stop[b] = t[b], y[b]
-                done[idx[over]] = True
-                continue
-            Na = idx.size
-            # Jacobian and the inverses of the two iteration matrices, for the whole working set
-            J = K.jac(ya)
-            njev[idx] += 1
-            nlu[idx] += 1
-            Ar = (_MU_REAL / ha)[:, None, None] * eye - J
-            Ac = (_MU_COMPLEX / ha)[:, None, None] * eye - J
-            ok_mat = np.all(np.isfinite(J), axis=(1, 2))
-            Ar[~ok_mat] = eye
-            Ac[~ok_mat] = eye
-            try:
-                inv_r = np.linalg.inv(Ar)
-                inv_c = np.linalg.inv(Ac)
-            except np.linalg.LinAlgError:
-                inv_r = np.empty_like(Ar)
-                inv_c = np.empty_like(Ac)
-                for k in range(Na):
-                    try:
-                        inv_r[k] = np.linalg.inv(Ar[k])
-                        inv_c[k] = np.linalg.inv(Ac[k])
-                    except np.linalg.LinAlgError:
-                        ok_mat[k] = False
-                        inv_r[k], inv_c[k] = eye, eye
-            # Newton (simplified) on the collocation system
-            Z0 = np.zeros((Na, 3, n))
-            hq = have_Q[idx]
-            if np.any(hq):
-                # extrapolate the previous collocation polynomial to the new stage times
-                x = (ta[hq, None] + ha[hq, None] * _C[None, :] - t_prev_old[idx[hq], None]) / h_prev[idx[hq], None]
-                p = np.stack([x, x * x, x * x * x], axis=1)  # (Nh, 3 powers, 3 stages)
-                Z0[hq] = (y_prev_old[idx[hq]][:, :, None] + np.matmul(Q[idx[hq]], p)).transpose(0, 2, 1) - ya[
-                    hq, None, :
-                ]
-            scale = atol + np.abs(ya) * rtol
-            W = np.matmul(_TI, Z0)
-            Z = Z0
+            # Jacobians where asked for (a slow or failed Newton iteration), then the iteration matrices of the
+            # trajectories whose h or J changed
+            if s.need_jac.any():
+                jj = np.flatnonzero(s.need_jac)
+                if jj.size == N:
+                    s.J = K.jac(y)
+                else:
+                    s.J[:, :, jj] = K.jac(y[:, jj])
+                s.njev[jj] += 1
+                s.jac_current[jj] = True
+                s.need_jac[jj] = False
+                s.lu_h[jj] = np.nan
+            stale = ~(ha == s.lu_h)
+            if stale.any():
+                ll = np.flatnonzero(stale)
+                if ll.size == N:
+                    s.inv_r, (s.P2, s.PM2), s.lu_bad = _inverses(s.J, ha)
+                else:
+                    s.inv_r[:, :, ll], (s.P2[..., ll], s.PM2[..., ll]), s.lu_bad[ll] = _inverses(s.J[:, :, ll], ha[ll])
+                s.lu_h[ll] = ha[ll]
+                s.nlu[ll] += 1
+            inv_r, P2, PM2 = s.inv_r, s.P2, s.PM2
+            # Newton (simplified) on the collocation system, started from the previous collocation polynomial
+            x = (t + ha * _C[:, None] - s.t_prev) / s.h_prev  # (3 stages, N)
+            x2 = x * x
+            Q = s.Q
+            Z = np.einsum("cjm,jsm->csm", Q, np.stack((x, x2, x2 * x))) + (s.y_prev - y)[:, None, :]  # (n, 3, N)
+            W = np.matmul(_TI, Z)
+            # 1/scale, with the 1/sqrt(3n) of the root mean square over the 3n entries folded in
+            inv_scale = (1.0 / ((atol + np.abs(y) * rtol) * math.sqrt(3 * n)))[:, None, :]
             Mr = _MU_REAL / ha
-            Mc = _MU_COMPLEX / ha
-            conv = np.zeros(Na, dtype=bool)
-            fail = ~ok_mat
-            n_iter = np.zeros(Na, dtype=np.int64)
-            rate = np.full(Na, np.nan)
-            dW_old = np.full(Na, np.nan)
+            live = ~s.lu_bad
+            conv = np.zeros(N, dtype=bool)
+            n_iter = np.zeros(N, dtype=np.int64)
+            rate = np.full(N, np.nan)
+            dW = np.empty((n, 3, N))
+            dW_old = None
+            y3 = y[:, None, :]
             for k in range(_NEWTON_MAXITER):
-                live = ~(conv | fail)
-                if not np.any(live):
+                F = K.rhs((y3 + Z).reshape(n, 3 * N)).reshape(n, 3, N)
+                n_iter += live  # the iterations (3 evaluations each) of every trajectory still iterating
+                G = np.matmul(_TI, F)  # row 0: TI_REAL·F; rows 1, 2: the real and imaginary parts of TI_COMPLEX·F
+                dW[:, 0] = np.einsum("ijm,jm->im", inv_r, G[:, 0] - Mr * W[:, 0])
+                # the complex system on (real, imaginary) pairs: P (TI_COMPLEX·F − μ_complex/h W_complex)
+                dW[:, 1:] = np.einsum("isjtm,jtm->ism", P2, G[:, 1:]) - np.einsum("isjtm,jtm->ism", PM2, W[:, 1:])
+                e = (dW * inv_scale).reshape(3 * n, N)
+                dW_norm = np.sqrt(np.einsum("ij,ij->j", e, e))
+                if k:
+                    # scipy's tests; a trajectory still iterating has dW_old > 0 (0 converged) and finite. A
+                    # non-finite gradient at a stage makes dW_norm and the rate NaN or inf: the iteration fails
+                    rk = dW_norm / dW_old
+                    rate = np.where(live, rk, rate)
+                    q = dW_norm / (1 - rk)
+                    live &= (rk < 1) & (rk ** (_NEWTON_MAXITER - k) * q <= newton_tol)
+                    c_now = live & (rk * q < newton_tol)
+                else:
+                    live &= np.isfinite(dW_norm)
+                    c_now = live & (dW_norm == 0)
+                W = np.where(live, W + dW, W)
+                Z = np.matmul(_T, W)  # unchanged where W is (the converged and the failed)
+                conv |= c_now
+                live &= ~c_now
+                if not live.any():
                     break
-                F = K.rhs((ya[:, None, :] + Z).reshape(Na * 3, n)).reshape(Na, 3, n)
-                nfev[idx[live]] += 3
-                finite = np.all(np.isfinite(F), axis=(1, 2))
-                fail |= live & ~finite
-                live &= finite
-                f_real = np.matmul(_TI_REAL, F) - Mr[:, None] * W[:, 0]
-                f_cplx = np.matmul(_TI_COMPLEX, F) - Mc[:, None] * (W[:, 1] + 1j * W[:, 2])
-                dWr = np.sum(inv_r * f_real[:, None, :], axis=2)
-                dWc = np.sum(inv_c * f_cplx[:, None, :], axis=2)
-                dW = np.stack([dWr, dWc.real, dWc.imag], axis=1)
-                dW_norm = _rms(dW / scale[:, None, :], (1, 2))
-                n_iter[live] = k + 1
-                has_old = ~np.isnan(dW_old)
-                new_rate = np.where(has_old, dW_norm / np.where(has_old, dW_old, 1.0), np.nan)
-                rate = np.where(live, new_rate, rate)
-                diverge = (
-                    live
-                    & has_old
-                    & ((new_rate >= 1) | (new_rate ** (_NEWTON_MAXITER - k) / (1 - new_rate) * dW_norm > newton_tol))
-                )
-                fail |= diverge
-                upd = live & ~diverge
-                W = np.where(upd[:, None, None], W + dW, W)
-                Z = np.where(upd[:, None, None], np.matmul(_T, W), Z)
-                conv_now = upd & ((dW_norm == 0) | (has_old & (new_rate / (1 - new_rate) * dW_norm < newton_tol)))
-                conv |= conv_now
-                dW_old = np.where(live, dW_norm, dW_old)
-            not_conv = ~conv
-            if np.any(not_conv):
-                bi = idx[not_conv]
-                h[bi] = ha[not_conv] * 0.5
-                rejected[bi] = True
-            if not np.any(conv):
+                dW_old = dW_norm
+            s.nfev += 3 * n_iter
+            h_new = s.h
+            if not conv.all():
+                nc = ~conv
+                retry = nc & ~s.jac_current  # an outdated J: recompute it and try the same h again
+                s.need_jac |= retry
+                h_new = np.where(nc & s.jac_current, 0.5 * ha, h_new)
+            if not conv.any():
+                s.h = h_new
                 continue
-            # error estimate of the converged ones
-            ci = np.flatnonzero(conv)
-            bc = idx[ci]
-            yc, hc, Zc = ya[ci], ha[ci], Z[ci]
-            y_new = yc + Zc[:, 2]
-            ZE = np.matmul(_E, Zc) / hc[:, None]
-            err = np.matmul(inv_r[ci], (fa[ci] + ZE)[:, :, None])[:, :, 0]
-            sc = atol + np.maximum(np.abs(yc), np.abs(y_new)) * rtol
-            err_norm = _rms(err / sc, 1)
-            rj = rejected[bc] & (err_norm > 1)
-            if np.any(rj):
-                f_rj = K.rhs(yc[rj] + err[rj])
-                nfev[bc[rj]] += 1
-                err2 = np.matmul(inv_r[ci][rj], (f_rj + ZE[rj])[:, :, None])[:, :, 0]
-                err_norm[rj] = _rms(err2 / sc[rj], 1)
+            # error estimate (the converged ones)
+            y_new = y + Z[:, 2]
+            ZE = np.matmul(_E, Z) / ha
+            err = np.einsum("ijm,jm->im", inv_r, s.f + ZE)
+            inv_sc = 1.0 / (atol + np.maximum(np.abs(y), np.abs(y_new)) * rtol)
+            err_norm = _rms(err * inv_sc)
+            again = conv & s.rejected & (err_norm > 1)
+            if again.any():
+                a = np.flatnonzero(again)
+                fa = K.rhs(y[:, a] + err[:, a])
+                s.nfev[a] += 1
+                e2 = np.einsum("ijm,jm->im", inv_r[:, :, a], fa + ZE[:, a])
+                err_norm[a] = _rms(e2 * inv_sc[:, a])
             err_norm = np.where(np.isfinite(err_norm), err_norm, np.inf)
-            safety = 0.9 * (2 * _NEWTON_MAXITER + 1) / (2 * _NEWTON_MAXITER + n_iter[ci])
-            two = ~np.isnan(h_old[bc]) & ~np.isnan(err_old[bc]) & (err_norm > 0)
-            mult = np.where(
-                two,
-                hc
-                / np.where(two, h_old[bc], 1.0)
-                * (np.where(two, err_old[bc], 1.0) / np.where(two, err_norm, 1.0)) ** 0.25,
-                1.0,
-            )
-            factor = np.minimum(1.0, mult) * np.where(err_norm > 0, err_norm, 1e-300) ** -0.25
-            acc = err_norm <= 1
-            # rejected steps: shrink
-            if np.any(~acc):
-                br = bc[~acc]
-                h[br] = hc[~acc] * np.maximum(_MIN_FACTOR, safety[~acc] * factor[~acc])
-                rejected[br] = True
-            if not np.any(acc):
+            safety = (0.9 * (2 * _NEWTON_MAXITER + 1)) / (2 * _NEWTON_MAXITER + n_iter)
+            two = ~np.isnan(s.h_old) & (err_norm > 0)
+            mult = np.where(two, ha / s.h_old * (s.err_old / err_norm) ** 0.25, 1.0)
+            factor = np.minimum(1.0, mult) * err_norm**-0.25
+            rej = conv & (err_norm > 1)
+            acc = conv & ~rej
+            if rej.any():
+                h_new = np.where(rej, ha * np.maximum(_MIN_FACTOR, safety * factor), h_new)
+                s.rejected |= rej
+            if not acc.any():
+                s.h = h_new
                 continue
-            ba = bc[acc]
-            t_old_a = t[ba].copy()
-            y_old_a = yc[acc]
-            h_a = hc[acc]
-            y_new_a = y_new[acc]
-            Q_a = np.matmul(Zc[acc].transpose(0, 2, 1), _P)
-            t_new_a = t_old_a + h_a
-            t_new_a = np.where(t_end - t_new_a < 10 * np.abs(np.nextafter(t_end, np.inf) - t_end), t_end, t_new_a)
-            f_new_a = K.rhs(y_new_a)
-            nfev[ba] += 1
-            nsteps[ba] += 1
-            fac = np.minimum(_MAX_FACTOR, safety[acc] * factor[acc])
-            h_old[ba] = h_a
-            err_old[ba] = err_norm[acc]
-            h[ba] = h_a * fac
-            rejected[ba] = False
-            # events: overflow cap and stationarity at the new state, located on the dense output
-            ev_t = np.full(ba.size, np.inf)
-            ev_kind = np.zeros(ba.size, dtype=np.int64)
-            hit = ~(K.margin(y_new_a) > 0)
-            if np.any(hit):
-                xs = _locate(K.margin, y_old_a[hit], Q_a[hit])
-                ev_t[hit] = t_old_a[hit] + xs * h_a[hit]
-                ev_kind[hit] = int(Status.LEFT_DOMAIN)
-            if stationarity_tol > 0:
-                gn = np.sqrt(np.sum(f_new_a * f_new_a, axis=1))
-                hit_s = gn < stationarity_tol
-                if np.any(hit_s):
-                    xs = _locate(
-                        lambda yy: np.log(K.grad_norm(yy) + 1e-300) - math.log(stationarity_tol),
-                        y_old_a[hit_s],
-                        Q_a[hit_s],
-                    )
-                    ts = t_old_a[hit_s] + xs * h_a[hit_s]
-                    sel = np.flatnonzero(hit_s)
-                    earlier = ts < ev_t[sel]
-                    ev_t[sel[earlier]] = ts[earlier]
-                    ev_kind[sel[earlier]] = int(Status.STATIONARY)
-            stop_here = ev_kind > 0
-            t_lim = np.where(stop_here, ev_t, t_new_a)
-            # dense output at the output times in (t_old, t_lim]
-            while True:
-                k_next = nxt[ba]
-                inside = k_next < T
-                tk = np.where(inside, t_out[np.minimum(k_next, T - 1)], np.inf)
-                want = inside & (tk <= t_lim)
-                if stop_here.any():
-                    want &= ~(stop_here & (tk >= t_lim))
-                if not np.any(want):
-                    break
-                wi = np.flatnonzero(want)
-                x = (tk[wi] - t_old_a[wi]) / h_a[wi]
-                Y_out[ba[wi], k_next[wi]] = _dense(y_old_a[wi], Q_a[wi], x)
-                nxt[ba[wi]] += 1
-            # advance
-            t[ba] = t_new_a
-            y[ba] = y_new_a
-            f[ba] = f_new_a
-            Q[ba] = Q_a
-            have_Q[ba] = True
-            t_prev_old[ba] = t_old_a
-            h_prev[ba] = h_a
-            y_prev_old[ba] = y_old_a
-            if np.any(stop_here):
-                si = np.flatnonzero(stop_here)
-                bs = ba[si]
-                xs = (ev_t[si] - t_old_a[si]) / h_a[si]
-                y_ev = _dense(y_old_a[si], Q_a[si], xs)
-                status[bs] = ev_kind[si]
-                t_stop[bs] = ev_t[si]
-                y_stop[bs] = y_ev
-                done[bs] = True
-            fin = (~stop_here) & (t_new_a >= t_end)
-            if np.any(fin):
-                bf = ba[fin]
-                # the last output time is t_end itself
-                Y_out[bf, T - 1] = y_new_a[fin]
-                y_stop[bf] = y_new_a[fin]
-                t_stop[bf] = t_end
-                done[bf] = True
+            # accepted steps
+            all_acc = bool(acc.all())
+            recompute = acc & (n_iter > 2) & (rate > 1e-3)
+            fac = np.minimum(_MAX_FACTOR, safety * factor)
+            fac = np.where(recompute | (fac >= 1.2), fac, 1.0)
+            t_new = t + ha
+            t_new = np.where(t_end - t_new < end_gap, t_end, t_new)
+            if all_acc:
+                f_new = K.rhs(y_new)
+            else:
+                ai = np.flatnonzero(acc)
+                f_new = s.f.copy()
+                f_new[:, ai] = K.rhs(y_new[:, ai])
+            s.nfev += acc
+            s.nsteps += acc
+            Q_new = np.matmul(_PT, Z)
+            # events at the new state: the trajectory ends in this step; the event is located on its dense output
+            # after the loop, for all such trajectories at once (_located_events)
+            hit_m = acc & ~(K.margin(y_new) > 0)
+            hit_s = acc & (np.add.reduce(f_new * f_new, axis=0) < stat2) if stat2 > 0 else hit_m & False
+            stop = hit_m | hit_s
+            if stop.any():
+                si = np.flatnonzero(stop)
+                pending.append((s.ids[si], y[:, si], Q_new[:, :, si], t[si], ha[si], hit_m[si], hit_s[si], s.nxt[si]))
+            else:
+                stop = None
+            # dense output at the output times in (t, t_new]
+            k_hi = np.searchsorted(t_out, t_new, side="right")
+            cnt = np.where(acc if stop is None else acc & ~stop, k_hi - s.nxt, 0)
+            most = int(cnt.max())
+            if most:
+                if most == 1:  # the common case: at most one output time in each step
+                    rows = np.flatnonzero(cnt)
+                    kk = s.nxt[rows]
+                else:
+                    rows = np.repeat(np.arange(N), cnt)
+                    kk = np.arange(rows.size) - np.repeat(np.cumsum(cnt) - cnt, cnt) + s.nxt[rows]
+                xo = (t_out[kk] - t[rows]) / ha[rows]
+                Y_out[s.ids[rows], kk] = _dense(y[:, rows], Q_new[:, :, rows], xo).T
+                s.nxt += cnt
+            # advance the accepted ones
+            s.need_jac |= recompute
+            s.jac_current &= ~(acc & ~recompute)
+            s.rejected &= ~acc
+            s.h_old = np.where(acc, s.h_start, s.h_old)
+            s.err_old = np.where(acc, err_norm, s.err_old)
+            h_new = np.where(acc, ha * fac, h_new)
+            s.h = h_new
+            s.h_start = np.where(acc, h_new, s.h_start)
+            if all_acc:
+                s.t_prev, s.h_prev, s.y_prev, s.Q = t, ha, y, Q_new
+                s.t, s.y, s.f = t_new, y_new, f_new
+            else:
+                s.t_prev = np.where(acc, t, s.t_prev)
+                s.h_prev = np.where(acc, ha, s.h_prev)
+                s.y_prev = np.where(acc, y, s.y_prev)
+                s.Q = np.where(acc, Q_new, Q)
+                s.t = np.where(acc, t_new, t)
+                s.y = np.where(acc, y_new, y)
+                s.f = f_new
+            ended = acc & (t_new >= t_end)
+            if stop is not None:
+                ended &= ~stop
+            if ended.any():
+                b = s.ids[ended]
+                Y_out[b, T - 1] = y_new[:, ended].T  # the last output time is t_end itself
+                y_stop[b] = y_new[:, ended].T
+                t_stop[b] = t_end
+            if stop is not None:
+                ended |= stop
+            if ended.any():
+                finish(s, ended)
+        if pending:
+            _located_events(K, pending, t_out, Y_out, status, t_stop, y_stop, log_tol)
     seconds = time.perf_counter() - start
-    for b in range(B):
-        if not msgs[b]:
-            msgs[b] = status_message(int(status[b]), model)
+    msgs = {int(st): status_message(int(st), model) for st in np.unique(status)}
+    message = tuple(notes.get(b, msgs[int(status[b])]) for b in range(B))
     return {
         "status": status,
-        "message": tuple(msgs),
+        "message": message,
         "Y_out": Y_out,
         "t_stop": t_stop,
         "y_stop": y_stop,

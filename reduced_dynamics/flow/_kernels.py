@@ -122,10 +122,13 @@ class RatedKernel(ModelKernel):
 
 
 class BatchKernel:
-    """Batched ``−∇loss``, ``−∇²loss`` and margin of one model on states of shape ``(N, size)``.
+    """Batched ``−∇loss``, ``−∇²loss`` and margin of one model on states laid out **transposed**: ``y`` of shape
+    ``(size, N)``, one column per trajectory (the layout of :func:`~reduced_dynamics.flow._batch.radau_batch`).
 
-    Values outside the domain come back as NaN (the step is then rejected or the trajectory stops),
-    never as an exception.
+    ``rhs`` returns ``(size, N)``, ``jac`` ``(size, size, N)``, ``margin`` and ``grad_norm``
+    ``(N,)``. This generic kernel calls the model's vectorised ``grad``/``hessian`` on ``y.T``; a model may
+    supply a faster one through ``ReducedModel.batch_kernels`` (the isotropic model does). Values outside the
+    domain come back as NaN (the step is then rejected or the trajectory stops), never as an exception.
     """
 
     def __init__(self, model):
@@ -133,28 +136,32 @@ class BatchKernel:
         self.n = model.size
 
     def rhs(self, y):
+        rows = np.ascontiguousarray(y.T)
         with np.errstate(all="ignore"):
             try:
-                return -np.asarray(self.model.grad(y))
+                out = -np.asarray(self.model.grad(rows), dtype=np.float64)
             except (LossOverflowError, ValueError):
-                out = np.empty_like(y)
-                for i in range(y.shape[0]):
+                out = np.empty_like(rows)
+                for i in range(rows.shape[0]):
                     try:
-                        out[i] = -self.model.grad(y[i])
+                        out[i] = -self.model.grad(rows[i])
                     except (LossOverflowError, ValueError):
                         out[i] = np.nan
-                return out
+        return np.ascontiguousarray(out.T)
 
     def jac(self, y):
+        rows = np.ascontiguousarray(y.T)
         with np.errstate(all="ignore"):
             try:
-                return -np.asarray(self.model.hessian(y))
+                out = -np.asarray(self.model.hessian(rows), dtype=np.float64)
             except (LossOverflowError, ValueError):
-                return np.full((y.shape[0], self.n, self.n), np.nan)
+                return np.full((self.n, self.n, rows.shape[0]), np.nan)
+        return np.ascontiguousarray(np.moveaxis(out, 0, 2))
 
     def margin(self, y):
         with np.errstate(all="ignore"):
-            return np.asarray(self.model.margin(y), dtype=np.float64)
+            return np.asarray(self.model.margin(np.ascontiguousarray(y.T)), dtype=np.float64)
 
     def grad_norm(self, y):
-        return np.sqrt(np.sum(self.rhs(y) ** 2, axis=1))
+        g = self.rhs(y)
+        return np.sqrt(np.sum(g * g, axis=0))

@@ -161,7 +161,7 @@ class Flow(FrozenResult):
         i = int(i) % B
         keep = ~np.isnan(self.states[i, :, 0])
         t, Y = self.t[keep], self.states[i][keep]
-        if t[-1] < self.t_stop[i]:
+        if t.size == 0 or t[-1] < self.t_stop[i]:  # (none: output times after a stop at the start)
             t = np.concatenate([t, self.t_stop[i : i + 1]])
             Y = np.concatenate([Y, self.y_stop[i][None]])
         st = int(self.status[i])
@@ -303,8 +303,10 @@ class Flow(FrozenResult):
     def summary(self) -> dict:
         """Everything a run reports, JSON-friendly: status, solver counts, the model, the final summaries.
 
-        For a batch: the per-trajectory lists ``status, success, message, t_stop, nfev, njev`` and the
-        start and stop states.
+        For a batch: the per-trajectory lists ``status, success, message, t_stop, nfev, njev``, the start and
+        stop states, and the model's summaries of each stop state (the keys of a single flow's ``final``:
+        ``loss``, ``grad_norm``, ``gamma``, ``eta_eff`` ...; ``ReducedModel.summarize_many``), each a list of
+        one value per trajectory.
         """
         out = {"success": jsonable(self.success), "status": jsonable(self.status), "message": jsonable(self.message)}
         out.update(self.model.describe())
@@ -319,6 +321,10 @@ class Flow(FrozenResult):
             for k in start:
                 out[f"{k}0"] = jsonable(start[k])
                 out[k] = jsonable(stop[k])
+            # the summaries a single flow reports (loss, grad_norm, gamma, eta_eff ...), one per trajectory, at its
+            # stop state (the same values as flow[i].final)
+            for k, v in self.model.summarize_many(self.y_stop, t=self.t_stop, **self._summary_kw()).items():
+                out.setdefault(k, jsonable(v))
             return out
         out.update(self.final.to_dict())
         for k, v in self.model.unpack(self.states[0]).items():

@@ -235,6 +235,36 @@ class ReducedModel(abc.ABC):
         """JSON-friendly scalar summaries of one state (what a run reports at its end); ``t`` its time, for
         models with a time law (e.g. the drift of γ)."""
 
+    def summarize_many(self, Y, *, t=None, **options) -> dict[str, list]:
+        """The :meth:`summarize` values of many states at once: ``{key: [value at Y[0], value at Y[1], ...]}``.
+
+        Parameters
+        ----------
+        Y : array_like, shape (B, size)
+            The states (e.g. where the trajectories of a batch stopped).
+        t : array_like, shape (B,), optional
+            The time of each state.
+        **options
+            Passed on to :meth:`summarize` (e.g. ``tolerances``).
+
+        Returns
+        -------
+        dict
+            Each key of :meth:`summarize`, with the list of its B values (JSON-friendly).
+
+        Notes
+        -----
+        This generic version calls :meth:`summarize` state by state; a model may override it with a vectorised
+        one that returns the same values, up to the rounding of the last bit (the models with scalar heads do).
+        """
+        Y = np.asarray(Y, dtype=np.float64)
+        out: dict[str, list] = {}
+        for i in range(Y.shape[0]):
+            values = self.summarize(Y[i], t=None if t is None else float(np.asarray(t)[i]), **options)
+            for k, v in values.items():
+                out.setdefault(k, []).append(v)
+        return out
+
     def predictor(self, y):
         """The predictor (``reduced_dynamics.estimation.predictors.Predictor``) that state ``y`` implements.
 

@@ -79,6 +79,42 @@ class ScalarHeadsModel(ReducedModel):
             "n_negative": int(diag.n_negative),
         }
 
+    def summarize_many(self, Y, *, t=None, tolerances=None) -> dict:
+        """The :meth:`summarize` values of the states ``Y`` (shape (B, 2H)), vectorised: each key a list of B values.
+
+        A model that extends :meth:`summarize` (its own keys) gets the generic state-by-state version.
+        """
+        if type(self).summarize is not ScalarHeadsModel.summarize:
+            return super().summarize_many(Y, t=t, tolerances=tolerances)
+        from reduced_dynamics.dynamics.diagnostics import trajectory_diagnostics
+
+        Y = np.asarray(Y, dtype=np.float64)
+        if Y.ndim != 2 or Y.shape[0] == 0:
+            return super().summarize_many(Y, t=t, tolerances=tolerances)
+        B = Y.shape[0]
+        w, m = self.split(Y)
+        diag = trajectory_diagnostics(w, m, tolerances=tolerances)
+        loss = np.asarray(self.loss(Y), dtype=np.float64)
+        g = np.asarray(self.grad(Y))
+        if loss.shape != (B,) or g.shape != Y.shape:  # not vectorised: state by state
+            return super().summarize_many(Y, t=t, tolerances=tolerances)
+        lim = self.limit()
+        return {
+            "omega": w.tolist(),
+            "mu": m.tolist(),
+            "loss": loss.tolist(),
+            "grad_norm": np.sqrt(np.sum(g * g, axis=-1)).tolist(),
+            "gamma": np.asarray(diag.gamma, dtype=np.float64).tolist(),
+            "eta_eff": np.asarray(diag.eta_eff, dtype=np.float64).tolist(),
+            "eta_star": [lim.get("eta_star")] * B,
+            "inf_loss": [lim.get("inf_loss") if self.n_heads >= 2 else None] * B,
+            "sum_mu": np.asarray(diag.sum_mu, dtype=np.float64).tolist(),
+            "zero_sum_ratio": np.asarray(diag.zero_sum_ratio, dtype=np.float64).tolist(),
+            "n_dummy": np.asarray(diag.n_dummy).astype(int).tolist(),
+            "n_positive": np.asarray(diag.n_positive).astype(int).tolist(),
+            "n_negative": np.asarray(diag.n_negative).astype(int).tolist(),
+        }
+
     def manifold_point(self, gamma: float) -> np.ndarray:
         """The two-head state ``ω = (γ, −γ)``, ``μ = (μ_γ, −μ_γ)`` on the solution manifold S_γ (H = 2).
 

@@ -271,7 +271,8 @@ class IsotropicKernel(ModelKernel):
 
 
 class IsotropicBatchKernel(BatchKernel):
-    """The batched ``−∇L̃``, ``−∇²L̃`` for one scalar setting (pre-bound; broadcasting for few heads)."""
+    """The batched ``−∇L̃``, ``−∇²L̃`` of one scalar setting on transposed states ``(2H, N)`` (pre-bound, by
+    broadcasting over ``(H, H, N)`` arrays: contiguous over the batch)."""
 
     def __init__(self, model: IsotropicModel):
         super().__init__(model)
@@ -282,37 +283,55 @@ class IsotropicBatchKernel(BatchKernel):
         self.cap = model.exponent_cap
 
     def exp_matrix(self, w):
-        # exp(d ω_h ω_k), the exponent clipped at MAX_EXPONENT so a trial stage far outside the safe region
-        # stays finite (its step is then rejected, or the overflow event ends the trajectory)
-        return np.exp(np.minimum(self.d * w[:, :, None] * w[:, None, :], MAX_EXPONENT))
+        """``exp(d ω_h ω_k)``, shape (H, H, N), from ω of shape (H, N); the exponent clipped at MAX_EXPONENT so
+        a trial stage far outside the safe region stays finite (its step is then rejected, or the overflow
+        event ends the trajectory)."""
+        return np.exp(np.minimum((self.d * w)[:, None, :] * w, MAX_EXPONENT))
 
     def rhs(self, y):
         H = self.H
-        w, m = y[:, :H], y[:, H:]
+        w, m = y[:H], y[H:]
         E = self.exp_matrix(w)
-        u = np.sum(m * w, axis=1, keepdims=True) - 1.0
-        # (E v) by broadcasting: for a few heads much cheaper than a batched matmul of tiny matrices
-        g = np.sum(E * (m * w)[:, None, :], axis=2)
-        em = np.sum(E * m[:, None, :], axis=2)
+        a = m * w
+        ga = np.einsum("hkn,jkn->jhn", E, np.stack((a, m)))  # (E a, E m), each (H, N)
+        u = a[0] - 1.0
+        for h in range(1, H):
+            u = u + a[h]
         out = np.empty_like(y)
-        out[:, :H] = -2.0 * m * (u + self.cd * g)
-        out[:, H:] = -2.0 * (u * w + self.c * em)
+        np.multiply(m, u + self.cd * ga[0], out=out[:H])
+        np.add(u * w, self.c * ga[1], out=out[H:])
+        out *= -2.0
         return out
 
     def jac(self, y):
+        """``−∇²L̃`` (the formulas of :func:`~reduced_dynamics.approx_loss_hessian`), shape (2H, 2H, N)."""
         H = self.H
-        w, m = y[:, :H], y[:, H:]
-        N = y.shape[0]
-        d = np.full(N, self.d)
-        c = np.full(N, self.c)
-        with np.errstate(over="ignore", invalid="ignore"):
-            try:
-                return -_hessian_arrays(w, m, d, c, self.exp_matrix(w))
-            except LossOverflowError:
-                return np.full((N, 2 * H, 2 * H), np.nan)
+        d, c, cd = self.d, self.c, self.cd
+        w, m = y[:H], y[H:]
+        E = self.exp_matrix(w)
+        a = m * w
+        u = np.sum(a, axis=0)
+        g = np.sum(E * a, axis=1)
+        s2 = np.sum(E * (a * w), axis=1)
+        mm = m[:, None, :] * m[None, :, :]
+        ww = w[:, None, :] * w[None, :, :]
+        out = np.empty((2 * H, 2 * H, y.shape[1]))
+        i = np.arange(H)
+        h_ww = (2.0 * mm) * (1.0 + cd * E * (1.0 + d * ww))
+        h_ww[i, i] += (2.0 * cd * d) * (m * s2)
+        # h_wm[j, i] = d² L̃ / dω_j dμ_i
+        h_wm = (2.0 * m[:, None, :] * w[None, :, :]) * (1.0 + cd * E)
+        h_wm[i, i] += 2.0 * (u - 1.0 + cd * g)
+        out[:H, :H] = -h_ww
+        out[:H, H:] = -h_wm
+        out[H:, :H] = -np.swapaxes(h_wm, 0, 1)
+        out[H:, H:] = -2.0 * (ww + c * E)
+        return out
 
     def margin(self, y):
-        return self.cap - self.d * np.max(y[:, : self.H] ** 2, axis=1)
+        w = y[: self.H]
+        return self.cap - self.d * np.max(w * w, axis=0)
 
     def grad_norm(self, y):
-        return np.sqrt(np.sum(self.rhs(y) ** 2, axis=1))
+        g = self.rhs(y)
+        return np.sqrt(np.sum(g * g, axis=0))
