@@ -235,7 +235,7 @@ class ReducedModel(abc.ABC):
         """JSON-friendly scalar summaries of one state (what a run reports at its end); ``t`` its time, for
         models with a time law (e.g. the drift of γ)."""
 
-    def summarize_many(self, Y, *, t=None, **options) -> dict[str, list]:
+    def summarize_many(self, Y, *, t=None, tolerances=None) -> dict[str, list]:
         """The :meth:`summarize` values of many states at once: ``{key: [value at Y[0], value at Y[1], ...]}``.
 
         Parameters
@@ -244,8 +244,8 @@ class ReducedModel(abc.ABC):
             The states (e.g. where the trajectories of a batch stopped).
         t : array_like, shape (B,), optional
             The time of each state.
-        **options
-            Passed on to :meth:`summarize` (e.g. ``tolerances``).
+        tolerances : dict, optional
+            Passed on to :meth:`summarize` by the models whose summary takes it (those with scalar heads).
 
         Returns
         -------
@@ -258,6 +258,7 @@ class ReducedModel(abc.ABC):
         one that returns the same values, up to the rounding of the last bit (the models with scalar heads do).
         """
         Y = np.asarray(Y, dtype=np.float64)
+        options = {} if tolerances is None else {"tolerances": tolerances}
         out: dict[str, list] = {}
         for i in range(Y.shape[0]):
             values = self.summarize(Y[i], t=None if t is None else float(np.asarray(t)[i]), **options)
