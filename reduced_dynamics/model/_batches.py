@@ -185,11 +185,9 @@ class TokenSampler:
         np.multiply(f[half:], _TWO_PI, out=t)  # 2π(1 + k 2⁻²³): the angle 2πk 2⁻²³ plus one period
         a = f[:half]  # reuse the radius bits' buffer (already consumed)
         np.cos(t, out=a)
-        np.multiply(a, r, out=a)
-        g[:half] = a
+        np.multiply(a, r, out=g[:half])  # the float32 product, stored as float64 (one pass)
         np.sin(t, out=t)
-        np.multiply(t, r, out=t)
-        g[half:] = t
+        np.multiply(t, r, out=g[half:])
         return g
 
     def draw(self, rng: np.random.Generator) -> TrainBatch:
