@@ -573,7 +573,7 @@ def estimate_risks(
         (``benchmarks/bench_risk.py``). ``"double"``: float64 ziggurat normals (the stream of
         ``backend="numba"``). ``"auto"``: ``"single"`` where it exists (the package's predictor
         classes on the ``"stats"`` or ``"gram"`` sampler, numpy backend), else ``"double"``;
-        :attr:`RiskResult.precision` records the choice. The rounding
+        ``RiskResult.precision`` records the choice. The rounding
         moves a per-prompt loss by at most a few ``1e-6`` of the risk at the paper's
         parameters (more for heads with ``|ω s_l|`` in the hundreds: ``exp`` then loses
         ``|ω s_l|·6e-8``) and the mean by less than ``1e-3`` of its standard error
