@@ -158,6 +158,15 @@ MOVED_STOP_TIMES: dict[str, str] = {
 
 _SKIP: dict[str, tuple[float, str]] = {}
 
+#: label (case, or ``"figure <name>"``) -> {path: [recorded, new]}: the numbers that the Monte Carlo
+#: stream version 3 moved (``precision="auto"``, float32 Box–Muller normals, CHANGELOG.md 0.2.0, issue 22),
+#: written by ``tests/golden/stream_moved.py``. The recorded value must be the table's first entry (the table
+#: documents what moved, from what), and the new output is compared with the second, with the usual
+#: tolerances; everything not in the table is still compared with the original recording.
+STREAM_MOVED: dict[str, dict[str, list]] = json.loads((GOLDEN / "stream3_moved.json").read_text(encoding="utf-8"))
+
+_STREAM: dict[str, list] = {}
+
 #: free text: not compared at all
 FREE_TEXT_KEYS = frozenset({"message", "explanation", "stderr_tail"})
 
@@ -291,6 +300,12 @@ def compare(expected, actual, path: str, diff: _Diff, key: str | None = None) ->
     """Compare a recorded output ``expected`` with the new ``actual`` (see the module docstring)."""
     if key in IGNORED_KEYS or key in FREE_TEXT_KEYS:
         return
+    if path in _STREAM:
+        old, new = _STREAM[path]
+        if old != expected:
+            diff.add(path, f"STREAM_MOVED names {old!r} as the recorded value, the recording has {expected!r}")
+        compare(new, actual, f"{path} (stream 3)", diff, key=key)
+        return
     if path in _SKIP:
         atol, _ = _SKIP[path]
         if not (_is_number(actual) and abs(float(actual) - float(expected)) <= atol):
@@ -378,6 +393,8 @@ def assert_same(label: str, expected: dict, actual: dict, rtol: float) -> None:
     expected, actual = _drop_moved(label, expected, actual)
     _SKIP.clear()
     _SKIP.update(MOVED_PATHS.get(label, {}))
+    _STREAM.clear()
+    _STREAM.update(STREAM_MOVED.get(label, {}))
     diff = _Diff(rtol, ATOL)
     if actual["exit"] != expected["exit"]:
         diff.add("exit", f"{actual['exit']}, recorded {expected['exit']} (stderr: {actual.get('stderr_tail', '')!r})")
@@ -402,6 +419,24 @@ def test_cases_match_recording():
         assert CLI_BASELINE[name]["argv"] == argv, name
     assert FIGURES_BASELINE["argv"] == record.FIGURES_ARGV
     assert set(TOLERANCES) <= set(CLI_BASELINE) and set(FIGURE_TOLERANCES) <= set(FIGURES_BASELINE["figures"])
+    figures = {f"figure {name}" for name in FIGURES_BASELINE["figures"]}
+    assert set(STREAM_MOVED) <= set(CLI_BASELINE) | figures
+
+
+def test_stream_moved_numbers_are_monte_carlo_numbers_within_their_error():
+    """Every number STREAM_MOVED lists moved because of the random stream: the risk estimates of the
+    moved ``risk`` cases stay within 4 combined standard errors of the recorded ones (the two streams are
+    independent draws of the same estimator), and within 3 of their own standard errors of the exact risk
+    where the command prints one."""
+    for case in ("risk_default", "risk_state_conditional"):
+        moved, rec = STREAM_MOVED[case], CLI_BASELINE[case]["json"]["estimators"]
+        assert any(p.endswith(".risk") for p in moved)
+        for name, old in rec.items():
+            new_risk = moved.get(f"json.estimators.{name}.risk", [None, old["risk"]])[1]
+            new_se = moved.get(f"json.estimators.{name}.stderr", [None, old["stderr"]])[1]
+            assert abs(new_risk - old["risk"]) < 4 * math.hypot(old["stderr"], new_se), (case, name)
+            if old.get("exact") is not None:  # the closed form (GD, debiased GD): an independent check
+                assert abs(new_risk - old["exact"]) < 3 * new_se, (case, name, new_risk, old["exact"])
 
 
 @pytest.mark.parametrize("case", sorted(CLI_BASELINE))

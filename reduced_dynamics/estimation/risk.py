@@ -60,7 +60,16 @@ import numpy as np
 
 from reduced_dynamics._results import FrozenResult
 from reduced_dynamics._validation import check_finite_float, check_positive_int
-from reduced_dynamics.estimation._fast import draw_gram, draw_stats32, gram_losses, gram_spec, stats_losses, stats_spec
+from reduced_dynamics.estimation._fast import (
+    draw_gram,
+    draw_gram32,
+    draw_stats32,
+    gram_losses,
+    gram_spec,
+    stats_buffers,
+    stats_losses,
+    stats_spec,
+)
 from reduced_dynamics.estimation._threads import single_blas_thread
 from reduced_dynamics.estimation.predictors import Predictor, conditional_loss
 from reduced_dynamics.estimation.prompts import (
@@ -94,13 +103,20 @@ __all__ = [
 #: :data:`reduced_dynamics.estimation.prompts.CHUNK_BUDGET`).
 DEFAULT_MEMORY_BUDGET = CHUNK_BUDGET
 _SAMPLERS = ("auto", "stats", "gram", "full")
+_PRECISIONS = ("auto", "double", "single")
 
 #: Version of the engine's random streams, recorded in every :class:`RiskResult`. Results with
 #: the same ``(seed, n_prompts, setting, sampler, conditional, predictors)`` and the same version
 #: are reproducible. Version 2 added the ``"gram"`` sampler (Bartlett construction of ``XᵀX``),
 #: which ``sampler="auto"`` now picks for Bayes ridge (version 1 drew full covariates for it);
-#: the ``"stats"`` and ``"full"`` streams are those of version 1.
-STREAM_VERSION = 2
+#: the ``"stats"`` and ``"full"`` streams are those of version 1. Version 3 made ``precision="auto"``
+#: the default: the ``"stats"`` and ``"gram"`` samplers of the numpy backend now draw their
+#: single-precision streams (float32 Box–Muller normals from raw SFC64 words,
+#: ``reduced_dynamics.estimation._fast.normals32``; Gamma variates for the χ²), and the
+#: single-precision ``"stats"`` stream itself changed (version 2 drew its uniforms with
+#: ``Generator.random``). The double-precision streams (``precision="double"``, the numba backend,
+#: ``"full"``) are those of version 2.
+STREAM_VERSION = 3
 
 
 # ----------------------------------------------------------------- result types
@@ -247,7 +263,7 @@ class RiskResult(FrozenResult):
     stream_version : int
         :data:`STREAM_VERSION` of the engine that drew the prompts.
     precision : str
-        ``"double"`` or ``"single"`` (:func:`estimate_risks`).
+        ``"double"`` or ``"single"``, as resolved from ``"auto"`` (:func:`estimate_risks`).
     """
 
     names: tuple
@@ -519,7 +535,7 @@ def estimate_risks(
     sampler="auto",
     conditional=False,
     memory_budget=DEFAULT_MEMORY_BUDGET,
-    precision="double",
+    precision="auto",
     backend="numpy",
 ) -> RiskResult:
     r"""Estimate the risks of several predictors on the same ``n_prompts`` prompts.
@@ -548,22 +564,29 @@ def estimate_risks(
     memory_budget : int, >= 1
         Bytes allowed for one chunk's working arrays (default 256 MiB,
         whatever ``n_prompts``, ``L`` or ``d``). Does not change the result.
-    precision : {"double", "single"}, default "double"
-        ``"single"`` draws the statistics sampler's two ``(n, L)`` blocks as float32
-        normals by Box–Muller (``reduced_dynamics.estimation._fast.normals32``, its own
-        stream) and evaluates the package's predictors on them in float32, combining the
-        per-prompt sums in float64; about 1.5× faster at d = 5, L = 40. The rounding
+    precision : {"auto", "double", "single"}, default "auto"
+        ``"single"`` draws the normals of the ``"stats"`` and ``"gram"`` samplers as float32
+        Box–Muller normals from raw SFC64 words (``reduced_dynamics.estimation._fast.normals32``;
+        its own stream, tails cut at 5.65 σ) and evaluates the package's predictors on the
+        statistics sampler in float32, combining the per-prompt sums in float64 (the ridge
+        kernel of the ``"gram"`` sampler stays float64); about 2× faster at d = 5, L = 40
+        (``benchmarks/bench_risk.py``). ``"double"``: float64 ziggurat normals (the stream of
+        ``backend="numba"``). ``"auto"``: ``"single"`` where it exists (the package's predictor
+        classes on the ``"stats"`` or ``"gram"`` sampler, numpy backend), else ``"double"``;
+        ``RiskResult.precision`` records the choice. The rounding
         moves a per-prompt loss by at most a few ``1e-6`` of the risk at the paper's
         parameters (more for heads with ``|ω s_l|`` in the hundreds: ``exp`` then loses
         ``|ω s_l|·6e-8``) and the mean by less than ``1e-3`` of its standard error
-        (tests/reduced_dynamics/estimation/test_fast.py). Only the
-        ``"stats"`` sampler with the package's predictor classes has a single-precision
-        path; otherwise ``"single"`` raises ``ValueError``.
+        (tests/reduced_dynamics/estimation/test_fast.py); the GD and debiased-GD estimates
+        agree with their closed forms within 3 standard errors in either precision. Only the
+        package's predictor classes on the ``"stats"`` and ``"gram"`` samplers have a
+        single-precision path; otherwise ``"single"`` raises ``ValueError``.
     backend : {"numpy", "numba"}, default "numpy"
         ``"numba"`` evaluates the package's predictor classes on the ``"stats"`` and
         ``"gram"`` samplers with compiled kernels (``pip install
         reduced-dynamics[numba]``) drawing the same random stream as the numpy path:
-        the same numbers up to rounding, about twice as fast. Double precision only.
+        the same numbers up to rounding as ``precision="double"``. Double precision only
+        (``"auto"`` means ``"double"`` here).
 
     Returns
     -------
@@ -595,8 +618,8 @@ def estimate_risks(
     conditional = _flag("conditional", conditional)
     if not isinstance(sampler, str) or sampler not in _SAMPLERS:
         raise ValueError(f"`sampler` must be one of {list(_SAMPLERS)}, got {sampler!r}")
-    if not isinstance(precision, str) or precision not in ("double", "single"):
-        raise ValueError(f"`precision` must be 'double' or 'single', got {precision!r}")
+    if not isinstance(precision, str) or precision not in _PRECISIONS:
+        raise ValueError(f"`precision` must be one of {list(_PRECISIONS)}, got {precision!r}")
     if not isinstance(backend, str) or backend not in ("numpy", "numba"):
         raise ValueError(f"`backend` must be 'numpy' or 'numba', got {backend!r}")
     with single_blas_thread():
@@ -647,9 +670,11 @@ def _estimate_risks(
         specs = None if any(sp is None for sp in specs) else specs
     elif sampler == "gram":
         specs = [gram_spec(p, setting) for p in preds]
-    if precision == "single" and (sampler != "stats" or specs is None):
+    if precision == "auto":  # the single-precision streams wherever they exist (the fused numpy path)
+        precision = "single" if (specs is not None and backend == "numpy") else "double"
+    if precision == "single" and specs is None:
         raise ValueError(
-            "`precision` 'single' needs the 'stats' sampler and the package's predictor classes "
+            "`precision` 'single' needs the 'stats' or 'gram' sampler and the package's predictor classes "
             f"(sampler {sampler!r}, predictors {list(names)})"
         )
     if backend == "numba":
@@ -727,23 +752,28 @@ def _fast_loop(sampler, specs, moments, n, B, n_blocks, seed, setting, condition
     """The fused path: draw block ``i`` from its own stream, evaluate it in slices, merge it (in block order)."""
     d, L, sigma2 = setting.d, setting.L, float(setting.sigma2)
     out = np.empty((B, len(specs)))
-    dtype = np.float32 if precision == "single" else np.float64
-    draw = draw_stats32 if precision == "single" else _draw_stats_into
+    single = precision == "single"
     if sampler == "stats":
-        s, r2 = np.empty((B, L), dtype), np.empty(B)
-        y = None if conditional else np.empty((B, L), dtype)
+        if single:  # s and y are views of the normals buffer: the context normals are drawn in place
+            g = stats_buffers(B, L)
+        else:
+            s, y = np.empty((B, L)), None if conditional else np.empty((B, L))
+        r2 = np.empty(B)
         yq = None if conditional else np.empty(B)
         work = []
     for i in range(n_blocks):
         mb = min(B, n - i * B)
         rng = _block_rng(seed, i)
         if sampler == "stats":
-            bs, br2 = s[:mb], r2[:mb]
-            by, byq = (None, None) if conditional else (y[:mb], yq[:mb])
-            if precision == "single":
-                draw(rng, bs, by, byq, br2, d=d, sigma2=sigma2, conditional=conditional)
+            br2, byq = r2[:mb], None if conditional else yq[:mb]
+            if single:
+                nm = mb * L
+                bs = g[:nm].reshape(mb, L)
+                by = None if conditional else g[nm : 2 * nm].reshape(mb, L)
+                draw_stats32(rng, bs, by, byq, br2, d=d, sigma2=sigma2, conditional=conditional, normals=g)
             else:
-                draw(rng, bs, by, byq, br2, d=d, sigma2=sigma2, covariates_only=conditional)
+                bs, by = s[:mb], None if conditional else y[:mb]
+                _draw_stats_into(rng, bs, by, byq, br2, d=d, sigma2=sigma2, covariates_only=conditional)
             for a in range(0, mb, max_prompts):
                 sl = slice(a, min(a + max_prompts, mb))
                 stats_losses(
@@ -758,7 +788,7 @@ def _fast_loop(sampler, specs, moments, n, B, n_blocks, seed, setting, condition
                     work=work,
                 )
         else:
-            blk = draw_gram(rng, mb, d=d, L=L, conditional=conditional)
+            blk = (draw_gram32 if single else draw_gram)(rng, mb, d=d, L=L, conditional=conditional)
             for a in range(0, mb, max_prompts):
                 sl = slice(a, min(a + max_prompts, mb))
                 gram_losses(specs, blk if mb <= max_prompts else blk[sl], d=d, sigma2=sigma2, out=out[sl])

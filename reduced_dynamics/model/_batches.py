@@ -76,14 +76,14 @@ def _sizes(n: int, setting: Setting) -> tuple[int, int, int]:
 def sampler_bytes(n_prompts: int, setting: Setting) -> int:
     """Bytes held by a :class:`TokenSampler` of ``n_prompts`` prompts while it draws (buffers and raw words).
 
-    Per 64-bit word: two float64 normals, two 32-bit words, two float32 work values and the
-    word itself (40 bytes); plus the transposed tokens, ``x_q`` and ``y_q`` (float64), and with
+    Per 64-bit word: two float64 normals, two float32 work values and the word itself (32
+    bytes; its two 32-bit halves are transformed in place); plus the transposed tokens, ``x_q`` and ``y_q`` (float64), and with
     ``setting.Sigma`` the ``(n, L, d)`` correlated covariates.
     """
     n = int(n_prompts)
     _, words, n_ctx = _sizes(n, setting)
     extra = 0 if setting.Sigma is None else n * setting.L * setting.d  # the correlated covariates (Σ only)
-    return 40 * words + 8 * (n_ctx + n * setting.d + n + extra)
+    return 32 * words + 8 * (n_ctx + n * setting.d + n + extra)
 
 
 def stream_generator(seed_seq) -> np.random.Generator:
@@ -157,7 +157,6 @@ class TokenSampler:
         #: 64-bit words consumed per batch
         self.words_per_batch = half
         self._half = half
-        self._w = np.empty(2 * half, np.uint32)
         self._r = np.empty(half, np.float32)
         self._t = np.empty(half, np.float32)
         self._g = np.empty(2 * half)
@@ -173,9 +172,9 @@ class TokenSampler:
 
     def normals(self, rng: np.random.Generator) -> np.ndarray:
         """The next ``2 * words_per_batch`` standard normals of the stream (a reused float64 buffer)."""
-        half, w, r, t, g = self._half, self._w, self._r, self._t, self._g
-        raw = rng.bit_generator.random_raw(half)
-        np.right_shift(raw.view(_U32), _SHIFT9, out=w)
+        half, r, t, g = self._half, self._r, self._t, self._g
+        w = rng.bit_generator.random_raw(half).view(_U32)  # the 32-bit words, transformed in place
+        np.right_shift(w, _SHIFT9, out=w)
         np.bitwise_or(w, _ONE_BITS, out=w)
         f = w.view(np.float32)  # 1 + k 2⁻²³ in [1, 2), k the top 23 bits of each 32-bit word
         np.subtract(_TWO, f[:half], out=r)  # u in [2⁻²³, 1]
@@ -185,11 +184,9 @@ class TokenSampler:
         np.multiply(f[half:], _TWO_PI, out=t)  # 2π(1 + k 2⁻²³): the angle 2πk 2⁻²³ plus one period
         a = f[:half]  # reuse the radius bits' buffer (already consumed)
         np.cos(t, out=a)
-        np.multiply(a, r, out=a)
-        g[:half] = a
+        np.multiply(a, r, out=g[:half])  # the float32 product, stored as float64 (one pass)
         np.sin(t, out=t)
-        np.multiply(t, r, out=t)
-        g[half:] = t
+        np.multiply(t, r, out=g[half:])
         return g
 
     def draw(self, rng: np.random.Generator) -> TrainBatch:

@@ -33,7 +33,7 @@ def test_numba_backend_equals_numpy_backend_on_the_same_stream(setting, kind, co
     if kind == "stats" and setting.d == 1:
         preds = {k: v for k, v in preds.items() if k != "hot_heads"}
     kw = dict(n_prompts=5000, seed=7, conditional=conditional)
-    a = estimate_risks(preds, setting, backend="numpy", **kw)
+    a = estimate_risks(preds, setting, backend="numpy", precision="double", **kw)
     b = estimate_risks(preds, setting, backend="numba", **kw)
     assert a.sampler == b.sampler == kind
     np.testing.assert_allclose(b.mean, a.mean, rtol=1e-10)

@@ -213,8 +213,8 @@ def test_block_streams_follow_the_documented_seeding():
         return sample_prompts(B, SETTING, seed=rng, stats_only=True).y_q ** 2
 
     blocks = [block(i) for i in range(3)]
-    one = estimate_risks([Zero()], SETTING, n_prompts=B, seed=13)
-    three = estimate_risks([Zero()], SETTING, n_prompts=3 * B, seed=13, memory_budget=1)
+    one = estimate_risks([Zero()], SETTING, n_prompts=B, seed=13, precision="double")
+    three = estimate_risks([Zero()], SETTING, n_prompts=3 * B, seed=13, memory_budget=1, precision="double")
     assert one.mean[0] == pytest.approx(blocks[0].mean(), rel=1e-13)
     assert three.mean[0] == pytest.approx(np.concatenate(blocks).mean(), rel=1e-13)
     assert three.cov[0, 0] == pytest.approx(np.concatenate(blocks).var(ddof=1), rel=1e-11)
