@@ -643,7 +643,7 @@ def train(
         sigint["installed"] = True
     phase = 0  # 0: at a step boundary; 1: drawing/differentiating (rewindable); 2: committing the update
     rng_state = None
-    message = None
+    message = reason = None
     # overflow on divergence is reported through the finite-loss check (status 2), not as warnings
     errstate = np.errstate(over="ignore", invalid="ignore")
     errstate.__enter__()
@@ -659,7 +659,7 @@ def train(
             try:
                 loss, grads = model._train_loss_and_grad(P, batch)
             except NormaliserError as exc:  # affine f: weights summing to ~0 would give inf/NaN
-                loss, message = math.nan, NORMALISER_MESSAGE + str(exc)
+                loss, message, reason = math.nan, NORMALISER_MESSAGE + str(exc), str(exc)
             if not math.isfinite(loss):
                 rng.bit_generator.state = rng_state  # the checkpoint resumes at this step
                 phase = 0
@@ -707,6 +707,24 @@ def train(
             f"`resume`: the loss is non-finite at the parameters of {str(ckpt_path)!r} (step {step}): the run it "
             "holds had diverged, or the file is corrupted; nothing to continue: train again with a smaller `lr` "
             "(`force`) or use another `out`"
+        )
+    if status == 2 and not resume and step == 0:
+        # the initial parameters already give a non-finite loss or a broken normaliser: no step ran, so no
+        # learning rate is to blame; the run is impossible as configured (bad input, nothing is written)
+        act = config.setting.activation_fn
+        why = f": {reason.split(': ', 1)[-1].split('; use ')[0]}" if reason else ""
+        raise ValueError(
+            (
+                f"`activation_c` = {act.c:g} is too large for activation {act.name!r} at `init_scale` = "
+                f"{config.init_scale:g}: the loss is not finite at the initial parameters (step 0){why}; the run "
+                "cannot start: use a smaller `activation_c` (the allowed range (0, 1e6] bounds C, the start needs "
+                "1 + C ω s > 0) or a smaller `init_scale`"
+            )
+            if act.uses_c
+            else (
+                f"`init_scale` = {config.init_scale:g}: the loss is not finite at the initial parameters (step 0)"
+                f"{why}; the run cannot start: use a smaller `init_scale`"
+            )
         )
     if status == 0 and step < config.steps:
         status = 1

@@ -136,6 +136,19 @@ def test_train_affine_normaliser_breakdown_exits_3_with_one_reason(capsys):
     assert rc == 3 and "normaliser" in captured.out + captured.err
 
 
+@pytest.mark.parametrize("c", ["1e3", "1e6"])
+def test_train_affine_c_breaking_the_start_is_bad_input(c, tmp_path, capsys):
+    """issue 23: --activation-c so large that the initial parameters already give a non-positive affine
+    normaliser (no step ran: no learning rate to blame) is bad input, exit 2 naming --activation-c and its
+    range, and nothing is written; it exited 3 ('try a smaller --lr') before."""
+    out = tmp_path / "run"
+    rc = main(["train", "--activation", "affine", "--activation-c", c, "--steps", "5", "--quiet", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "`--activation-c`" in err and "(0, 1e6]" in err
+    assert "--lr" not in err
+    assert not out.exists() or not any(out.iterdir())
+
+
 def test_risk_activation_json_paired_and_consistent(capsys):
     """risk --activation: the reduced model with f vs debiased GD on common prompts; the paired difference is the
     difference of the two estimates, L̃_f is the library's, and the reduced model equals act_mc_risk on the same
