@@ -46,7 +46,7 @@ import numpy as np
 from reduced_dynamics._results import FrozenResult
 from reduced_dynamics._validation import check_finite_array
 from reduced_dynamics.activation_dynamics.loss import act_terms
-from reduced_dynamics.activations import Activation
+from reduced_dynamics.activations import Activation, get_activation
 from reduced_dynamics.dynamics.diagnostics import trajectory_diagnostics
 from reduced_dynamics.setting import Setting, as_setting
 
@@ -67,8 +67,16 @@ __all__ = [
 ]
 
 
-def tilt_cubic(activation: Activation) -> float:
-    """``m_3 = 3 f_3 − f_1 f_2``: the cubic coefficient of the tilt ``m_f(t) = C_f t + m_3 t³ + …`` (``f(0) = 1``)."""
+def tilt_cubic(activation: Activation | str) -> float:
+    """``m_3 = 3 f_3 − f_1 f_2``: the cubic coefficient of the tilt ``m_f(t) = C_f t + m_3 t³ + …`` (``f(0) = 1``).
+
+    ``activation`` is an :class:`~reduced_dynamics.activations.Activation` or the name of one (``"exp"``,
+    ``"affine"``, ``"square"``, ``"tanh"``; constant C = 1).
+    """
+    if isinstance(activation, str):
+        activation = get_activation(activation)
+    elif not isinstance(activation, Activation):
+        raise TypeError(f"`activation` must be an Activation or one of its names, got {type(activation).__name__}")
     a = activation.taylor(3)
     return 3.0 * a[3] - a[1] * a[2]
 
@@ -127,10 +135,12 @@ def act_limit(setting: Setting) -> ActLimit:
 def drift_gamma(t, setting: Setting):
     """Predicted two-head γ(t) on the manifold: ``(64 c d C_f (−m_3) t)^{-1/4}`` (B > 0), ``(8 c d³ t)^{-1/6}`` (exp).
 
-    Returns NaN for ``affine`` (no drift). ``t`` array_like > 0.
+    Returns NaN for ``affine`` (no drift). ``t`` array_like, finite and > 0.
     """
     s = _scalar_setting(setting, "drift_gamma")
-    t = np.asarray(t, dtype=np.float64)
+    t = check_finite_array("t", t, min_ndim=0)
+    if np.any(t <= 0):
+        raise ValueError(f"`t` must be > 0 (the law holds at late times), got {t!r}")
     lim = act_limit(s)
     if lim.drift == "gamma^-1/4":
         out = (64.0 * s.c * s.d * lim.c_f * (-lim.m3) * t) ** -0.25
@@ -195,8 +205,12 @@ def eta_claim(omega, mu, setting: Setting) -> float:
 def eta_tilt(omega, mu, setting: Setting) -> float:
     """The state's exact large-L slope ``μᵀT_1`` (``T_1 = E_ρ[ρ τ(ρ)]``; ``μᵀω`` for exp)."""
     s = _scalar_setting(setting, "eta_tilt")
+    omega = check_finite_array("omega", omega, min_ndim=1)
+    mu = check_finite_array("mu", mu, min_ndim=1)
+    if mu.shape != omega.shape:
+        raise ValueError(f"`mu` must have the shape of `omega` {omega.shape}, got {mu.shape}")
     T = act_terms(omega, s)
-    return float(np.sum(np.asarray(mu, dtype=np.float64) * T.T1))
+    return float(np.sum(mu * T.T1))
 
 
 @dataclasses.dataclass(frozen=True)

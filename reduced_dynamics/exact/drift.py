@@ -113,6 +113,14 @@ def _check_order(order):
     return int(order)
 
 
+def _check_eta(eta) -> float:
+    """The effective step of the drift law (it divides by η²): finite and > 0."""
+    eta = check_finite_float("eta", eta)
+    if not eta > 0:
+        raise ValueError(f"`eta` (the effective step) must be > 0, got {eta!r}")
+    return eta
+
+
 def exact_drift_rate(gamma, setting, *, n_positive=1, n_negative=1, eta=None, order=4):
     r"""Right-hand side of the drift law, :math:`\dot\gamma = -\frac{4pn}{H}\frac{\gamma^5}{\eta^2}(2A_2 + 4A_4\gamma^2 [+ 6A_6\gamma^4])`.
 
@@ -138,7 +146,7 @@ def exact_drift_rate(gamma, setting, *, n_positive=1, n_negative=1, eta=None, or
     gamma = check_finite_array("gamma", gamma)
     if np.any(gamma <= 0) or np.any(gamma > 1):
         raise ValueError(f"`gamma` must be in (0, 1], got {gamma!r}")
-    eta = setting.eta_star if eta is None else check_finite_float("eta", eta)
+    eta = setting.eta_star if eta is None else _check_eta(eta)
     a = _coefficients(setting, eta, order)
     dphi = sum(2 * (j + 1) * a[j] * gamma ** (2 * j + 1) for j in range(len(a)))
     out = -4 * p * n / (p + n) * gamma**4 / eta**2 * dphi
@@ -242,7 +250,7 @@ def exact_drift_gamma(t, setting, *, gamma0, t0=0.0, n_positive=1, n_negative=1,
     rtol = check_finite_float("rtol", rtol)
     if not 1e-13 <= rtol <= 1e-3:
         raise ValueError(f"`rtol` must be in [1e-13, 1e-3], got {rtol!r}")
-    eta = setting.eta_star if eta is None else check_finite_float("eta", eta)
+    eta = setting.eta_star if eta is None else _check_eta(eta)
     a = _coefficients(setting, eta, order)
     kappa = 4 * p * n / (p + n) / eta**2
 

@@ -163,3 +163,36 @@ def test_manifold_risk_scan_against_exact_risk_and_independent_monte_carlo():
     mc = act_mc_risk(om, mu, s, n_prompts=20_000, seed=3)
     assert abs(r.risk[0] - mc.risk) < 3 * np.hypot(r.stderr[0], mc.stderr)
     assert act_mc_risk(om, 1.05 * mu, s, n_prompts=20_000, seed=2).risk > r.risk[0]
+
+
+def test_tilt_cubic_takes_the_documented_name_or_an_activation():
+    """``tilt_cubic("square")`` raised AttributeError ('str' has no attribute 'taylor'); the name is accepted."""
+    from reduced_dynamics.activation_dynamics.flow import tilt_cubic
+    from reduced_dynamics.activations import get_activation
+
+    for name in ("exp", "affine", "square", "tanh"):
+        assert tilt_cubic(name) == tilt_cubic(get_activation(name))
+    # square: f(t) = (1 + t)^2 → f1 = 2, f2 = 1, f3 = 0, so m3 = 3·0 − 2·1 = −2 (by hand)
+    assert tilt_cubic("square") == -2.0
+    with pytest.raises(TypeError, match="`activation`"):
+        tilt_cubic(None)
+    with pytest.raises(ValueError, match="`activation`"):
+        tilt_cubic("relu")
+
+
+@pytest.mark.parametrize("t", [0.0, -1.0, float("nan"), float("inf")])
+def test_drift_gamma_refuses_times_outside_its_law(t):
+    """``drift_gamma(t=0)`` returned inf and ``t=-1`` NaN with a RuntimeWarning: now a ValueError naming `t`."""
+    from reduced_dynamics.activation_dynamics.flow import drift_gamma
+
+    with pytest.raises(ValueError, match="`t`"):
+        drift_gamma(t, Setting(d=5, L=40, sigma2=0.1, activation="square"))
+
+
+@pytest.mark.parametrize("mu", [None, [0.1], [float("nan"), 0.1]])
+def test_eta_tilt_refuses_a_missing_or_mismatched_mu(mu):
+    """``eta_tilt(mu=None)`` returned NaN silently."""
+    from reduced_dynamics.activation_dynamics.flow import eta_tilt
+
+    with pytest.raises(ValueError, match="`mu`"):
+        eta_tilt([0.1, -0.1], mu, Setting(d=5, L=40, sigma2=0.1, activation="square"))

@@ -95,3 +95,16 @@ def test_time_scales_consistent_with_coefficients():
 def test_bad_input(bad, match):
     with pytest.raises(ValueError, match=match):
         bad()
+
+
+@pytest.mark.parametrize("eta", [0.0, -0.5])
+def test_the_drift_law_refuses_a_step_that_is_not_positive(eta):
+    """``exact_drift_gamma(eta=0)`` raised ZeroDivisionError and ``exact_drift_rate(eta=0)`` returned inf/NaN
+    with a RuntimeWarning: the law divides by η², so η must be > 0 (a ValueError naming `eta`)."""
+    from reduced_dynamics.exact.drift import exact_drift_gamma, exact_drift_rate
+
+    s = Setting(d=5, L=40, sigma2=0.1)
+    with pytest.raises(ValueError, match="`eta`"):
+        exact_drift_rate(0.1, s, eta=eta)
+    with pytest.raises(ValueError, match="`eta`"):
+        exact_drift_gamma(10.0, s, gamma0=0.3, eta=eta)
