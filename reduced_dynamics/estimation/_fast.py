@@ -55,6 +55,12 @@ import math
 
 import numpy as np
 
+from reduced_dynamics._float32_normals import MINUS_TWO as _MINUS_TWO32
+from reduced_dynamics._float32_normals import ONE_BITS as _ONE_BITS
+from reduced_dynamics._float32_normals import SHIFT9 as _SHIFT9
+from reduced_dynamics._float32_normals import TWO as _TWO32
+from reduced_dynamics._float32_normals import TWO_PI as _TWO_PI32
+from reduced_dynamics._float32_normals import U32 as _U32
 from reduced_dynamics.estimation.predictors import (
     BayesRidge,
     DebiasedGD,
@@ -104,12 +110,7 @@ def gram_spec(p, setting):
 
 # ------------------------------------------------------------------ single-precision stream (version 3)
 
-_U32 = np.dtype("<u4")
-_SHIFT9 = np.uint32(9)
-_ONE_BITS = np.uint32(0x3F800000)  # float32 1.0
-_TWO32 = np.float32(2.0)
-_MINUS_TWO32 = np.float32(-2.0)
-_TWO_PI32 = np.float32(2.0 * math.pi)
+# the constants of the transform: reduced_dynamics._float32_normals (shared with the trainer's sampler)
 
 
 def normals32(rng, out) -> np.ndarray:

@@ -48,6 +48,12 @@ import math
 
 import numpy as np
 
+from reduced_dynamics._float32_normals import MINUS_TWO as _MINUS_TWO
+from reduced_dynamics._float32_normals import ONE_BITS as _ONE_BITS
+from reduced_dynamics._float32_normals import SHIFT9 as _SHIFT9
+from reduced_dynamics._float32_normals import TWO as _TWO
+from reduced_dynamics._float32_normals import TWO_PI as _TWO_PI
+from reduced_dynamics._float32_normals import U32 as _U32
 from reduced_dynamics._validation import check_positive_int
 from reduced_dynamics.estimation.prompts import Prompts
 from reduced_dynamics.setting import Setting, as_setting
@@ -56,13 +62,6 @@ __all__ = ["STREAM_VERSION", "TokenSampler", "TrainBatch", "sampler_bytes", "str
 
 #: Version of the trainer's prompt stream (recorded in checkpoints and results; see the module docstring).
 STREAM_VERSION = 2
-
-_U32 = np.dtype("<u4")
-_SHIFT9 = np.uint32(9)
-_ONE_BITS = np.uint32(0x3F800000)  # float32 1.0
-_TWO = np.float32(2.0)
-_MINUS_TWO = np.float32(-2.0)
-_TWO_PI = np.float32(2.0 * math.pi)
 
 
 def _sizes(n: int, setting: Setting) -> tuple[int, int, int]:
