@@ -23,6 +23,7 @@ __all__ = [
     "atomic_write_text",
     "atomic_write_json",
     "atomic_savez",
+    "folder_lock",
     "to_jsonable",
     "read_npy",
     "NPY_MAX_BYTES",
@@ -189,6 +190,33 @@ def atomic_savez(path, **arrays) -> Path:
     buf = _io.BytesIO()
     np.savez_compressed(buf, **arrays)
     return atomic_write_bytes(path, buf.getvalue())
+
+
+@contextlib.contextmanager
+def folder_lock(folder):
+    """Hold an exclusive advisory lock on the existing folder ``folder`` for the ``with`` block.
+
+    ``fcntl.flock`` on the folder itself (no lock file is left behind), so that two commands writing
+    one record in the same folder (read, check, write) take turns instead of losing one update. The
+    lock is released when the block ends or the process dies. Where ``fcntl`` does not exist
+    (Windows) the block runs unlocked.
+
+    Parameters
+    ----------
+    folder : str or Path
+        An existing folder.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    fd = os.open(os.fspath(folder), os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
 
 
 #: largest array :func:`read_npy` loads (bytes of data): a header declaring more is refused before reading

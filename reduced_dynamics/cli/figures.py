@@ -79,6 +79,25 @@ def _check_folder(out, config: dict, *, force: bool, names, all_names) -> dict:
     return {"figures": {n: records[n] for n in all_names if n in records}}
 
 
+def claim_figures(out, config: dict, *, force: bool, names, all_names) -> dict:
+    """Check the folder's record and claim ``names`` for ``config`` in it, under the folder's lock.
+
+    The figures are claimed before they are made: a run killed half-way leaves files its record describes,
+    so the same command may finish them and another configuration is refused without ``--force``. The
+    read, check and write hold :func:`reduced_dynamics.io.folder_lock`, so two runs in one folder never
+    lose each other's claims (each read the record before the other wrote it) and two configurations
+    claiming one figure at once are not both let through. Returns the record written.
+    """
+    from pathlib import Path
+
+    from reduced_dynamics.io import atomic_write_json, folder_lock
+
+    with folder_lock(out):
+        records = _check_folder(out, config, force=force, names=names, all_names=all_names)
+        atomic_write_json(Path(out) / STAMP, records)
+    return records
+
+
 def add_arguments(p):
     p.add_argument("--quick", action="store_true", help="tiny settings: every figure in seconds")
     p.add_argument(
@@ -128,16 +147,9 @@ def main(args) -> int:
     if not 1 <= args.workers <= 512:
         raise ValueError(f"`--workers` must be an integer in [1, 512], got {args.workers}")
     prepare_out(args.out)
-    from pathlib import Path
-
-    from reduced_dynamics.io import atomic_write_json
-
     config = {"seed": int(args.seed), "quick": bool(args.quick)}
     names = list(dict.fromkeys(only)) if only is not None else list(FIGURES)
-    records = _check_folder(args.out, config, force=args.force, names=names, all_names=list(FIGURES))
-    # claimed before they are made: a run killed half-way leaves files its record describes, so the same
-    # command may finish them and another configuration is refused without --force
-    atomic_write_json(Path(args.out) / STAMP, records)
+    claim_figures(args.out, config, force=args.force, names=names, all_names=list(FIGURES))
     progress = Progress("figures", quiet=args.quiet, every=0.0)
     runs = run_figures(
         out=args.out, quick=args.quick, only=only, seed=args.seed, log=progress.stage, workers=args.workers

@@ -138,3 +138,48 @@ def test_the_record_of_0_2_is_read_per_figure(tmp_path, capsys):
     assert _stamps(out) == {"risk_vs_L": {"seed": 0, "quick": True}}
     assert main([*CHEAP2, "--seed", "2", "--only", "approx_vs_mc", "--out", str(out)]) == 0
     assert _stamps(out) == {"risk_vs_L": {"seed": 0, "quick": True}, "approx_vs_mc": {"seed": 2, "quick": True}}
+
+
+@pytest.mark.parametrize("second", ["risk_vs_L", "bayes_ratio"])
+def test_concurrent_claims_take_turns(tmp_path, monkeypatch, second):
+    """Two runs claiming figures in one folder at once (issue 23): neither claim is lost (other figures),
+    and of two configurations claiming one figure only the first gets it. The record's read is slowed so
+    that, without the folder lock, both runs read it before either writes (a lost update, or both let through)."""
+    import threading
+    import time
+
+    from reduced_dynamics.cli import figures as cmd
+
+    real = cmd.read_stamps
+
+    def slow_read(out, names):
+        found = real(out, names)
+        time.sleep(0.3)
+        return found
+
+    monkeypatch.setattr(cmd, "read_stamps", slow_read)
+    names = ["bayes_ratio", "risk_vs_L"]
+    errors = []
+
+    def claim(config, fig):
+        try:
+            cmd.claim_figures(tmp_path, config, force=False, names=[fig], all_names=names)
+        except ValueError as exc:
+            errors.append(str(exc))
+
+    threads = [
+        threading.Thread(target=claim, args=({"seed": 0, "quick": True}, "bayes_ratio")),
+        threading.Thread(target=claim, args=({"seed": 1, "quick": True}, second)),
+    ]
+    for t in threads:
+        t.start()
+        time.sleep(0.05)
+    for t in threads:
+        t.join()
+    record = json.loads((tmp_path / cmd.STAMP).read_text())["figures"]
+    if second == "risk_vs_L":
+        assert not errors
+        assert record == {"bayes_ratio": {"seed": 0, "quick": True}, "risk_vs_L": {"seed": 1, "quick": True}}
+    else:
+        assert len(errors) == 1 and "--force" in errors[0]
+        assert record == {"bayes_ratio": {"seed": 0, "quick": True}}
