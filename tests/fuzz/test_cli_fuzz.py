@@ -655,6 +655,14 @@ def _names(line: str, flag: str) -> bool:
     return bool(re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", line)) or f"`{bare}`" in line or f"`{flag}`" in line
 
 
+def _internal_names(line: str) -> list[str]:
+    """The backticked names in an error line that are not a flag (``--x``, ``--x/--y``), a positional
+    argument's metavar or a command: a library parameter (``W``, ``KQ``, ``eta``, ``t_eval``, ...) leaked
+    into what the user reads (issue 23)."""
+    allowed = {m for m, _, _ in POSITIONAL.values()} | set(COMMANDS)
+    return [t for t in re.findall(r"`([^`]+)`", line) if not t.startswith("--") and t not in allowed]
+
+
 def _json_problems(text: str) -> list[str]:
     def no_constant(name):
         raise ValueError(f"{name} in JSON")
@@ -713,7 +721,9 @@ def violations(inv: Invocation, out: Outcome) -> list[str]:
             problems.append(f"exit 2 with {len(err_lines)} stderr lines")
         line = err_lines[-1] if err_lines else ""
         if any(_names(line, f) for f in inv.fuzzed) or any(tok in line for tok in inv.unknown):
-            pass
+            stray = _internal_names(line)
+            if stray:
+                problems.append(f"exit 2 also names internal parameters {stray}, not flags")
         elif any(_names(line, f) for f in command.options):
             problems.append("exit 2 blames a flag the invocation did not change")
         elif re.search(r"`[^`]+`", line):
@@ -956,3 +966,22 @@ def test_forkserver_matches_fresh_interpreter(tmp_path):
                 assert json.loads(a.stdout)["estimators"] == json.loads(b.stdout)["estimators"]
     finally:
         forked.close()
+
+
+@pytest.mark.parametrize(
+    ("line", "ok"),
+    [
+        ("reduced-dynamics train: error: `--resume`: 'c.npz' holds parameters that are not finite", True),
+        ("reduced-dynamics run: error: `--sigma/--sigma-eigs` with `--tasks`: `run` integrates every model", True),
+        ("reduced-dynamics train: error: `--resume` `KQ` must contain only finite values (no NaN/inf)", False),
+        ("reduced-dynamics run: error: `--sigma-eigs` makes `--omega0` or `W` too large", False),
+        ("reduced-dynamics single-head: error: `--d`: the minimum is at the edge of `bracket`", False),
+    ],
+)
+def test_contract_refuses_internal_names_beside_the_flag(line, ok):
+    """The judge itself: an exit-2 line that names the flag but also a library parameter breaks the contract."""
+    flag = line.split("`")[1].split("/")[0]
+    inv = Invocation(command="run", fuzzed={flag})
+    out = Outcome(code=2, signal=None, timeout=False, seconds=0.0, maxrss_kb=0, stdout="", stderr=line + "\n")
+    problems = violations(inv, out)
+    assert (problems == []) is ok, problems
