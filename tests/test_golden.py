@@ -133,28 +133,51 @@ MOVED: dict[str, dict[str, str]] = {
 #: instead of rtol (the path still must be there and be a number).
 MOVED_PATHS: dict[str, dict[str, tuple[float, str]]] = {
     "check_quick_exact_dynamics": {
+        # A2 and A4 themselves are compared at rtol 1e-6; a residual is A/A_closed - 1, so the same tolerance
+        # on A is an absolute 1e-6 on its residual (rtol on a residual near 0 compares rounding noise)
+        "files.check.json.checks[0].data.richardson.a2_residual": (
+            1e-6,
+            "A2/A2_closed - 1 (-5.7e-7): a relative tolerance on it compares the last bits of A2, a Richardson "
+            "extrapolation of exact risks; the BLAS kernel of the CPU moves it by 1.6e-8 absolute (AMD EPYC "
+            "AVX-512 kernels against the recording's Haswell kernels: -5.672e-7 -> -5.830e-7), A2 by 1.6e-8 relative",
+        ),
         "files.check.json.checks[0].data.richardson.a4_residual": (
-            1e-8,
-            "a Richardson-extrapolated residual of size 2.6e-5 that amplifies the last bits of the debiased-GD "
-            "risk a0: the three implementations of that risk are one now (reduced_dynamics.estimation."
-            "closed_forms.gd_risk), which moves a0 by ~1e-13 and this residual by 4.3e-9 absolute; with the "
-            "old a0 formula every Richardson number is bit-identical; the check still passes",
+            1e-6,
+            "A4/A4_closed - 1 (2.6e-5), which amplifies the last bits of the debiased-GD risk a0: the three "
+            "implementations of that risk are one now (reduced_dynamics.estimation.closed_forms.gd_risk), which "
+            "moves a0 by ~1e-13 and this residual by 4.3e-9 absolute; the BLAS kernel of the CPU moves it by "
+            "9.1e-7 absolute (AMD EPYC AVX-512 kernels: -2.623e-5 -> -2.714e-5), A4 by 9.1e-7 relative; the "
+            "check still passes (its bound is 3e-2)",
         ),
     },
 }
 
-#: batch case -> why the stop times of its trajectories that end at a stationary point (recorded status 1)
-#: moved. Those entries of ``t_stop`` are not compared (the statuses, the stop states and the other stop
-#: times are); test_moved_stop_times_are_stationary_events checks the new ones independently of the recording.
-MOVED_STOP_TIMES: dict[str, str] = {
-    "run_n_init_48_batch_radau": (
-        "the batched Radau now follows scipy's Radau step control per trajectory (Jacobian reuse, kept step "
-        "sizes), so its steps differ at the rtol = 1e-7 level; the stationarity event |∇L̃| = 1e-10 is then "
-        "met at another time: near the minimum |∇L̃| ~ 1e-10 is of the size of the solver's own state error "
-        "(atol 1e-10 times the Hessian), so that time is not determined by the flow (it moved from 61-68 to "
-        "61-106); the stop states (at the minimum) agree with the recording to 1e-6"
-    ),
-}
+#: Why a **stationary stop time** is not compared with the recording, in any case: a flow that ends at a
+#: stationary point (status 1) stops when |∇L̃| falls below 1e-10, and near the minimum |∇L̃| ~ 1e-10 is of
+#: the size of the solver's own state error (atol 1e-10 times the Hessian), so the time of that crossing is
+#: not determined by the flow: a change of the last bits of any step moves it. Two such changes are known:
+#: the batched Radau's new step control (case ``run_n_init_48_batch_radau``: 61-68 -> 61-106) and the BLAS
+#: kernel numpy's OpenBLAS picks for the CPU (on an AMD EPYC with AVX-512, against the Haswell kernels of the
+#: recording: ``run_H1`` t = 116.164 -> 116.158, ``run_n_init_8`` t_stop[5] 63.6826 -> 63.6821, while with
+#: ``OPENBLAS_CORETYPE=Haswell`` every case is bit for bit). The stop *states* (at the minimum) are well
+#: determined and are compared as usual; the statuses exactly; the stop times of status 0 (t_end) exactly.
+#: test_stationary_stop_times_are_stationary_events checks each stationary stop independently of the
+#: recording: |∇L̃| there is the threshold 1e-10 (to 1e-3; the event is located to 1e-5), before t_end.
+STATIONARY_STOP_REASON = (
+    "a stationary stop (status 1) is the crossing of |∇L̃| = 1e-10, where |∇L̃| is of the size of the "
+    "solver's state error: its time moves with the last bits of any step (step control, BLAS kernel)"
+)
+
+
+def stationary_stop_cases() -> list[str]:
+    """The cases whose recording has a stationary stop (a status 1, single run or in a batch)."""
+    out = []
+    for name, rec in CLI_BASELINE.items():
+        status = rec.get("json", {}).get("status") if isinstance(rec.get("json"), dict) else None
+        if status == 1 or (isinstance(status, list) and 1 in status):
+            out.append(name)
+    return sorted(out)
+
 
 _SKIP: dict[str, tuple[float, str]] = {}
 
@@ -371,12 +394,17 @@ def compare(expected, actual, path: str, diff: _Diff, key: str | None = None) ->
 
 
 def _drop_moved(label, expected, actual):
-    if label in MOVED_STOP_TIMES and isinstance(expected.get("json"), dict):
+    if isinstance(expected.get("json"), dict):  # stationary stop times (STATIONARY_STOP_REASON)
         e_json, a_json = dict(expected["json"]), dict(actual.get("json") or {})
-        keep = [st != 1 for st in e_json["status"]]
-        for d in (e_json, a_json):
-            if isinstance(d.get("t_stop"), list) and len(d["t_stop"]) == len(keep):
-                d["t_stop"] = [v for v, k in zip(d["t_stop"], keep) if k]
+        status = e_json.get("status")
+        if isinstance(status, list) and 1 in status:
+            keep = [st != 1 for st in status]
+            for d in (e_json, a_json):
+                if isinstance(d.get("t_stop"), list) and len(d["t_stop"]) == len(keep):
+                    d["t_stop"] = [v for v, k in zip(d["t_stop"], keep) if k]
+        elif status == 1 and a_json.get("status") == 1:
+            e_json.pop("t", None)
+            a_json.pop("t", None)
         expected, actual = {**expected, "json": e_json}, {**actual, "json": a_json}
     moved = MOVED.get(label, {})
     if not moved:
@@ -448,25 +476,33 @@ def test_cli_case(case):
 
 @pytest.mark.parametrize("case", sorted(MOVED))
 def test_moved_cases_stop_where_the_theory_says(case):
-    """The moved statuses are right: the run ends at a stationary point (|∇L| below the stationarity
-    threshold 1e-10 of ``integrate``), at a time before t_end, with exit 0."""
+    """The moved statuses are right: the run ends at a stationary point (|∇L| at the stationarity
+    threshold 1e-10 of ``integrate``, to 1e-3: the event is located on the dense output to 1e-5 of |∇L|, so
+    it may be met just above 1e-10), at a time before t_end, with exit 0."""
     actual = record.run_case(CLI_BASELINE[case]["argv"], subprocess_mode=SUBPROCESS)
     out = actual["json"]
     assert actual["exit"] == 0 and out["status"] == 1 and out["success"] is True
-    assert out["grad_norm"] < 1e-10
+    assert out["grad_norm"] == pytest.approx(1e-10, rel=1e-3)  # the event is located to 1e-5 of |∇L|
     assert 0 < out["t"] < CLI_BASELINE[case]["json"].get("t", CLI_BASELINE[case]["json"].get("t_end"))
 
 
-@pytest.mark.parametrize("case", sorted(MOVED_STOP_TIMES))
-def test_moved_stop_times_are_stationary_events(case):
-    """The moved stop times are right: each trajectory of status 1 ends where |∇L| is the stationarity threshold
-    1e-10 of ``integrate`` (to 1e-3), before t_end; the others at t_end."""
+@pytest.mark.parametrize("case", stationary_stop_cases())
+def test_stationary_stop_times_are_stationary_events(case):
+    """Each stationary stop time (not compared with the recording: STATIONARY_STOP_REASON) is right: each
+    trajectory of status 1 ends where |∇L| is the stationarity threshold 1e-10 of ``integrate`` (to 1e-3),
+    before t_end; the others at t_end."""
     recorded = CLI_BASELINE[case]["json"]
     actual = record.run_case(CLI_BASELINE[case]["argv"], subprocess_mode=SUBPROCESS)
     out = actual["json"]
     assert actual["exit"] == 0 and out["status"] == recorded["status"]
-    t_end = recorded["t_end"]
-    for st, t_stop, g in zip(out["status"], out["t_stop"], out["grad_norm"]):
+    if isinstance(out["status"], list):
+        t_end = recorded["t_end"]
+        stops = zip(out["status"], out["t_stop"], out["grad_norm"])
+    else:
+        argv = CLI_BASELINE[case]["argv"]
+        t_end = float(argv[argv.index("--t-end") + 1]) if "--t-end" in argv else 1e5  # run's default --t-end
+        stops = [(out["status"], out["t"], out["grad_norm"])]
+    for st, t_stop, g in stops:
         if st == 1:
             assert 0 < t_stop < t_end and g == pytest.approx(1e-10, rel=1e-3)
         else:
