@@ -297,7 +297,7 @@ def check_scheduler(scheduler) -> str | None:
     ValueError
         Naming ``scheduler`` and the schemes.
     """
-    if scheduler is None or scheduler == "local":
+    if scheduler is None or (isinstance(scheduler, str) and scheduler == "local"):
         return scheduler
     scheme, sep, rest = scheduler.partition("://") if isinstance(scheduler, str) else ("", "", "")
     if not sep or scheme not in SCHEDULER_SCHEMES or not rest.strip() or any(c.isspace() for c in scheduler):
@@ -322,7 +322,7 @@ def make_executor(*, workers=None, scheduler=None) -> Executor:
     -------
     Executor
     """
-    if scheduler is not None:
+    n = _check_workers(workers)  # before a cluster is started
+    if check_scheduler(scheduler) is not None:
         return DaskExecutor(scheduler, workers)
-    n = _check_workers(workers)
     return SerialExecutor() if n == 1 else LocalExecutor(n)
