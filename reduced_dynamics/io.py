@@ -162,7 +162,8 @@ def atomic_write_text(path, text: str, *, name: str = "path") -> Path:
     """Write ``text`` (UTF-8) to ``path`` atomically (``name``: as in :func:`atomic_write_bytes`)."""
     if not isinstance(text, str):
         raise TypeError(f"`text` must be a str, got {type(text).__name__}")
-    return atomic_write_bytes(path, text.encode("utf-8", errors="surrogateescape"), name=name)
+    path = check_path(name, path, kind="new")
+    return atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def to_jsonable(obj: Any) -> Any:

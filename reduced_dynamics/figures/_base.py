@@ -73,7 +73,7 @@ def load_data(path) -> FigureData:
     ValueError
         Naming ``path``: a missing or non-regular file (a folder, a named pipe, a device), a file that
         is not an ``.npz`` of numeric or text arrays, a member whose header declares more than
-        :data:`reduced_dynamics.io.NPY_MAX_BYTES` bytes or more data than the file holds.
+        ``reduced_dynamics.io.NPY_MAX_BYTES`` bytes or more data than the file holds.
     """
     from reduced_dynamics._validation import check_path
 

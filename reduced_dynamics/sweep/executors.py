@@ -56,6 +56,8 @@ class Executor:
     workers: int = 1
     #: short description (``"local:2"``, ``"dask:tcp://..."``)
     name: str = "executor"
+    #: True once :meth:`close` or :meth:`terminate` released workers that cannot take new tasks
+    closed: bool = False
 
     def submit(self, fn, /, *args):  # pragma: no cover - interface
         """Schedule ``fn(*args)``; return a future with ``result()``."""
@@ -193,6 +195,7 @@ class LocalExecutor(Executor):
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+        self.closed = True
 
     def terminate(self) -> None:
         """Stop now: kill the worker processes (their points are lost, as in a killed sweep) and drop the pool."""
@@ -200,6 +203,7 @@ class LocalExecutor(Executor):
             with contextlib.suppress(OSError):
                 proc.kill()
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self.closed = True
 
 
 def _check_workers(workers) -> int:
@@ -280,6 +284,7 @@ class DaskExecutor(Executor):
         self.client.close()
         if self.cluster is not None:
             self.cluster.close()
+        self.closed = True
 
 
 #: the address schemes of dask.distributed's communication layer

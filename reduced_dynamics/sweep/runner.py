@@ -333,11 +333,17 @@ def run_sweep(
         check_bool(k, v) for k, v in (("quick", quick), ("retry_failed", retry_failed), ("force", force))
     )
     check_path("out", out, kind="out")
+    if isinstance(executor, type):  # the class: its methods are callable, but unbound
+        raise TypeError(
+            f"`executor` must be an Executor instance (e.g. LocalExecutor(2)), got the class {executor.__name__}"
+        )
     if executor is not None and not all(callable(getattr(executor, a, None)) for a in ("submit", "as_completed")):
         raise TypeError(
             f"`executor` must be an Executor (reduced_dynamics.sweep.LocalExecutor, DaskExecutor, ...), "
             f"got {type(executor).__name__}"
         )
+    if executor is not None and getattr(executor, "closed", False) is True:
+        raise ValueError(f"`executor` {getattr(executor, 'name', type(executor).__name__)} is closed: pass an open one")
     if progress is not None and not callable(progress):
         raise TypeError(f"`progress` must be callable or None, got {type(progress).__name__}")
     plan = spec if isinstance(spec, SweepPlan) else plan_sweep(spec, quick=quick)

@@ -275,7 +275,7 @@ class Store:
             raise TypeError(f"`manifest` must be a dict, got {type(manifest).__name__}")
         text = json.dumps(to_jsonable(manifest), indent=1, allow_nan=False)  # to_jsonable: TypeError naming `obj`
         check_path("root", self.root, kind="out")
-        atomic_write_bytes(path, (text + "\n").encode(), name="root")
+        atomic_write_bytes(path, (text + "\n").encode())
         return path
 
     def manifests(self) -> dict[str, dict]:

@@ -193,7 +193,7 @@ ENTRIES_SWEEP = [
         1,
         older_than=3600.0,
     ),  # fmt: skip
-    E("sweep.Store.put", lambda outcome: sweep.Store("put").put(INV, outcome), 1, outcome={"exit_code": 2}),
+    E("sweep.Store.put", lambda outcome: sweep.Store(BASE / "put").put(INV, outcome), 1, outcome={"exit_code": 2}),
     E("sweep.write_table", table.write_table, 1, paths=("out",), out=SWEEP, parquet=False),
     E("sweep.load_table", table.load_table, 1, paths=("out",), out=SWEEP, status="done"),
     E("sweep.table_rows", table.table_rows, 1, records=RUN and sweep.Store(SWEEP).records()),

@@ -6,7 +6,21 @@ import numpy as np
 import pytest
 
 from reduced_dynamics import io as rio
-from reduced_dynamics._validation import check_bool, check_path
+
+
+@pytest.fixture
+def no_hang():
+    """Fail (TimeoutError) instead of hanging when a call blocks on a named pipe for 10 s."""
+    import signal
+
+    def fire(signum, frame):
+        raise TimeoutError("blocked on the named pipe")
+
+    old = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, 10)
+    yield
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGALRM, old)
 
 
 def _huge_npy() -> bytes:
@@ -81,13 +95,15 @@ def test_read_npz_refuses_a_huge_header_before_allocating(tmp_path):
         rio.read_npz(tmp_path / "huge.npz", name="source")
 
 
-def test_read_npz_refuses_a_named_pipe_without_blocking(tmp_path):
+def test_read_npz_refuses_a_named_pipe_without_blocking(tmp_path, no_hang):
     os.mkfifo(tmp_path / "pipe.npz")
     with pytest.raises(ValueError, match="`source` must be a regular file.*a named pipe"):
         rio.read_npz(tmp_path / "pipe.npz", name="source")
 
 
 def test_check_path_and_check_bool():
+    from reduced_dynamics._validation import check_bool, check_path
+
     with pytest.raises(TypeError, match="`out`"):
         check_path("out", b"bytes")
     with pytest.raises(ValueError, match="`out`.*empty"):

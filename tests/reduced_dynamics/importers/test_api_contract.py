@@ -14,6 +14,21 @@ _HEADER += " " * ((-(10 + len(_HEADER) + 1)) % 64) + "\n"
 HUGE = b"\x93NUMPY\x01\x00" + len(_HEADER).to_bytes(2, "little") + _HEADER.encode("latin1")
 
 
+@pytest.fixture
+def no_hang():
+    """Fail (TimeoutError) instead of hanging when a call blocks on a named pipe for 10 s."""
+    import signal
+
+    def fire(signum, frame):
+        raise TimeoutError("blocked on the named pipe")
+
+    old = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, 10)
+    yield
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGALRM, old)
+
+
 @pytest.fixture(scope="module")
 def arrays():
     from reduced_dynamics.model.attention import AttentionModel
@@ -31,7 +46,7 @@ def test_read_arrays_refuses_a_huge_header_before_allocating(tmp_path):
         load(tmp_path / "m.npz")
 
 
-def test_read_arrays_and_load_refuse_a_named_pipe_and_a_wrong_type(tmp_path):
+def test_read_arrays_and_load_refuse_a_named_pipe_and_a_wrong_type(tmp_path, no_hang):
     os.mkfifo(tmp_path / "m.npz")
     with pytest.raises(CheckpointError, match="`source` must be a regular file.*a named pipe"):
         load(tmp_path / "m.npz")

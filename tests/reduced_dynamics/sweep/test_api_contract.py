@@ -94,3 +94,13 @@ def test_load_spec_names_quick_and_a_missing_command(tmp_path):
         sweep.load_spec(tiny_spec(), quick=np.array([1, 2]))
     with pytest.raises(ValueError, match="`spec` has no `command`"):
         sweep.plan_sweep({})
+
+
+def test_run_sweep_refuses_an_executor_class_and_a_closed_executor(tmp_path):
+    with pytest.raises(TypeError, match="`executor` must be an Executor instance"):  # was TypeError / AttributeError
+        sweep.run_sweep(tiny_spec(), out=tmp_path, executor=sweep.LocalExecutor)  # from inside the sweep
+    ex = sweep.LocalExecutor(1)
+    ex.close()
+    with pytest.raises(ValueError, match="`executor` local:1 is closed"):  # was "cannot schedule new futures"
+        sweep.run_sweep(tiny_spec(), out=tmp_path, executor=ex)
+    assert not (tmp_path / "points").exists()
