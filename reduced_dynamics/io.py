@@ -332,8 +332,8 @@ def read_npz(path, *, name: str, scalars: bool = True) -> dict:
     """The arrays of the ``.npz`` file ``path``, each member's header checked before anything is read.
 
     Like :func:`read_npy`: a numeric, boolean or text dtype (no objects, so no pickle), at most
-    :data:`NPY_MAX_BYTES` bytes per member and no more than the member holds. ``scalars``: 0-d
-    arrays become Python scalars. Errors are one ``ValueError`` naming ``name``.
+    :data:`NPY_MAX_BYTES` bytes of data in all and no member declaring more than it holds.
+    ``scalars``: 0-d arrays become Python scalars. Errors are one ``ValueError`` naming ``name``.
     """
     import zipfile
 
@@ -343,6 +343,7 @@ def read_npz(path, *, name: str, scalars: bool = True) -> dict:
     try:
         with zipfile.ZipFile(path) as zf:
             infos = [i for i in zf.infolist() if i.filename.endswith(".npy")]
+            total = 0
             for info in infos:  # every header first: nothing is allocated for a file that is refused
                 with zf.open(info) as fh:
                     version = fmt.read_magic(fh)
@@ -351,13 +352,18 @@ def read_npz(path, *, name: str, scalars: bool = True) -> dict:
                     if dtype.hasobject or dtype.kind not in "biufcUS":
                         raise ValueError(f"member {info.filename!r} holds objects (dtype {dtype}), which are not read")
                     nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
-                    if nbytes > NPY_MAX_BYTES or nbytes > info.file_size:
+                    total += nbytes
+                    if total > NPY_MAX_BYTES or nbytes > info.file_size:
                         raise ValueError(
                             f"member {info.filename!r} declares {nbytes} bytes of data (shape {tuple(shape)}), "
-                            f"more than {'the file holds' if nbytes <= NPY_MAX_BYTES else NPY_MAX_BYTES}"
+                            f"more than {'the file holds' if total <= NPY_MAX_BYTES else NPY_MAX_BYTES}"
                         )
+        out = {}
         with np.load(path, allow_pickle=False) as z:
-            return {k: (z[k].item() if scalars and z[k].ndim == 0 else z[k]) for k in z.files}
+            for k in z.files:
+                a = z[k]
+                out[k] = a.item() if scalars and a.ndim == 0 else a
+        return out
     except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError, SyntaxError) as exc:
         why = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ValueError(f"`{name}` is not a readable .npz file: {where!r} ({why})") from None

@@ -5,6 +5,11 @@ each lists its public callables as :class:`Entry` objects (a valid baseline call
 fuzz) and gets its tests from :func:`make_suite`. The contract of a call with one argument replaced by a
 hostile value: a result whose every number is finite, or a ``ValueError`` / ``TypeError`` naming a
 parameter; no ``RuntimeWarning``, a few seconds at most, no allocation beyond a memory limit.
+
+An entry's ``paths`` (its file and folder arguments) also meet :func:`hostile_paths` (wrong types, a
+missing file, a folder, a named pipe, ``/dev/null``, huge-header and truncated ``.npy``/``.npz`` files,
+wrong formats, a name with a newline), and its calls run in a fresh temporary working folder; an entry
+without ``paths`` is called exactly as before (``tests/fuzz/test_fuzz_api_files.py`` uses them).
 """
 
 from __future__ import annotations
