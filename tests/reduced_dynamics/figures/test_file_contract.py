@@ -83,4 +83,3 @@ def test_plot_functions_name_data(name):
         plot(1.0)
     with pytest.raises(ValueError, match="`data` of plot_.* has no key"):  # was KeyError
         plot({})
-
