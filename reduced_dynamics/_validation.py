@@ -22,6 +22,8 @@ __all__ = [
     "check_finite_array",
     "check_heads_pair",
     "check_problem",
+    "check_bool",
+    "check_path",
 ]
 
 
@@ -140,3 +142,103 @@ def check_problem(d, L, sigma2) -> tuple[int, int, float]:
         check_positive_int("L", L),
         check_nonnegative_float("sigma2", sigma2),
     )
+
+
+def check_bool(name: str, value) -> bool:
+    """Return ``value`` as ``bool`` if it is a bool (``True``/``False``, a numpy bool, or the integers 0 and 1).
+
+    A flag of another type (a string, an array, ``None``, ``2.5``) is refused with a ``TypeError``
+    naming ``name`` instead of being read by its truth value (``"no"`` would mean yes).
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if _is_int(value) and value in (0, 1):
+        return bool(value)
+    raise TypeError(f"`{name}` must be True or False, got {value!r}")
+
+
+def check_path(name: str, value, *, kind: str | None = None):
+    """Return ``value`` as a :class:`pathlib.Path` if it is a ``str`` or ``os.PathLike`` path.
+
+    Parameters
+    ----------
+    name : str
+        The parameter named in errors.
+    value : str or os.PathLike
+        The path. Not bytes, not an integer (``os.stat(7)`` would read file descriptor 7), not empty,
+        no NUL character.
+    kind : {None, "file", "dir", "new", "out"}
+        ``"file"``: must exist and be a regular file (after links), so that reading it cannot block
+        (a named pipe) or read a device; ``"dir"``: must exist and be a folder; ``"new"``: a file to
+        write, which must not be a folder and whose nearest existing ancestor must be a folder;
+        ``"out"``: a folder to write into (created by the caller if missing): a folder, or missing
+        with a folder as its nearest existing ancestor.
+
+    Raises
+    ------
+    TypeError
+        Not a ``str`` / ``os.PathLike`` (naming ``name``).
+    ValueError
+        Empty, a NUL character, or not of ``kind`` (naming ``name`` and the path).
+    """
+    import os
+    import stat
+    from pathlib import Path
+
+    if isinstance(value, (str, os.PathLike)):
+        try:
+            raw = os.fspath(value)
+        except TypeError:
+            raw = None
+        if isinstance(raw, str):
+            if not raw or "\0" in raw:
+                why = "empty" if not raw else "a NUL character"
+                raise ValueError(f"`{name}` must be a path, got {value!r} ({why})")
+            path = Path(raw)
+        else:
+            raise TypeError(f"`{name}` must be a path (str or os.PathLike of str), got {type(value).__name__}")
+    else:
+        raise TypeError(f"`{name}` must be a path (str or os.PathLike), got {type(value).__name__} {value!r:.60}")
+    if kind is None:
+        return path
+    if kind not in ("file", "dir", "new", "out"):
+        raise ValueError(f"`kind` must be None, 'file', 'dir', 'new' or 'out', got {kind!r}")
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):  # missing, or under a file: the ancestors' check says which
+        mode = None
+    except (OSError, ValueError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise ValueError(f"`{name}`: cannot use {str(path)!r} ({why})") from None
+    if kind in ("new", "out"):
+        what = "a file to write" if kind == "new" else "a folder to write into"
+        if kind == "new" and mode is not None and stat.S_ISDIR(mode):
+            raise ValueError(f"`{name}` must be {what}, got {str(path)!r}, a folder")
+        if kind == "out" and mode is not None and not stat.S_ISDIR(mode):
+            raise ValueError(f"`{name}` must be {what}, got {str(path)!r}, {_kind_of(mode)}")
+        parent = next((p for p in path.absolute().parents if os.path.lexists(p)), None)
+        if mode is None and parent is not None and not parent.is_dir():
+            raise ValueError(f"`{name}` must be {what}, got {str(path)!r}: {str(parent)!r} is not a folder")
+        return path
+    if mode is None:
+        raise ValueError(f"`{name}` {'file' if kind == 'file' else 'folder'} not found: {str(path)!r}")
+    if kind == "dir" and not stat.S_ISDIR(mode):
+        raise ValueError(f"`{name}` must be a folder, got {str(path)!r}, {_kind_of(mode)}")
+    if kind == "file" and not stat.S_ISREG(mode):
+        raise ValueError(f"`{name}` must be a regular file, got {str(path)!r}, {_kind_of(mode)}")
+    return path
+
+
+def _kind_of(mode: int) -> str:
+    """What a ``stat`` mode is, in words (for error messages)."""
+    import stat
+
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISREG(mode):
+        return "a regular file"
+    return "not a regular file"

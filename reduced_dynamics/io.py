@@ -12,10 +12,13 @@ import math
 import os
 import re
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from reduced_dynamics._validation import check_path
 
 __all__ = [
     "output_stem",
@@ -26,6 +29,7 @@ __all__ = [
     "folder_lock",
     "to_jsonable",
     "read_npy",
+    "read_npz",
     "NPY_MAX_BYTES",
 ]
 
@@ -86,10 +90,14 @@ def output_stem(prefix: str, fields: dict) -> str:
     TypeError
         A value that is not a number, a name or a list of numbers.
     """
+    if not isinstance(prefix, str) or not prefix:
+        raise TypeError(f"`prefix` must be a non-empty string, got {prefix!r:.60}")
+    if not isinstance(fields, Mapping):
+        raise TypeError(f"`fields` must be a mapping of name -> value, got {type(fields).__name__}")
     parts = [prefix]
     for key, value in fields.items():
-        if not _KEY.match(key):
-            raise ValueError(f"output-name keys must be alphanumeric, got {key!r}")
+        if not isinstance(key, str) or not _KEY.match(key):
+            raise ValueError(f"`fields` keys must be alphanumeric names, got {key!r}")
         parts.append(key + _stem_value(key, value))
     stem = "_".join(parts)
     if len(stem) <= MAX_STEM:
@@ -115,13 +123,17 @@ def _current_umask() -> int:
     return umask
 
 
-def atomic_write_bytes(path, data: bytes) -> Path:
+def atomic_write_bytes(path, data: bytes, *, name: str = "path") -> Path:
     """Write ``data`` to ``path`` atomically (temp file in the same folder, fsync, ``os.replace``).
 
     The folder is created if needed and fsynced after the rename (best effort), so
     a completed write survives a crash; an interrupted one leaves no temporary file.
+    ``name`` is the parameter named in errors (a path of the wrong type, a folder where
+    the file should be, a parent that is not a folder).
     """
-    path = Path(path)
+    path = check_path(name, path, kind="new")
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"`data` must be bytes, got {type(data).__name__}")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -147,15 +159,24 @@ def atomic_write_bytes(path, data: bytes) -> Path:
     return path
 
 
-def atomic_write_text(path, text: str) -> Path:
-    """Write ``text`` (UTF-8) to ``path`` atomically."""
+def atomic_write_text(path, text: str, *, name: str = "path") -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically (``name``: as in :func:`atomic_write_bytes`)."""
+    if not isinstance(text, str):
+        raise TypeError(f"`text` must be a str, got {type(text).__name__}")
+    path = check_path(name, path, kind="new")
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def to_jsonable(obj: Any) -> Any:
     """Convert numpy scalars/arrays (recursively) into JSON-serialisable objects.
 
-    Non-finite floats become ``None`` so that the output is strict JSON.
+    Non-finite floats become ``None`` so that the output is strict JSON. Strings,
+    ``None`` and numbers pass; anything else (a complex number, an object) is refused.
+
+    Raises
+    ------
+    TypeError
+        Naming ``obj``: a value JSON cannot hold.
     """
     if isinstance(obj, dict):
         return {str(k): to_jsonable(v) for k, v in obj.items()}
@@ -175,18 +196,38 @@ def to_jsonable(obj: Any) -> Any:
     if isinstance(obj, (np.floating, float)):
         f = float(obj)
         return f if np.isfinite(f) else None
-    return obj
+    if obj is None or isinstance(obj, (str, int)):
+        return obj
+    raise TypeError(f"`obj` holds a {type(obj).__name__} ({obj!r:.60}), which JSON cannot hold")
 
 
-def atomic_write_json(path, obj: Any, *, indent: int | None = 2) -> Path:
-    """Serialise ``obj`` (numpy-aware) to JSON and write it atomically."""
-    return atomic_write_text(path, json.dumps(to_jsonable(obj), indent=indent) + "\n")
+def atomic_write_json(path, obj: Any, *, indent: int | None = 2, name: str = "path") -> Path:
+    """Serialise ``obj`` (numpy-aware, :func:`to_jsonable`) to JSON and write it atomically.
+
+    ``indent``: None or an integer in [0, 16]; ``name``: as in :func:`atomic_write_bytes`.
+    """
+    if indent is not None and (isinstance(indent, bool) or not isinstance(indent, int) or not 0 <= indent <= 16):
+        raise ValueError(f"`indent` must be None or an integer in [0, 16], got {indent!r:.60}")
+    path = check_path(name, path, kind="new")
+    return atomic_write_text(path, json.dumps(to_jsonable(obj), indent=indent) + "\n", name=name)
 
 
 def atomic_savez(path, **arrays) -> Path:
-    """``numpy.savez_compressed`` to ``path`` atomically."""
+    """``numpy.savez_compressed`` to ``path`` atomically.
+
+    Each array must be numeric, boolean or text: an object array (which numpy would pickle, and
+    which a reader with ``allow_pickle=False`` refuses) raises ``TypeError`` naming its key.
+    """
     import io as _io
 
+    path = check_path("path", path, kind="new")
+    for key, value in arrays.items():
+        try:
+            kind = np.asarray(value).dtype.kind
+        except (TypeError, ValueError):
+            kind = "O"
+        if kind not in "biufcUS":
+            raise TypeError(f"`{key}` must be an array of numbers or strings to save, got {value!r:.60}")
     buf = _io.BytesIO()
     np.savez_compressed(buf, **arrays)
     return atomic_write_bytes(path, buf.getvalue())
@@ -256,6 +297,17 @@ def read_npy(path, *, name: str, shape: tuple | None = None, max_bytes: int = NP
     """
     import stat
 
+    from reduced_dynamics._validation import check_positive_int
+
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"`name` must be a non-empty string, got {name!r:.60}")
+    path = check_path(name, path)
+    if shape is not None:
+        if not isinstance(shape, (tuple, list)) or not all(
+            isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 0 for n in shape
+        ):
+            raise ValueError(f"`shape` must be None or a tuple of non-negative integers, got {shape!r:.60}")
+    max_bytes = check_positive_int("max_bytes", max_bytes)
     fmt = np.lib.format
     where = str(path)
     try:
@@ -302,6 +354,47 @@ def read_npy(path, *, name: str, shape: tuple | None = None, max_bytes: int = NP
         raise ValueError(f"`{name}`: cannot read {where!r} as a .npy array ({why})") from None
     arr = data.reshape(dshape, order="F" if fortran else "C")
     return np.array(arr, dtype=np.float64, order="C")
+
+
+def read_npz(path, *, name: str, scalars: bool = True) -> dict:
+    """The arrays of the ``.npz`` file ``path``, each member's header checked before anything is read.
+
+    Like :func:`read_npy`: a numeric, boolean or text dtype (no objects, so no pickle), at most
+    :data:`NPY_MAX_BYTES` bytes of data in all and no member declaring more than it holds.
+    ``scalars``: 0-d arrays become Python scalars. Errors are one ``ValueError`` naming ``name``.
+    """
+    import zipfile
+
+    path = check_path(name, path, kind="file")
+    fmt = np.lib.format
+    where = str(path)
+    try:
+        with zipfile.ZipFile(path) as zf:
+            infos = [i for i in zf.infolist() if i.filename.endswith(".npy")]
+            total = 0
+            for info in infos:  # every header first: nothing is allocated for a file that is refused
+                with zf.open(info) as fh:
+                    version = fmt.read_magic(fh)
+                    read = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+                    shape, _fortran, dtype = read(fh, max_header_size=10_000)
+                    if dtype.hasobject or dtype.kind not in "biufcUS":
+                        raise ValueError(f"member {info.filename!r} holds objects (dtype {dtype}), which are not read")
+                    nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
+                    total += nbytes
+                    if total > NPY_MAX_BYTES or nbytes > info.file_size:
+                        raise ValueError(
+                            f"member {info.filename!r} declares {nbytes} bytes of data (shape {tuple(shape)}), "
+                            f"more than {'the file holds' if total <= NPY_MAX_BYTES else NPY_MAX_BYTES}"
+                        )
+        out = {}
+        with np.load(path, allow_pickle=False) as z:
+            for k in z.files:
+                a = z[k]
+                out[k] = a.item() if scalars and a.ndim == 0 else a
+        return out
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError, SyntaxError) as exc:
+        why = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"`{name}` is not a readable .npz file: {where!r} ({why})") from None
 
 
 class _NpyRefusal(Exception):

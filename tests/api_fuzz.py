@@ -5,6 +5,11 @@ each lists its public callables as :class:`Entry` objects (a valid baseline call
 fuzz) and gets its tests from :func:`make_suite`. The contract of a call with one argument replaced by a
 hostile value: a result whose every number is finite, or a ``ValueError`` / ``TypeError`` naming a
 parameter; no ``RuntimeWarning``, a few seconds at most, no allocation beyond a memory limit.
+
+An entry's ``paths`` (its file and folder arguments) also meet :func:`hostile_paths` (wrong types, a
+missing file, a folder, a named pipe, ``/dev/null``, huge-header and truncated ``.npy``/``.npz`` files,
+wrong formats, a name with a newline), and its calls run in a fresh temporary working folder; an entry
+without ``paths`` is called exactly as before (``tests/fuzz/test_fuzz_api_files.py`` uses them).
 """
 
 from __future__ import annotations
@@ -77,6 +82,9 @@ class Entry:
     args: dict  # name -> baseline value, in call order; the first `n_pos` are passed positionally
     n_pos: int
     fuzz: tuple
+    #: arguments that are file or folder paths: they also meet :func:`hostile_paths`, and every call of
+    #: the entry runs with a fresh temporary folder as its working directory (a relative "x" lands there)
+    paths: tuple = ()
 
     def call(self, name, value):
         vals = dict(self.args)
@@ -85,8 +93,66 @@ class Entry:
         return self.fn(*[v for _, v in items[: self.n_pos]], **dict(items[self.n_pos :]))
 
 
-def E(name, fn, n_pos, fuzz=None, **args):
-    return Entry(name, fn, args, n_pos, tuple(fuzz or args))
+def E(name, fn, n_pos, fuzz=None, paths=(), **args):
+    return Entry(name, fn, args, n_pos, tuple(fuzz or args), tuple(paths))
+
+
+#: a .npy header claiming 100000 x 100000 float64 (80 GB) in a file of about 130 bytes
+_HUGE_NPY_HEADER = "{'descr': '<f8', 'fortran_order': False, 'shape': (100000, 100000), }"
+
+
+def _npy_bytes(header: str, data: bytes = b"") -> bytes:
+    header = header + " " * ((-(10 + len(header) + 1)) % 64) + "\n"
+    return b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode("latin1") + data
+
+
+def hostile_paths(tmpdir) -> list:
+    """Hostile values of a path argument, the files made in ``tmpdir`` (a fresh folder per caller).
+
+    Paths of the wrong type (int, list, None, bytes), a missing file, a folder, a named pipe, a link
+    to ``/dev/null``, ``.npy``/``.npz`` files whose header declares 100000 x 100000 float64 in a few
+    hundred bytes, truncated ``.npy``/``.npz``/``.json`` files, files of the wrong format under each
+    suffix the package reads (``.npy``, ``.npz``, ``.json``, ``.toml``, ``.pt``, ``.safetensors``)
+    and a name with a newline. The link to ``/dev/null`` (not the device itself) keeps a writer
+    that replaces its target atomically away from the system's ``/dev/null``.
+    """
+    import io
+    import os
+    import zipfile
+    from pathlib import Path
+
+    d = Path(tmpdir)
+    d.mkdir(parents=True, exist_ok=True)
+    out: list = [7, ["a.npz"], None, b"a.npz", d / "missing.npz", d / "missing" / "deeper.npy"]
+    folder = d / "folder.npz"
+    folder.mkdir(exist_ok=True)
+    fifo = d / "fifo.npz"
+    if not fifo.exists():
+        os.mkfifo(fifo)
+    null = d / "devnull.npy"
+    if not null.is_symlink():
+        null.symlink_to(os.devnull)
+    huge = _npy_bytes(_HUGE_NPY_HEADER)
+    (d / "huge.npy").write_bytes(huge)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("a.npy", huge)
+        z.writestr("arr_0.npy", huge)
+    (d / "huge.npz").write_bytes(buf.getvalue())
+    good = io.BytesIO()
+    np.savez(good, a=np.arange(64.0), b=np.ones((4, 4)))
+    (d / "truncated.npz").write_bytes(good.getvalue()[: len(good.getvalue()) // 2])
+    one = io.BytesIO()
+    np.save(one, np.arange(64.0))
+    (d / "truncated.npy").write_bytes(one.getvalue()[:100])
+    (d / "truncated.json").write_text('{"format": 1, "key": "ab')
+    for suffix in (".npy", ".npz", ".json", ".toml", ".pt", ".safetensors"):
+        (d / f"wrong{suffix}").write_bytes(b"\x00\xffnot a file of this format [[[\n")
+    (d / "name\nwith newline.npz").write_bytes(good.getvalue())
+    paths = [folder, fifo, null, d / "huge.npy", d / "huge.npz", d / "truncated.npz", d / "truncated.npy"]
+    paths += [d / "truncated.json"] + [d / f"wrong{s}" for s in (".npy", ".npz", ".json", ".toml", ".pt")]
+    paths += [d / "wrong.safetensors", d / "name\nwith newline.npz"]
+    return out + paths + [str(p) for p in paths[:3]]
 
 
 class _Timeout(Exception):
@@ -208,12 +274,32 @@ HOSTILE += [np.array([1e200, -1e200]), [[0.1, -0.1], [0.2, -0.2], [0.3, -0.3]], 
 HOSTILE += EXTREME_SETTINGS
 
 
-def make_suite(entries, record=None):
-    """The two tests over ``entries``: random draws (:data:`VALUES`) and every value of :data:`HOSTILE`.
+def make_suite(entries, record=None, *, wall_timeout: float = 60.0, extra=()):
+    """The two tests over ``entries``: random draws (:data:`VALUES`) and every value of :data:`HOSTILE`
+    (and of :func:`hostile_paths` for an entry's ``paths``).
 
     With a list ``record`` the tests append ``(entry, argument, value, verdict)`` instead of asserting.
+    ``wall_timeout``: the wall-time budget of one call (:func:`verdict`); ``extra``: hostile values every
+    fuzzable argument meets besides :data:`HOSTILE`.
     """
+    hostile = [*HOSTILE, *extra]
     by_name = {e.name: e for e in entries}
+
+    def in_tmp(entry, fn):
+        """Call ``fn(tmpdir)`` in a fresh temporary working folder if ``entry`` has path arguments."""
+        if not entry.paths:
+            return fn(None)
+        import os
+        import shutil
+        import tempfile
+
+        tmp, cwd = tempfile.mkdtemp(prefix="api-fuzz-"), os.getcwd()
+        try:
+            os.chdir(tmp)
+            return fn(tmp)
+        finally:
+            os.chdir(cwd)
+            shutil.rmtree(tmp, ignore_errors=True)
 
     @pytest.mark.parametrize("entry_name", [e.name for e in entries])
     def test_api_fuzz(entry_name):
@@ -224,7 +310,7 @@ def make_suite(entries, record=None):
         @given(st.tuples(st.sampled_from(entry.fuzz), VALUES))
         def run(case):
             name, value = case
-            out = verdict(entry, name, value)
+            out = in_tmp(entry, lambda _tmp: verdict(entry, name, value, wall_timeout=wall_timeout))
             if record is not None:
                 record.append((entry_name, name, repr(value)[:60], out))
             else:
@@ -237,27 +323,46 @@ def make_suite(entries, record=None):
         """Every fuzzable argument meets every value of HOSTILE: finite result or a clear, named error."""
         entry = by_name[entry_name]
         bad = []
-        for name in entry.fuzz:
-            for value in HOSTILE:
-                out = verdict(entry, name, value)
-                if record is not None:
-                    record.append((entry_name, name, repr(value)[:60], out))
-                elif out != "ok":
-                    bad.append(f"{name}={value!r}: {out}")
+
+        def one(name, value):
+            out = verdict(entry, name, value, wall_timeout=wall_timeout)
+            if record is not None:
+                record.append((entry_name, name, repr(value)[:60], out))
+            elif out != "ok":
+                bad.append(f"{name}={value!r}: {out}")
+
+        def all_values(tmp):
+            import os
+
+            for name in entry.fuzz:
+                for value in hostile:
+                    one(name, value)
+            for name in entry.paths:  # each path argument meets every hostile path (fresh files each)
+                for value in hostile_paths(os.path.join(tmp, f"hostile-{name}")):
+                    one(name, value)
+
+        in_tmp(entry, all_values)
         assert not bad, f"{entry_name}: " + "; ".join(bad)
 
     return test_api_fuzz, test_api_hostile_values
 
 
-def count(entries) -> int:
-    """Run both tests over ``entries`` in recording mode and print the calls tried and misbehaving."""
+def count(entries, group=None, *, wall_timeout: float = 60.0, extra=()) -> int:
+    """Run both tests over ``entries`` in recording mode and print the calls tried and misbehaving.
+
+    With ``group`` (entry name -> group name, e.g. the subpackage) the two numbers are also printed per group.
+    """
     record = []
-    fuzz, hostile = make_suite(entries, record)
+    fuzz, hostile = make_suite(entries, record, wall_timeout=wall_timeout, extra=extra)
     for e in entries:
         fuzz(e.name)
         hostile(e.name)
     bad = [r for r in record if r[3] != "ok"]
     print(f"calls tried: {len(record)}, misbehaved: {len(bad)}")
+    if group is not None:
+        tried, failed = Counter(group(r[0]) for r in record), Counter(group(r[0]) for r in bad)
+        for g in tried:
+            print(f"  {g}: calls tried {tried[g]}, misbehaved {failed[g]}")
     print(Counter(r[0] for r in bad))
     for r in bad:
         print(" ", *r)

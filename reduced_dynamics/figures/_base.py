@@ -45,7 +45,12 @@ class FigureData(FrozenResult, Mapping):
 
 def save_data(path, data: Mapping) -> Path:
     """Write ``data`` (a mapping of arrays and scalars) atomically to the ``.npz`` file ``path``."""
-    return atomic_savez(Path(path), **{k: np.asarray(v) for k, v in data.items()})
+    from reduced_dynamics._validation import check_path
+
+    path = check_path("path", path, kind="new")
+    if not isinstance(data, Mapping):
+        raise TypeError(f"`data` must be a mapping of name -> array, got {type(data).__name__}")
+    return atomic_savez(path, **{k: np.asarray(v) for k, v in data.items()})
 
 
 def load_data(path) -> FigureData:
@@ -60,8 +65,19 @@ def load_data(path) -> FigureData:
     -------
     FigureData
         Named after the file's stem.
+
+    Raises
+    ------
+    TypeError
+        ``path`` not a path.
+    ValueError
+        Naming ``path``: a missing or non-regular file (a folder, a named pipe, a device), a file that
+        is not an ``.npz`` of numeric or text arrays, a member whose header declares more than
+        ``reduced_dynamics.io.NPY_MAX_BYTES`` bytes or more data than the file holds.
     """
-    path = Path(path)
-    with np.load(path, allow_pickle=False) as z:
-        arrays = {k: (z[k].item() if z[k].ndim == 0 else z[k]) for k in z.files}
-    return FigureData(path.stem, arrays)
+    from reduced_dynamics._validation import check_path
+
+    path = check_path("path", path, kind="file")
+    from reduced_dynamics.io import read_npz
+
+    return FigureData(path.stem, read_npz(path, name="path"))

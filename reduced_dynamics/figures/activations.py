@@ -34,7 +34,7 @@ from reduced_dynamics.activation_dynamics.flow import (
 from reduced_dynamics.figures._base import FigureData
 from reduced_dynamics.flow import integrate
 from reduced_dynamics.models import reduced_model
-from reduced_dynamics.plots.style import OKABE_ITO, new_figure, tight_layout
+from reduced_dynamics.plots.style import OKABE_ITO, checked_data, new_figure, tight_layout
 
 __all__ = ["activations_data", "plot_activations", "ACTS", "TRAINED_FILE"]
 
@@ -145,6 +145,7 @@ def activations_data(setting, *, quick=False, seed) -> FigureData:
     )
 
 
+@checked_data
 def plot_activations(data, *, fig=None):
     """Three panels (module docstring); returns the Figure."""
     fig = new_figure(fig, figsize=(15.0, 4.6))

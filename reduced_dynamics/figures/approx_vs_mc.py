@@ -14,7 +14,7 @@ import numpy as np
 
 from reduced_dynamics.dynamics.manifold import eta_star, inf_loss, mu_gamma, single_head_optimum
 from reduced_dynamics.figures._base import FigureData
-from reduced_dynamics.plots.style import OKABE_ITO, new_figure, styled, tight_layout
+from reduced_dynamics.plots.style import OKABE_ITO, new_figure, styled_data, tight_layout
 
 __all__ = ["approx_vs_mc_data", "plot_approx_vs_mc"]
 
@@ -89,7 +89,7 @@ def approx_vs_mc_data(setting, *, quick=False, seed) -> FigureData:
     )
 
 
-@styled
+@styled_data
 def plot_approx_vs_mc(data, *, fig=None):
     """(a) |relative error| of L̃ vs L (log–log), (b) signed relative error ± 2 s.e.
 

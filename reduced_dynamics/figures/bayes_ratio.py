@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from reduced_dynamics.figures._base import FigureData
-from reduced_dynamics.plots.style import OKABE_ITO, new_figure, styled, tight_layout
+from reduced_dynamics.plots.style import OKABE_ITO, new_figure, styled_data, tight_layout
 
 __all__ = ["bayes_ratio_data", "plot_bayes_ratio"]
 
@@ -59,7 +59,7 @@ def bayes_ratio_data(setting, *, quick=False) -> FigureData:
     )
 
 
-@styled
+@styled_data
 def plot_bayes_ratio(data, *, fig=None):
     """(a) the risk ratio, (b) its bound, (c) the slack, over the (ξ, σ²) plane.
 

@@ -16,7 +16,7 @@ from reduced_dynamics.dynamics.manifold import drift_law_gamma, eta_star, flow_e
 from reduced_dynamics.figures._base import FigureData
 from reduced_dynamics.flow import integrate
 from reduced_dynamics.models import reduced_model
-from reduced_dynamics.plots.style import OKABE_ITO, new_figure, styled, tight_layout
+from reduced_dynamics.plots.style import OKABE_ITO, new_figure, styled_data, tight_layout
 from reduced_dynamics.setting import Setting
 
 __all__ = ["drift_data", "plot_drift"]
@@ -95,7 +95,7 @@ def drift_data(setting, *, quick=False, seed) -> FigureData:
     )
 
 
-@styled
+@styled_data
 def plot_drift(data, *, fig=None):
     """Three panels: γ(t) with the drift law, η* − η_eff(t) with its law, and both ratios to the law.
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from reduced_dynamics.figures._base import FigureData
-from reduced_dynamics.plots.style import OKABE_ITO, new_figure, styled, tight_layout
+from reduced_dynamics.plots.style import OKABE_ITO, new_figure, styled_data, tight_layout
 from reduced_dynamics.setting import Setting
 
 __all__ = ["exact_drift_data", "plot_exact_drift"]
@@ -179,7 +179,7 @@ def exact_drift_data(setting, *, quick=False, seed) -> FigureData:
     )
 
 
-@styled
+@styled_data
 def plot_exact_drift(data, *, fig=None):
     """Excess panels (one per L) and the drift panel.
 

@@ -38,7 +38,7 @@ from reduced_dynamics.multitask.predictors import (
     support_ridge_predict,
     weighted_dgd_predict,
 )
-from reduced_dynamics.plots.style import OKABE_ITO, new_figure, styled, tight_layout
+from reduced_dynamics.plots.style import OKABE_ITO, new_figure, styled_data, tight_layout
 from reduced_dynamics.setting import Setting
 
 __all__ = ["multitask_data", "plot_multitask", "TRAIN_STEPS", "TRAIN_LR", "PAPER_MODELS"]
@@ -159,7 +159,7 @@ def _heat(ax, omega, mu, title, roles, vmax_w, vmax_m):
     return im
 
 
-@styled
+@styled_data
 def plot_multitask(data, *, fig=None):
     """Draw the four panels (see the module docstring); returns the figure."""
     fig = new_figure(fig, figsize=(16, 9))

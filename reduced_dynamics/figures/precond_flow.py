@@ -18,7 +18,7 @@ import numpy as np
 from reduced_dynamics.figures._base import FigureData
 from reduced_dynamics.flow import integrate
 from reduced_dynamics.models import reduced_model
-from reduced_dynamics.plots.style import OKABE_ITO, new_figure, styled
+from reduced_dynamics.plots.style import OKABE_ITO, new_figure, styled_data
 from reduced_dynamics.precond.flow import precond_limit
 from reduced_dynamics.precond.metrics import scale_free_distance
 from reduced_dynamics.setting import Setting
@@ -118,7 +118,7 @@ def precond_flow_data(setting, *, quick=False, seed) -> FigureData:
     return FigureData("precond_flow", arrays)
 
 
-@styled
+@styled_data
 def plot_precond_flow(data, *, fig=None):
     """Draw the three panels (module docstring); returns the figure."""
     fig = new_figure(fig, figsize=(16, 4.6))

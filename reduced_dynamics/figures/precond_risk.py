@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from reduced_dynamics.figures._base import FigureData
-from reduced_dynamics.plots.style import OKABE_ITO, new_figure, styled, tight_layout
+from reduced_dynamics.plots.style import OKABE_ITO, new_figure, styled_data, tight_layout
 
 __all__ = ["precond_risk_data", "plot_precond_risk"]
 
@@ -169,7 +169,7 @@ def precond_risk_data(setting, *, quick=False, seed) -> FigureData:
     )
 
 
-@styled
+@styled_data
 def plot_precond_risk(data, *, fig=None):
     """(a) risk vs L, (b) distance of the optimum to Σ⁻¹ and its risk gain vs L, (c) the limit Bayes ratio.
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from reduced_dynamics.figures._base import FigureData
-from reduced_dynamics.plots.style import OKABE_ITO, new_figure, styled, tight_layout
+from reduced_dynamics.plots.style import OKABE_ITO, new_figure, styled_data, tight_layout
 from reduced_dynamics.precond.covariance import example_covariance
 from reduced_dynamics.setting import Setting
 
@@ -179,7 +179,7 @@ def precond_trained_data(setting, *, quick=False, seed) -> FigureData:
     return FigureData("precond_trained", arrays)
 
 
-@styled
+@styled_data
 def plot_precond_trained(data, *, fig=None):
     """Draw the figure from its data (see :func:`precond_trained_data`); returns the Figure."""
     fig = new_figure(fig, figsize=(14, 8.2))

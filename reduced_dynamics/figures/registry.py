@@ -126,10 +126,12 @@ class FigureSpec:
 
     def run(self, *, out, quick: bool = False, seed: int) -> FigureRun:
         """Compute the data, write ``<out>/<name>.npz``, draw ``<out>/<name>.png`` from the file."""
+        from reduced_dynamics._validation import check_bool, check_path
         from reduced_dynamics.plots.style import save_figure
 
         seed = check_nonnegative_int("seed", seed)
-        out = Path(out)
+        quick = check_bool("quick", quick)
+        out = check_path("out", out, kind="out")  # before the data are computed
         t0 = time.perf_counter()
         data = self.data(quick=quick, seed=seed)
         data_file = save_data(out / f"{self.name}.npz", data)
@@ -166,9 +168,11 @@ def check_names(only) -> list[str]:
     """Validate figure names (``None``: all) and return them as a list."""
     if only is None:
         return list(FIGURES)
+    if not isinstance(only, (str, list, tuple)):
+        raise TypeError(f"`only` must be a figure name or a list of them, got {type(only).__name__}")
     names = [only] if isinstance(only, str) else list(only)
     for nm in names:
-        if nm not in FIGURES:
+        if not isinstance(nm, str) or nm not in FIGURES:
             raise ValueError(f"`only` must be one of {sorted(FIGURES)}, got {nm!r}")
     return names
 
@@ -181,10 +185,13 @@ def replot(name, out) -> Path:
     Path
         The PNG written.
     """
+    from reduced_dynamics._validation import check_path
     from reduced_dynamics.plots.style import save_figure
 
-    (name,) = check_names(name)
-    out = Path(out)
+    if not isinstance(name, str) or name not in FIGURES:
+        raise ValueError(f"`name` must be one of {sorted(FIGURES)}, got {name!r:.60}")
+    out = check_path("out", out, kind="dir")
+    check_path("out", out / f"{name}.npz", kind="file")
     save_figure(FIGURES[name].plot(load_data(out / f"{name}.npz")), out / f"{name}.png")
     return out / f"{name}.png"
 
@@ -236,11 +243,16 @@ def run_figures(*, out, quick=False, only=None, seed, log=None, workers=1) -> li
     list of FigureRun
         In the order of ``only`` (default: the registry's order).
     """
+    from reduced_dynamics._validation import check_bool, check_path
+
     names = list(dict.fromkeys(check_names(only)))  # each figure once (one file each)
     seed = check_nonnegative_int("seed", seed)
+    quick = check_bool("quick", quick)
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 512:
         raise ValueError(f"`workers` must be an integer in [1, 512], got {workers!r}")
-    out = Path(out)
+    if log is not None and not callable(log):
+        raise TypeError(f"`log` must be callable or None, got {type(log).__name__}")
+    out = check_path("out", out, kind="out")
     out.mkdir(parents=True, exist_ok=True)
     pieces = _pieces(names)
     if workers == 1 or len(pieces) == 1:

@@ -17,7 +17,7 @@ from reduced_dynamics.dynamics.manifold import eta_star, single_head_optimum
 from reduced_dynamics.figures._base import FigureData
 from reduced_dynamics.flow import integrate
 from reduced_dynamics.models import reduced_model
-from reduced_dynamics.plots.style import OKABE_ITO, new_figure, styled, tight_layout
+from reduced_dynamics.plots.style import OKABE_ITO, new_figure, styled_data, tight_layout
 
 __all__ = ["risk_vs_L_data", "plot_risk_vs_L", "LABELS"]
 
@@ -117,7 +117,7 @@ LABELS = {
 }
 
 
-@styled
+@styled_data
 def plot_risk_vs_L(data, *, fig=None):
     """(a) risk vs L of every estimator with exact curves; (b) paired excess over Bayes ridge.
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from reduced_dynamics.figures._base import FigureData
 from reduced_dynamics.figures._trained import TRAINED_MODELS, trained_runs, trained_settings
-from reduced_dynamics.plots.style import new_figure, styled
+from reduced_dynamics.plots.style import new_figure, styled_data
 
 __all__ = ["trained_circuits_data", "plot_trained_circuits"]
 
@@ -67,7 +67,7 @@ def trained_circuits_data(setting, *, quick=False, seed) -> FigureData:
     return FigureData("trained_circuits", out)
 
 
-@styled
+@styled_data
 def plot_trained_circuits(data, *, fig=None):
     """Heat maps of KQ_h and OV_h, one row per trained model, with ω_h, μ_h and the pattern metrics.
 

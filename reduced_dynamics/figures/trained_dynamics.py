@@ -17,7 +17,7 @@ import numpy as np
 from reduced_dynamics.dynamics.manifold import eta_star, mu_gamma, single_head_optimum
 from reduced_dynamics.figures._base import FigureData
 from reduced_dynamics.figures._trained import TRAINED_MODELS, trained_runs, trained_settings
-from reduced_dynamics.plots.style import OKABE_ITO, new_figure, styled, tight_layout
+from reduced_dynamics.plots.style import OKABE_ITO, new_figure, styled_data, tight_layout
 from reduced_dynamics.setting import Setting
 
 __all__ = ["trained_dynamics_data", "plot_trained_dynamics"]
@@ -143,7 +143,7 @@ def trained_dynamics_data(setting, *, quick=False, seed) -> FigureData:
     return FigureData("trained_dynamics", out)
 
 
-@styled
+@styled_data
 def plot_trained_dynamics(data, *, fig=None):
     """(a–c) Adam snapshots of ω_h, μ_h, η_eff; (d–f) plain SGD vs the reduced flow at t = lr × steps.
 

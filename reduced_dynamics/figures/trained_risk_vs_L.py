@@ -18,7 +18,7 @@ import numpy as np
 from reduced_dynamics.dynamics.manifold import eta_star
 from reduced_dynamics.figures._base import FigureData
 from reduced_dynamics.figures._trained import TRAINED_MODELS, trained_runs, trained_settings
-from reduced_dynamics.plots.style import OKABE_ITO, new_figure, styled, tight_layout
+from reduced_dynamics.plots.style import OKABE_ITO, new_figure, styled_data, tight_layout
 
 __all__ = ["trained_risk_vs_L_data", "plot_trained_risk_vs_L", "TRAINED_LABELS", "TRAINED_STYLE"]
 
@@ -159,7 +159,7 @@ TRAINED_STYLE = {
 }
 
 
-@styled
+@styled_data
 def plot_trained_risk_vs_L(data, *, fig=None):
     """(a) risk vs evaluation length with exact GD / Bayes references; (b) paired excess over debiased GD at η*(L).
 

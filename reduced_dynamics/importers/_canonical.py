@@ -58,6 +58,19 @@ class MissingExtraError(CheckpointError, ImportError):
 EXTRAS = {"torch": "torch", "safetensors": "torch", "transformer_lens": "lens"}
 
 
+def check_counts(n_out, n_heads) -> tuple[int | None, int | None]:
+    """``n_out`` and ``n_heads`` of an importer: each None or a positive integer (a ``CheckpointError`` naming it)."""
+    from reduced_dynamics._validation import check_positive_int
+
+    out = []
+    for name, value in (("n_out", n_out), ("n_heads", n_heads)):
+        try:
+            out.append(None if value is None else check_positive_int(name, value))
+        except ValueError as exc:
+            raise CheckpointError(f"{exc} (or None)") from None
+    return out[0], out[1]
+
+
 def require(module: str, what: str):
     """Import ``module`` (one of ``EXTRAS``) or raise a ``MissingExtraError`` naming its extra."""
     import importlib
@@ -230,8 +243,10 @@ class ImportedAttention(FrozenResult):
         -------
         ndarray, shape (n,) for ``n_out == 1``, else (n, n_out)
         """
-        Z = np.asarray(tokens, dtype=np.float64)
-        xq = np.asarray(x_q, dtype=np.float64)
+        from reduced_dynamics._validation import check_finite_array
+
+        Z = check_finite_array("tokens", tokens)
+        xq = check_finite_array("x_q", x_q)
         if Z.ndim != 3 or Z.shape[2] != self.D or xq.shape != (Z.shape[0], self.d):
             raise ValueError(
                 f"`tokens` must have shape (n, L, {self.D}) and `x_q` shape (n, {self.d}), got {Z.shape} and {xq.shape}"

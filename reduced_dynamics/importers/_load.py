@@ -36,7 +36,7 @@ from reduced_dynamics.importers import arrays as _arrays
 from reduced_dynamics.importers import authors as _authors
 from reduced_dynamics.importers import mha as _mha
 from reduced_dynamics.importers import transformerlens as _tl
-from reduced_dynamics.importers._canonical import FORMATS, CheckpointError, ImportedAttention, require
+from reduced_dynamics.importers._canonical import FORMATS, CheckpointError, ImportedAttention, check_counts, require
 from reduced_dynamics.importers._state import flatten_checkpoint
 
 __all__ = ["load", "export", "detect_format", "TORCH_SUFFIXES", "ARRAY_SUFFIXES"]
@@ -77,7 +77,12 @@ def detect_format(state) -> str:
     >>> detect_format({"KQ": np.zeros((1, 4, 4)), "ov": np.zeros((1, 4))})
     'arrays'
     """
-    flat, _ = flatten_checkpoint(state, "`source`")
+    return _detect_format(state, "state")
+
+
+def _detect_format(state, what: str) -> str:
+    """:func:`detect_format`, naming the argument ``what`` in errors."""
+    flat, _ = flatten_checkpoint(state, f"`{what}`")
     keys = list(flat)
     for name, test in (
         ("transformerlens", _tl.is_transformerlens),
@@ -88,7 +93,7 @@ def detect_format(state) -> str:
         if test(keys):
             return name
     shown = ", ".join(repr(k) for k in keys[:5]) + (", ..." if len(keys) > 5 else "")
-    raise CheckpointError(f"not a one-layer attention checkpoint of a known layout (keys {shown})")
+    raise CheckpointError(f"`{what}` is not a one-layer attention checkpoint of a known layout (keys {shown})")
 
 
 def _first_line(exc: BaseException) -> str:
@@ -109,15 +114,19 @@ def _torch_load(path: Path):
 
 def _read_path(source, fmt: str) -> tuple[Mapping, str, str]:
     """``(state, file kind, note)`` for a path."""
-    path = Path(source)
+    from reduced_dynamics._validation import check_path
+
+    path = check_path("source", source)
     suffix = path.suffix.lower()
     if suffix not in TORCH_SUFFIXES + ARRAY_SUFFIXES:
         raise CheckpointError(
             f"`source` must be a {', '.join(TORCH_SUFFIXES + ARRAY_SUFFIXES[:-1])} or {ARRAY_SUFFIXES[-1]} file, "
             f"got {path.name!r}"
         )
-    if not path.is_file():
-        raise CheckpointError(f"`source` file not found: {str(path)!r}")
+    try:
+        check_path("source", path, kind="file")  # a named pipe would block, a device be read
+    except ValueError as exc:
+        raise CheckpointError(str(exc)) from None
     kind = suffix[1:]
     if fmt in ("safetensors", "npz") and kind != fmt:
         raise CheckpointError(f"`format` = {fmt!r} reads .{fmt} files, got {path.name!r}")
@@ -125,7 +134,7 @@ def _read_path(source, fmt: str) -> tuple[Mapping, str, str]:
         state = _torch_load(path)
         note = f"read {path.name} with torch.load(map_location='cpu', weights_only=True)"
     else:
-        state = _arrays.read_arrays(path)
+        state = _arrays._read_arrays(path, "source")
         note = f"read {path.name} as .{kind} (numpy arrays; no torch)"
         if kind == "npz" and _arrays.is_package_run(state):
             state, note = _arrays.package_run_arrays(state, path)
@@ -179,6 +188,7 @@ def load(source, *, format: str = "auto", n_out: int | None = None, n_heads: int
     "format npz (auto-detected from the keys: ['Q', 'K', 'V', 'o'])"
     """
     fmt = _check_format(format)
+    n_out, n_heads = check_counts(n_out, n_heads)
     if isinstance(source, ImportedAttention):
         return source
     notes = []
@@ -204,7 +214,7 @@ def load(source, *, format: str = "auto", n_out: int | None = None, n_heads: int
     elif not isinstance(source, Mapping):
         raise CheckpointError(f"`source` must be a path, a state dict or a torch model, got {type(source).__name__}")
     if fmt == "auto":
-        layout = detect_format(source)
+        layout = _detect_format(source, "source")
         flat, _ = flatten_checkpoint(source, "`source`")
         shown = list(flat)[:4]
         name = (kind if kind in ("safetensors", "npz") else "npz") if layout == "arrays" else layout
@@ -317,7 +327,12 @@ def export(model, path=None, *, format: str, params: dict | None = None):
     else:
         state = _arrays.to_arrays(imp)
     if path is not None:
-        path = Path(path)
+        from reduced_dynamics._validation import check_path
+
+        try:
+            path = check_path("path", path, kind="new")
+        except ValueError as exc:
+            raise CheckpointError(str(exc)) from None
         allowed = TORCH_SUFFIXES if format in _TORCH_FORMATS else (f".{format}",)
         if path.suffix.lower() not in allowed:
             raise CheckpointError(f"`path` must end in {' or '.join(allowed)} for format {format!r}, got {path.name!r}")

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from reduced_dynamics.importers._canonical import CheckpointError, ImportedAttention, require, scale_note
+from reduced_dynamics.importers._canonical import CheckpointError, ImportedAttention, check_counts, require, scale_note
 from reduced_dynamics.importers._state import StateDict
 
 __all__ = ["from_arrays", "to_arrays", "read_arrays", "is_arrays", "is_package_run", "package_run_arrays", "ARRAY_KEYS"]
@@ -144,23 +144,33 @@ def read_arrays(path) -> dict:
     MissingExtraError
         ``.safetensors`` without the ``safetensors`` package.
     """
-    path = Path(path)
+    return _read_arrays(path, "path")
+
+
+def _read_arrays(path, name: str) -> dict:
+    """:func:`read_arrays`, naming the argument ``name`` in errors (``source`` when :func:`load` reads)."""
+    from reduced_dynamics._validation import check_path
+
+    path = check_path(name, path)
     suffix = path.suffix.lower()
     if suffix not in (".safetensors", ".npz"):
-        raise CheckpointError(f"`source` must end in .safetensors or .npz for the arrays layout, got {path.name!r}")
-    if not path.is_file():
-        raise CheckpointError(f"`source` file not found: {str(path)!r}")
+        raise CheckpointError(f"`{name}` must end in .safetensors or .npz for the arrays layout, got {path.name!r}")
+    try:
+        check_path(name, path, kind="file")  # a named pipe would block, a device be read
+    except ValueError as exc:
+        raise CheckpointError(str(exc)) from None
     if suffix == ".safetensors":
         st = require("safetensors.numpy", "reading a .safetensors file")
         try:
             return dict(st.load_file(str(path)))
         except Exception as exc:  # safetensors raises its own SafetensorError, OSError, ValueError...
-            raise CheckpointError(f"`source` is not a readable .safetensors file ({_first_line(exc)})") from None
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            return {k: npz[k] for k in npz.files}
-    except Exception as exc:  # BadZipFile, ValueError (pickled object arrays), OSError, EOFError...
-        raise CheckpointError(f"`source` is not a readable .npz file ({_first_line(exc)})") from None
+            raise CheckpointError(f"`{name}` is not a readable .safetensors file ({_first_line(exc)})") from None
+    from reduced_dynamics.io import read_npz
+
+    try:  # every member's header checked first: a 200-byte file declaring 80 GB is refused, not allocated
+        return read_npz(path, name=name, scalars=False)
+    except ValueError as exc:
+        raise CheckpointError(str(exc)) from None
 
 
 def _first_line(exc: BaseException) -> str:
@@ -211,6 +221,13 @@ def from_arrays(
     >>> imp.d, imp.n_out
     (3, 2)
     """
+    from collections.abc import Mapping
+
+    if not isinstance(arrays, Mapping):
+        raise CheckpointError(f"`arrays` must be a mapping of name -> array, got {type(arrays).__name__}")
+    if not isinstance(source_format, str) or source_format not in ("npz", "safetensors"):
+        raise CheckpointError(f"`source_format` must be 'npz' or 'safetensors', got {source_format!r:.60}")
+    n_out, n_heads = check_counts(n_out, n_heads)
     sd = StateDict(dict(arrays), f".{source_format}")
     keys = set(sd.keys())
     sep, mer = keys & set(ARRAY_KEYS["separate"]), keys & set(ARRAY_KEYS["merged"])

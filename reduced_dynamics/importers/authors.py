@@ -31,7 +31,7 @@ import math
 
 import numpy as np
 
-from reduced_dynamics.importers._canonical import CheckpointError, ImportedAttention, scale_note
+from reduced_dynamics.importers._canonical import CheckpointError, ImportedAttention, check_counts, scale_note
 from reduced_dynamics.importers._state import StateDict
 
 __all__ = ["from_authors", "to_authors", "is_authors"]
@@ -85,6 +85,7 @@ def from_authors(state, *, n_out: int | None = None, n_heads: int | None = None)
     >>> imp.n_heads, imp.d, imp.n_out, imp.factors is not None
     (2, 3, 1, True)
     """
+    n_out, n_heads = check_counts(n_out, n_heads)
     from reduced_dynamics.importers._state import flatten_checkpoint
 
     if hasattr(state, "state_dict") and callable(state.state_dict):

@@ -32,7 +32,7 @@ import math
 
 import numpy as np
 
-from reduced_dynamics.importers._canonical import CheckpointError, ImportedAttention, scale_note, slots
+from reduced_dynamics.importers._canonical import CheckpointError, ImportedAttention, check_counts, scale_note, slots
 from reduced_dynamics.importers._state import StateDict, flatten_checkpoint
 
 __all__ = ["from_mha", "to_mha", "is_mha"]
@@ -85,6 +85,7 @@ def from_mha(source, *, n_out: int | None = None, n_heads: int | None = None) ->
     >>> imp.n_heads, imp.d, imp.head_dim
     (1, 3, 4)
     """
+    n_out, n_heads = check_counts(n_out, n_heads)
     notes = []
     if type(source).__name__ == "MultiheadAttention" and type(source).__module__.startswith("torch"):
         if source.add_zero_attn:

@@ -43,7 +43,7 @@ import re
 
 import numpy as np
 
-from reduced_dynamics.importers._canonical import CheckpointError, ImportedAttention, scale_note, slots
+from reduced_dynamics.importers._canonical import CheckpointError, ImportedAttention, check_counts, scale_note, slots
 from reduced_dynamics.importers._state import StateDict, flatten_checkpoint
 
 __all__ = ["from_transformerlens", "to_transformerlens", "is_transformerlens", "is_hooked_transformer"]
@@ -147,6 +147,7 @@ def from_transformerlens(
     >>> imp.n_heads, imp.d, imp.query_attends_self
     (2, 3, True)
     """
+    n_out, n_heads = check_counts(n_out, n_heads)
     notes = []
     if is_hooked_transformer(source):
         notes += _check_cfg(source)

@@ -41,7 +41,11 @@ _REFS = {
 
 
 def _get(report, key):
-    return report[key] if isinstance(report, dict) else getattr(report, key)
+    if isinstance(report, dict):
+        if key not in report:
+            raise ValueError(f"`report` has no {key!r} (pass an AnalysisReport or its to_dict())")
+        return report[key]
+    return getattr(report, key)
 
 
 def _heads_shown(report) -> list[int]:
@@ -95,6 +99,9 @@ def plot_analysis(report, *, fig=None):
     import matplotlib.pyplot as plt
     import matplotlib.ticker as mticker
 
+    needed = ("circuits", "ideal", "state", "source", "setting")
+    if not isinstance(report, dict) and not all(hasattr(report, k) for k in needed):
+        raise TypeError(f"`report` must be an AnalysisReport or its to_dict(), got {type(report).__name__}")
     circ, ideal, st = _get(report, "circuits"), _get(report, "ideal"), _get(report, "state")
     src, setting = _get(report, "source"), _get(report, "setting")
     setting = setting if isinstance(setting, dict) else setting.to_dict()

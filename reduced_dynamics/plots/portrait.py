@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from reduced_dynamics.dynamics.manifold import flow_eta_gap, mu_gamma
-from reduced_dynamics.plots.style import OKABE_ITO, new_figure, styled
+from reduced_dynamics.plots.style import OKABE_ITO, new_figure, styled_data
 from reduced_dynamics.setting import Setting
 
 __all__ = ["plot_two_head_portrait", "plot_general_portrait"]
@@ -37,7 +37,7 @@ def _log_ticks(axis, lo, hi):
     axis.set_ticklabels([f"{v:g}" for v in vals])
 
 
-@styled
+@styled_data
 def plot_two_head_portrait(data, *, fig=None):
     """Draw the two-head symmetric-plane portrait (two panels).
 
@@ -196,7 +196,7 @@ def plot_two_head_portrait(data, *, fig=None):
     return fig
 
 
-@styled
+@styled_data
 def plot_general_portrait(data, *, fig=None):
     """Draw the general-H portrait (four projections).
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import io
+from collections.abc import Mapping
 
 import numpy as np
 from cycler import cycler  # matplotlib's own dependency, light: STYLE without importing matplotlib
@@ -77,6 +78,63 @@ def styled(func):
     return wrapper
 
 
+class _DataView(Mapping):
+    """A plot function's ``data`` whose missing key is a ``ValueError`` naming ``data`` (not a ``KeyError``)."""
+
+    def __init__(self, data, where: str):
+        self._data, self._where = data, where
+
+    def __getitem__(self, key):
+        try:
+            return self._data[key]
+        except (KeyError, IndexError, TypeError):
+            raise ValueError(
+                f"`data` of {self._where} has no key {key!r} (pass the data of its figure, e.g. its .npz file "
+                f"loaded with reduced_dynamics.figures.registry.load_data)"
+            ) from None
+
+    def __contains__(self, key) -> bool:
+        return key in self._data
+
+    def get(self, key, default=None):
+        return self._data[key] if key in self._data else default
+
+    def __iter__(self):
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __getattr__(self, name):  # a FigureData's / PortraitData's own attributes (name, arrays)
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._data, name)
+
+
+def checked_data(func):
+    """Decorator of a plot function ``f(data, *, fig=None)``: ``data`` checked before drawing.
+
+    ``data`` must be a mapping (a ``FigureData``, a ``PortraitData``, a dict or a loaded ``.npz``):
+    another type is a ``TypeError`` naming ``data``, and a missing key a ``ValueError`` naming ``data``
+    and the key (instead of a ``KeyError`` or "object is not subscriptable" from inside the plot).
+    """
+
+    @functools.wraps(func)
+    def wrapper(data, *args, **kwargs):
+        if not isinstance(data, Mapping):
+            raise TypeError(
+                f"`data` of {func.__name__} must be a mapping of arrays (its figure's data), got {type(data).__name__}"
+            )
+        return func(_DataView(data, func.__name__), *args, **kwargs)
+
+    return wrapper
+
+
+def styled_data(func):
+    """:func:`styled` and :func:`checked_data`: the decorator of a figure's plot function."""
+    return styled(checked_data(func))
+
+
 def apply_style() -> None:
     """Set :data:`STYLE` globally (for scripts that want the package's look everywhere)."""
     _pyplot().rcParams.update(STYLE)
@@ -117,8 +175,13 @@ def tight_layout(fig) -> None:
 def save_figure(fig, path) -> None:
     """Save ``fig`` (a Figure, or the Figure holding a SubFigure) as PNG atomically and close it."""
     plt = _pyplot()
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure, FigureBase
 
+    from reduced_dynamics._validation import check_path
+
+    if not isinstance(fig, FigureBase):
+        raise TypeError(f"`fig` must be a matplotlib Figure or SubFigure, got {type(fig).__name__}")
+    path = check_path("path", path, kind="new")
     fig = fig.figure if not isinstance(fig, Figure) else fig
     buf = io.BytesIO()
     with style():
@@ -155,7 +218,10 @@ def plot_flow_summary(result, *, fig=None):
         ``result`` is a batch, or its model has no scalar ω_h, μ_h per head.
     """
     from reduced_dynamics.dynamics.manifold import eta_star, inf_loss, mu_gamma
+    from reduced_dynamics.flow import Flow
 
+    if not isinstance(result, Flow):
+        raise TypeError(f"`result` must be a Flow (from reduced_dynamics.integrate), got {type(result).__name__}")
     if result.is_batch or not result.model.scalar_heads:
         raise ValueError(
             "`result` must be one trajectory of a model with one scalar ω and μ per head "

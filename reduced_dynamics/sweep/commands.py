@@ -97,12 +97,12 @@ def _importable(modname: str) -> bool:
     return True
 
 
-def sweep_command(name) -> SweepCommand:
-    """The :class:`SweepCommand` called ``name``.
+def sweep_command(command) -> SweepCommand:
+    """The :class:`SweepCommand` called ``command``.
 
     Parameters
     ----------
-    name : str
+    command : str
         A key of :data:`SWEEP_COMMANDS` whose command is installed.
 
     Returns
@@ -115,9 +115,9 @@ def sweep_command(name) -> SweepCommand:
         Naming ``command`` and the sweepable commands.
     """
     avail = _available_commands()
-    if not isinstance(name, str) or name not in avail:
-        raise ValueError(f"`command` must be one of {sorted(avail)}, got {name!r}")
-    return avail[name]
+    if not isinstance(command, str) or command not in avail:
+        raise ValueError(f"`command` must be one of {sorted(avail)}, got {command!r:.80}")
+    return avail[command]
 
 
 _PARSERS: dict = {}
@@ -143,7 +143,8 @@ def _actions(command: str) -> dict:
 
 
 def parameters(command: str) -> dict:
-    """dest -> flag of every option a sweep of ``command`` may set."""
+    """dest -> flag of every option a sweep of ``command`` may set (a ``ValueError`` naming ``command`` if unknown)."""
+    command = sweep_command(command).name
     excluded = set(EXCLUDED_PARAMS) | set(SWEEP_COMMANDS[command].excluded)
     return {d: a.option_strings[-1] for d, a in _actions(command).items() if d not in excluded}
 
@@ -171,6 +172,8 @@ def to_argv(command: str, params: Mapping) -> list[str]:
     import argparse
 
     allowed = parameters(command)
+    if not isinstance(params, Mapping):
+        raise TypeError(f"`params` must be a mapping of parameter -> value, got {type(params).__name__}")
     acts = _actions(command)
     argv: list[str] = []
     for raw, value in params.items():
@@ -283,10 +286,12 @@ def validate(command: str, params: Mapping, *, dry_run: bool = True) -> Invocati
     ValueError
         The command's own error, with the flag named (as the command line would print it).
     """
+    from reduced_dynamics._validation import check_bool
     from reduced_dynamics.cli import _common
     from reduced_dynamics.cli._common import rename_params
 
     sweep_command(command)
+    dry_run = check_bool("dry_run", dry_run)
     argv = to_argv(command, params)
     args = _parse(command, argv + ["--json", "--quiet"])
     if dry_run:

@@ -56,6 +56,8 @@ class Executor:
     workers: int = 1
     #: short description (``"local:2"``, ``"dask:tcp://..."``)
     name: str = "executor"
+    #: True once :meth:`close` or :meth:`terminate` released workers that cannot take new tasks
+    closed: bool = False
 
     def submit(self, fn, /, *args):  # pragma: no cover - interface
         """Schedule ``fn(*args)``; return a future with ``result()``."""
@@ -193,6 +195,7 @@ class LocalExecutor(Executor):
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+        self.closed = True
 
     def terminate(self) -> None:
         """Stop now: kill the worker processes (their points are lost, as in a killed sweep) and drop the pool."""
@@ -200,6 +203,7 @@ class LocalExecutor(Executor):
             with contextlib.suppress(OSError):
                 proc.kill()
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self.closed = True
 
 
 def _check_workers(workers) -> int:
@@ -280,6 +284,7 @@ class DaskExecutor(Executor):
         self.client.close()
         if self.cluster is not None:
             self.cluster.close()
+        self.closed = True
 
 
 #: the address schemes of dask.distributed's communication layer
@@ -297,7 +302,7 @@ def check_scheduler(scheduler) -> str | None:
     ValueError
         Naming ``scheduler`` and the schemes.
     """
-    if scheduler is None or scheduler == "local":
+    if scheduler is None or (isinstance(scheduler, str) and scheduler == "local"):
         return scheduler
     scheme, sep, rest = scheduler.partition("://") if isinstance(scheduler, str) else ("", "", "")
     if not sep or scheme not in SCHEDULER_SCHEMES or not rest.strip() or any(c.isspace() for c in scheduler):
@@ -322,7 +327,7 @@ def make_executor(*, workers=None, scheduler=None) -> Executor:
     -------
     Executor
     """
-    if scheduler is not None:
+    n = _check_workers(workers)  # before a cluster is started
+    if check_scheduler(scheduler) is not None:
         return DaskExecutor(scheduler, workers)
-    n = _check_workers(workers)
     return SerialExecutor() if n == 1 else LocalExecutor(n)

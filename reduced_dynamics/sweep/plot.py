@@ -47,12 +47,21 @@ class SweepCurves(FrozenResult):
 
 
 def _frame(table):
-    from pathlib import Path
+    import os
 
-    if isinstance(table, (str, Path)):
+    if isinstance(table, (str, os.PathLike)):
         from reduced_dynamics.sweep.table import load_table
 
-        return load_table(table)
+        try:
+            return load_table(table)
+        except ValueError as exc:  # load_table names its `out`: here the folder is `table`
+            raise ValueError(str(exc).replace("`out`", "`table`", 1)) from None
+        except TypeError as exc:
+            raise TypeError(str(exc).replace("`out`", "`table`", 1)) from None
+    if not (hasattr(table, "columns") and hasattr(table, "groupby") and hasattr(table, "attrs")):
+        raise TypeError(
+            f"`table` must be a pandas DataFrame (load_table) or a sweep folder, got {type(table).__name__}"
+        )
     return table
 
 
@@ -87,8 +96,18 @@ def sweep_curves(table, *, metric, x, by=(), over="seed") -> SweepCurves:
     df = _frame(table)
     if "status" in df.columns:
         df = df[df["status"] == "done"]
-    by = (by,) if isinstance(by, str) else tuple(by)
-    for name, cols in (("metric", [metric]), ("x", [x]), ("by", list(by))):
+    if isinstance(by, str):
+        by = (by,)
+    elif isinstance(by, (list, tuple)) and all(isinstance(b, str) for b in by):
+        by = tuple(by)
+    else:
+        raise TypeError(f"`by` must be a column name or a list of them, got {by!r:.80}")
+    for name, value in (("metric", metric), ("x", x), ("over", over)):
+        if not isinstance(value, str):
+            raise TypeError(f"`{name}` must be a column name (a str), got {value!r:.80}")
+    # `over` need not be a column (a command without --seed has no `seed`), but another name is a typo
+    over_cols = [over] if over != "seed" else []
+    for name, cols in (("metric", [metric]), ("x", [x]), ("by", list(by)), ("over", over_cols)):
         missing = [c for c in cols if c not in df.columns]
         if missing:
             raise ValueError(f"`{name}` must name columns of the table, got {missing} (columns: {list(df.columns)})")
@@ -143,7 +162,15 @@ def plot_sweep(table, *, metric, x, by=(), over="seed", ax=None, logx=False, log
     matplotlib.axes.Axes
     """
     import matplotlib.pyplot as plt
+    from matplotlib.axes import Axes
 
+    from reduced_dynamics._validation import check_bool
+
+    logx, logy = check_bool("logx", logx), check_bool("logy", logy)
+    if ax is not None and not isinstance(ax, Axes):
+        raise TypeError(f"`ax` must be a matplotlib Axes or None, got {type(ax).__name__}")
+    if ylabel is not None and not isinstance(ylabel, str):
+        raise TypeError(f"`ylabel` must be a str or None, got {type(ylabel).__name__}")
     curves = sweep_curves(table, metric=metric, x=x, by=by, over=over)
     if ax is None:
         _, ax = plt.subplots(figsize=(5.5, 3.8), constrained_layout=True)

@@ -70,9 +70,11 @@ def plan_sweep(spec, *, quick: bool = False, progress: Callable[[int, int], None
         The first problem: a bad spec, or the command's own error for the first bad
         point, prefixed with the point's varying parameters.
     """
+    from reduced_dynamics._validation import check_bool
     from reduced_dynamics.sweep.commands import validate
     from reduced_dynamics.sweep.spec import SweepSpec, load_spec
 
+    quick = check_bool("quick", quick)
     if not isinstance(spec, SweepSpec):
         spec = load_spec(spec, quick=quick)
     if progress is not None and not callable(progress):
@@ -198,7 +200,12 @@ class ProgressBar:
     """
 
     def __init__(self, *, quiet: bool = False, every: float = 2.0, stream=None, width: int = 24):
-        self.quiet, self.every, self.width = bool(quiet), float(every), int(width)
+        from reduced_dynamics._validation import check_bool, check_nonnegative_float, check_positive_int
+
+        self.quiet = check_bool("quiet", quiet)
+        self.every, self.width = check_nonnegative_float("every", every), check_positive_int("width", width, hi=1000)
+        if stream is not None and not callable(getattr(stream, "write", None)):
+            raise TypeError(f"`stream` must be a text stream (with .write) or None, got {type(stream).__name__}")
         self.stream = stream if stream is not None else sys.stderr
         self._last = -1e300
         self._tty = bool(getattr(self.stream, "isatty", lambda: False)())
@@ -315,17 +322,28 @@ def run_sweep(
         A bad spec or point (before any work), an unusable ``out``, ``workers`` or ``scheduler``, or
         ``out`` holding another sweep of the same name (without ``force``).
     """
+    from reduced_dynamics._validation import check_bool, check_path
     from reduced_dynamics.cli._common import prepare_out
     from reduced_dynamics.sweep.executors import LocalExecutor, _check_workers, check_scheduler, make_executor
     from reduced_dynamics.sweep.store import Store
 
     n_workers = _check_workers(workers)  # before any work: a bad `workers` or `scheduler` is an input error
     check_scheduler(scheduler)
+    quick, retry_failed, force = (
+        check_bool(k, v) for k, v in (("quick", quick), ("retry_failed", retry_failed), ("force", force))
+    )
+    check_path("out", out, kind="out")
+    if isinstance(executor, type):  # the class: its methods are callable, but unbound
+        raise TypeError(
+            f"`executor` must be an Executor instance (e.g. LocalExecutor(2)), got the class {executor.__name__}"
+        )
     if executor is not None and not all(callable(getattr(executor, a, None)) for a in ("submit", "as_completed")):
         raise TypeError(
             f"`executor` must be an Executor (reduced_dynamics.sweep.LocalExecutor, DaskExecutor, ...), "
             f"got {type(executor).__name__}"
         )
+    if executor is not None and getattr(executor, "closed", False) is True:
+        raise ValueError(f"`executor` {getattr(executor, 'name', type(executor).__name__)} is closed: pass an open one")
     if progress is not None and not callable(progress):
         raise TypeError(f"`progress` must be callable or None, got {type(progress).__name__}")
     plan = spec if isinstance(spec, SweepPlan) else plan_sweep(spec, quick=quick)

@@ -38,8 +38,8 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import os
 from collections.abc import Mapping
-from pathlib import Path
 
 from reduced_dynamics._results import FrozenResult
 
@@ -242,11 +242,13 @@ def load_spec(spec, *, quick: bool = False, name=None) -> SweepSpec:
     """
     import tomllib
 
+    from reduced_dynamics._validation import check_bool, check_path
     from reduced_dynamics.sweep.commands import parameters, sweep_command
 
+    quick = check_bool("quick", quick)
     stem = None
-    if isinstance(spec, (str, Path)):
-        path = Path(spec)
+    if isinstance(spec, (str, os.PathLike)):
+        path = check_path("spec", spec)
         if not path.is_file():
             raise ValueError(f"`spec` must be a TOML file, got {str(path)!r} (no such file)")
         try:
@@ -262,7 +264,7 @@ def load_spec(spec, *, quick: bool = False, name=None) -> SweepSpec:
     if unknown:
         raise _err(unknown[0], f"is not a key of a sweep spec (keys: {sorted(_TOP_KEYS)})")
     if "command" not in data:
-        raise _err("command", "is missing: name the command each point runs")
+        raise ValueError("`spec` has no `command` key: name the command each point runs")
     command = sweep_command(data["command"]).name
     source = dict(data)
     if "quick" in data:

@@ -23,6 +23,7 @@ import hashlib
 import json
 from pathlib import Path
 
+from reduced_dynamics._validation import check_path
 from reduced_dynamics.io import atomic_write_bytes
 
 __all__ = ["Store", "RECORD_FORMAT"]
@@ -71,6 +72,24 @@ def _well_formed(record: dict) -> bool:
     )
 
 
+def _check_name(name) -> str:
+    """A sweep's name as a file-name-safe string (the rules of a spec's ``name``), else a ``ValueError`` naming ``name``."""
+    if (
+        not isinstance(name, str)
+        or not name
+        or len(name) > 200
+        or any(c in name for c in "/\\\0")
+        or any(ord(c) < 32 or ord(c) == 127 for c in name)
+        or name.startswith(".")
+        or name != name.strip()
+    ):
+        raise ValueError(
+            "`name` must be a file-name-safe string: 1 to 200 characters, no '/', '\\', control characters, "
+            f"leading '.' or surrounding spaces, got {name!r:.80}"
+        )
+    return name
+
+
 class Store:
     """The result store of one sweep folder.
 
@@ -81,10 +100,12 @@ class Store:
     """
 
     def __init__(self, root):
-        self.root = Path(root)
+        self.root = check_path("root", root)
 
     def path(self, key: str) -> Path:
-        """File of the record ``key``."""
+        """File of the record ``key`` (a point's key: hexadecimal digits, a ``ValueError`` naming ``key`` else)."""
+        if not isinstance(key, str) or not 2 <= len(key) <= 128 or any(c not in "0123456789abcdef" for c in key):
+            raise ValueError(f"`key` must be a point's key (2 to 128 hexadecimal digits), got {key!r:.80}")
         return self.root / "points" / key[:2] / f"{key}.json"
 
     def get(self, key: str) -> dict | None:
@@ -135,6 +156,11 @@ class Store:
         dict
             The record as written (with ``status`` ``"done"`` or ``"failed"`` and its ``checksum``).
         """
+        from collections.abc import Mapping
+
+        if not isinstance(outcome, Mapping):
+            raise TypeError(f"`outcome` must be the mapping run_point returned, got {type(outcome).__name__}")
+        check_path("root", self.root, kind="out")
         done = outcome.get("result") is not None and outcome.get("exit_code") in (0, 1)
         record = {
             "format": RECORD_FORMAT,
@@ -242,8 +268,14 @@ class Store:
         -------
         Path
         """
-        path = self.root / "sweeps" / f"{name}.json"
-        atomic_write_bytes(path, (json.dumps(manifest, indent=1) + "\n").encode())
+        from reduced_dynamics.io import to_jsonable
+
+        path = self.root / "sweeps" / f"{_check_name(name)}.json"
+        if not isinstance(manifest, dict):
+            raise TypeError(f"`manifest` must be a dict, got {type(manifest).__name__}")
+        text = json.dumps(to_jsonable(manifest), indent=1, allow_nan=False)  # to_jsonable: TypeError naming `obj`
+        check_path("root", self.root, kind="out")
+        atomic_write_bytes(path, (text + "\n").encode())
         return path
 
     def manifests(self) -> dict[str, dict]:
@@ -276,7 +308,7 @@ class Store:
         dict or None
         """
         try:
-            m = json.loads((self.root / "sweeps" / f"{name}.json").read_text())
+            m = json.loads((self.root / "sweeps" / f"{_check_name(name)}.json").read_text())
         except (OSError, ValueError):
             return None
         return m if isinstance(m, dict) else None

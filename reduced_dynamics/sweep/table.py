@@ -23,7 +23,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
-from pathlib import Path
 
 from reduced_dynamics._results import FrozenResult
 
@@ -87,6 +86,14 @@ def table_rows(records) -> tuple[list[str], list[dict]]:
     rows : list of dict
         Column -> value (None where a row has no such column).
     """
+    from reduced_dynamics.sweep.store import _well_formed
+
+    if isinstance(records, (str, bytes)) or not hasattr(records, "__iter__"):
+        raise TypeError(f"`records` must be an iterable of store records, got {type(records).__name__}")
+    records = list(records)
+    bad = next((r for r in records if not isinstance(r, dict) or not _well_formed(r)), None)
+    if bad is not None:
+        raise ValueError(f"`records` must hold store records (Store.records()), got {bad!r:.80}")
     rows, params, results = [], {}, {}
     # first-seen column order must not depend on the order the store lists its records in
     for rec in sorted(records, key=lambda r: r["key"]):
@@ -187,10 +194,12 @@ def write_table(out, *, parquet=None) -> TableFiles:
     ValueError
         Naming ``out`` when it holds no sweep store, or ``parquet`` when pyarrow is missing.
     """
+    from reduced_dynamics._validation import check_bool, check_path
     from reduced_dynamics.io import atomic_write_bytes, atomic_write_text
     from reduced_dynamics.sweep.store import Store
 
-    out = Path(out)
+    out = check_path("out", out)
+    parquet = None if parquet is None else check_bool("parquet", parquet)
     if not (out / "points").is_dir() and not (out / "sweeps").is_dir():
         raise ValueError(f"`out` {str(out)!r} holds no sweep results (no points/ folder)")
     columns, rows = table_rows(Store(out).records())
@@ -245,11 +254,12 @@ def load_table(out, *, status="done"):
             "`load_table` needs pandas, which is not installed: pip install 'reduced-dynamics[sweep]' "
             "(or read table.csv with the csv module)"
         ) from None
+    from reduced_dynamics._validation import check_path
     from reduced_dynamics.sweep.store import Store
 
-    if status not in ("done", "failed", None):
-        raise ValueError(f"`status` must be 'done', 'failed' or None, got {status!r}")
-    out = Path(out)
+    if status is not None and (not isinstance(status, str) or status not in ("done", "failed")):
+        raise ValueError(f"`status` must be 'done', 'failed' or None, got {status!r:.80}")
+    out = check_path("out", out)
     if not (out / "points").is_dir():
         raise ValueError(f"`out` {str(out)!r} holds no sweep results (no points/ folder)")
     store = Store(out)
