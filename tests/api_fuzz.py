@@ -106,6 +106,10 @@ def _npy_bytes(header: str, data: bytes = b"") -> bytes:
     return b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode("latin1") + data
 
 
+#: the bytes of such a file: a reader that trusts the header allocates 74.5 GiB (the hostile file of issue 23)
+HUGE_NPY = _npy_bytes(_HUGE_NPY_HEADER)
+
+
 def hostile_paths(tmpdir) -> list:
     """Hostile values of a path argument, the files made in ``tmpdir`` (a fresh folder per caller).
 
@@ -132,7 +136,7 @@ def hostile_paths(tmpdir) -> list:
     null = d / "devnull.npy"
     if not null.is_symlink():
         null.symlink_to(os.devnull)
-    huge = _npy_bytes(_HUGE_NPY_HEADER)
+    huge = HUGE_NPY
     (d / "huge.npy").write_bytes(huge)
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:

@@ -53,6 +53,21 @@ def _locked(path: Path):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+@pytest.fixture
+def no_hang():
+    """Fail (TimeoutError) instead of hanging when a call blocks on a named pipe for 10 s."""
+    import signal
+
+    def fire(signum, frame):
+        raise TimeoutError("blocked on the named pipe")
+
+    old = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, 10)
+    yield
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGALRM, old)
+
+
 @pytest.fixture(scope="session")
 def quick_figure(tmp_path_factory):
     """``quick_figure(name) -> (folder, run)``: the folder holding ``name``'s quick PNG and ``.npz`` (seed 0)

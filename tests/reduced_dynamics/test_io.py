@@ -8,21 +8,6 @@ import pytest
 from reduced_dynamics import io as rio
 
 
-@pytest.fixture
-def no_hang():
-    """Fail (TimeoutError) instead of hanging when a call blocks on a named pipe for 10 s."""
-    import signal
-
-    def fire(signum, frame):
-        raise TimeoutError("blocked on the named pipe")
-
-    old = signal.signal(signal.SIGALRM, fire)
-    signal.setitimer(signal.ITIMER_REAL, 10)
-    yield
-    signal.setitimer(signal.ITIMER_REAL, 0)
-    signal.signal(signal.SIGALRM, old)
-
-
 def _huge_npy() -> bytes:
     """About 130 bytes whose .npy header declares 100000 x 100000 float64 (80 GB)."""
     header = "{'descr': '<f8', 'fortran_order': False, 'shape': (100000, 100000), }"

@@ -1,5 +1,6 @@
 """The figures' file and data paths meet the API contract (issue 23): named errors, nothing read that could hang or blow up."""
 
+import importlib
 import os
 import zipfile
 from pathlib import Path
@@ -10,25 +11,7 @@ from reduced_dynamics.figures import registry
 from reduced_dynamics.figures._base import load_data
 
 REPO = Path(__file__).resolve().parents[3]
-_HEADER = "{'descr': '<f8', 'fortran_order': False, 'shape': (100000, 100000), }"
-_HEADER += " " * ((-(10 + len(_HEADER) + 1)) % 64) + "\n"
-#: a .npy of about 130 bytes whose header declares 100000 x 100000 float64 (80 GB)
-HUGE = b"\x93NUMPY\x01\x00" + len(_HEADER).to_bytes(2, "little") + _HEADER.encode("latin1")
-
-
-@pytest.fixture
-def no_hang():
-    """Fail (TimeoutError) instead of hanging when a call blocks on a named pipe for 10 s."""
-    import signal
-
-    def fire(signum, frame):
-        raise TimeoutError("blocked on the named pipe")
-
-    old = signal.signal(signal.SIGALRM, fire)
-    signal.setitimer(signal.ITIMER_REAL, 10)
-    yield
-    signal.setitimer(signal.ITIMER_REAL, 0)
-    signal.signal(signal.SIGALRM, old)
+HUGE = importlib.import_module("api_fuzz").HUGE_NPY  # a tiny .npy declaring 80 GB (registered by tests/conftest.py)
 
 
 def test_load_data_refuses_a_huge_header_instead_of_allocating(tmp_path):

@@ -1,5 +1,6 @@
 """The importers meet the API contract (issue 23): paths, counts and arrays get an error naming the argument."""
 
+import importlib
 import os
 import zipfile
 
@@ -8,25 +9,7 @@ import pytest
 
 from reduced_dynamics.importers import CheckpointError, export, from_arrays, load, read_arrays
 
-_HEADER = "{'descr': '<f8', 'fortran_order': False, 'shape': (100000, 100000), }"
-_HEADER += " " * ((-(10 + len(_HEADER) + 1)) % 64) + "\n"
-#: a .npy of about 130 bytes whose header declares 100000 x 100000 float64 (80 GB)
-HUGE = b"\x93NUMPY\x01\x00" + len(_HEADER).to_bytes(2, "little") + _HEADER.encode("latin1")
-
-
-@pytest.fixture
-def no_hang():
-    """Fail (TimeoutError) instead of hanging when a call blocks on a named pipe for 10 s."""
-    import signal
-
-    def fire(signum, frame):
-        raise TimeoutError("blocked on the named pipe")
-
-    old = signal.signal(signal.SIGALRM, fire)
-    signal.setitimer(signal.ITIMER_REAL, 10)
-    yield
-    signal.setitimer(signal.ITIMER_REAL, 0)
-    signal.signal(signal.SIGALRM, old)
+HUGE = importlib.import_module("api_fuzz").HUGE_NPY  # a tiny .npy declaring 80 GB (registered by tests/conftest.py)
 
 
 @pytest.fixture(scope="module")
