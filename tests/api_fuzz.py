@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import inspect
 import math
 import re
@@ -172,12 +173,20 @@ def stop_budget(old) -> None:
     signal.signal(signal.SIGPROF, old[1])
 
 
+@functools.cache
+def _scratch() -> str:
+    import tempfile
+
+    return tempfile.mkdtemp(prefix="api-fuzz-")
+
+
 def verdict(entry: Entry, name: str, value, *, timeout: float = 5.0, wall_timeout: float = 60.0) -> str:
     """``"ok"`` if the call honours the contract of the module docstring, else what went wrong
     (``"timeout"`` past ``timeout`` s of CPU time or ``wall_timeout`` s of wall time: :func:`start_budget`)."""
     old = start_budget(timeout, wall_timeout)
     try:
-        with warnings.catch_warnings(record=True) as caught, _memory_limit():
+        # in a scratch working directory: a hostile path argument ("x") writes nothing into the checkout
+        with warnings.catch_warnings(record=True) as caught, _memory_limit(), contextlib.chdir(_scratch()):
             warnings.simplefilter("always")
             try:
                 result = entry.call(name, value)
@@ -208,8 +217,40 @@ HOSTILE += [np.array([1e200, -1e200]), [[0.1, -0.1], [0.2, -0.2], [0.3, -0.3]], 
 HOSTILE += EXTREME_SETTINGS
 
 
-def make_suite(entries, record=None):
-    """The two tests over ``entries``: random draws (:data:`VALUES`) and every value of :data:`HOSTILE`.
+class NotPrompts:
+    """An object of no package type, with a tempting attribute (``X``): ``isinstance`` must refuse it."""
+
+    X = np.zeros((2, 3, 2))
+
+    def __repr__(self):
+        return "NotPrompts()"
+
+
+@functools.cache
+def hostile_objects() -> tuple:
+    """Hostile *objects* for the arguments that take a structured value (prompts, models, samples, settings):
+    an unrelated object, a mapping, prompts of the wrong class, shape or values, and settings of the other
+    data models. Opt-in (``make_suite(..., extra=hostile_objects())``), so that the suites written before
+    keep their counts."""
+    from reduced_dynamics.estimation.prompts import sample_prompts
+    from reduced_dynamics.multitask.predictors import MultitaskPrompts
+
+    x = np.zeros((2, 3, 4))
+    return (
+        NotPrompts(),
+        {"X": x},
+        sample_prompts(2, Setting(d=4, L=3, sigma2=0.1), seed=0),  # a single-task Prompts (the wrong class)
+        MultitaskPrompts(X=x, Y=np.zeros((2, 3, 5)), xq=np.zeros((2, 4)), yq=np.zeros((2, 5))),  # wrong d and N
+        MultitaskPrompts(X=np.full((2, 3, 4), np.nan), Y=np.zeros((2, 3, 1)), xq=np.zeros((2, 4)), yq=np.zeros((2, 1))),
+        Setting(d=3, L=4, sigma2=0.1, tasks=((0,), (1, 2))),  # settings of the other data models
+        Setting(d=2, L=4, sigma2=0.1, Sigma=np.array([[2.0, 0.3], [0.3, 0.5]])),
+        Setting(d=2, L=4, sigma2=0.1, activation="square", activation_c=0.5),
+    )
+
+
+def make_suite(entries, record=None, *, extra=()):
+    """The two tests over ``entries``: random draws (:data:`VALUES`) and every value of :data:`HOSTILE`
+    (and of ``extra``, e.g. :func:`hostile_objects`).
 
     With a list ``record`` the tests append ``(entry, argument, value, verdict)`` instead of asserting.
     """
@@ -238,7 +279,7 @@ def make_suite(entries, record=None):
         entry = by_name[entry_name]
         bad = []
         for name in entry.fuzz:
-            for value in HOSTILE:
+            for value in [*HOSTILE, *extra]:
                 out = verdict(entry, name, value)
                 if record is not None:
                     record.append((entry_name, name, repr(value)[:60], out))
@@ -249,10 +290,10 @@ def make_suite(entries, record=None):
     return test_api_fuzz, test_api_hostile_values
 
 
-def count(entries) -> int:
+def count(entries, *, extra=()) -> int:
     """Run both tests over ``entries`` in recording mode and print the calls tried and misbehaving."""
     record = []
-    fuzz, hostile = make_suite(entries, record)
+    fuzz, hostile = make_suite(entries, record, extra=extra)
     for e in entries:
         fuzz(e.name)
         hostile(e.name)
@@ -260,5 +301,5 @@ def count(entries) -> int:
     print(f"calls tried: {len(record)}, misbehaved: {len(bad)}")
     print(Counter(r[0] for r in bad))
     for r in bad:
-        print(" ", *r)
+        print(" ", *(str(v).replace("\n", " ") for v in r))
     return 0
