@@ -20,6 +20,7 @@ __all__ = [
     "check_finite_float",
     "check_probability",
     "check_finite_array",
+    "check_bool",
     "check_heads_pair",
     "check_problem",
 ]
@@ -122,6 +123,13 @@ def check_finite_array(name: str, value, *, ndim: int | None = None, min_ndim: i
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"`{name}` must contain only finite values (no NaN/inf)")
     return arr
+
+
+def check_bool(name: str, value) -> bool:
+    """Return ``value`` as ``bool`` if it is ``True`` or ``False`` (``numpy.bool_`` too; not 0, 1 or an array)."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise ValueError(f"`{name}` must be True or False, got {value!r}")
 
 
 def check_heads_pair(omega, mu) -> tuple[np.ndarray, np.ndarray]:

@@ -180,9 +180,18 @@ def _scratch() -> str:
     return tempfile.mkdtemp(prefix="api-fuzz-")
 
 
-def verdict(entry: Entry, name: str, value, *, timeout: float = 5.0, wall_timeout: float = 60.0) -> str:
+def verdict(
+    entry: Entry, name: str, value, *, timeout: float = 5.0, wall_timeout: float = 60.0, overflow: bool = False
+) -> str:
     """``"ok"`` if the call honours the contract of the module docstring, else what went wrong
-    (``"timeout"`` past ``timeout`` s of CPU time or ``wall_timeout`` s of wall time: :func:`start_budget`)."""
+    (``"timeout"`` past ``timeout`` s of CPU time or ``wall_timeout`` s of wall time: :func:`start_budget`).
+
+    With ``overflow`` the package's documented ``LossOverflowError`` (an ``OverflowError``: the state is outside
+    the region where the loss is finite in float64) counts as a clear error too, when it names a parameter (as
+    in tests/reduced_dynamics/dynamics/test_fuzz_api.py)."""
+    from reduced_dynamics.dynamics.loss import LossOverflowError
+
+    named = (ValueError, TypeError, LossOverflowError) if overflow else (ValueError, TypeError)
     old = start_budget(timeout, wall_timeout)
     try:
         # in a scratch working directory: a hostile path argument ("x") writes nothing into the checkout
@@ -192,7 +201,7 @@ def verdict(entry: Entry, name: str, value, *, timeout: float = 5.0, wall_timeou
                 result = entry.call(name, value)
             except _Timeout:
                 return "timeout"
-            except (ValueError, TypeError) as exc:
+            except named as exc:
                 msg = str(exc)
                 words = set(re.findall(r"[A-Za-z_][A-Za-z_0-9.]*", msg.replace("`", " ")))
                 words |= {w.split(".")[-1] for w in words} | {w.split(".")[0] for w in words}
@@ -248,9 +257,9 @@ def hostile_objects() -> tuple:
     )
 
 
-def make_suite(entries, record=None, *, extra=()):
+def make_suite(entries, record=None, *, extra=(), overflow=False):
     """The two tests over ``entries``: random draws (:data:`VALUES`) and every value of :data:`HOSTILE`
-    (and of ``extra``, e.g. :func:`hostile_objects`).
+    (and of ``extra``, e.g. :func:`hostile_objects`); ``overflow``: see :func:`verdict`.
 
     With a list ``record`` the tests append ``(entry, argument, value, verdict)`` instead of asserting.
     """
@@ -265,7 +274,7 @@ def make_suite(entries, record=None, *, extra=()):
         @given(st.tuples(st.sampled_from(entry.fuzz), VALUES))
         def run(case):
             name, value = case
-            out = verdict(entry, name, value)
+            out = verdict(entry, name, value, overflow=overflow)
             if record is not None:
                 record.append((entry_name, name, repr(value)[:60], out))
             else:
@@ -280,7 +289,7 @@ def make_suite(entries, record=None, *, extra=()):
         bad = []
         for name in entry.fuzz:
             for value in [*HOSTILE, *extra]:
-                out = verdict(entry, name, value)
+                out = verdict(entry, name, value, overflow=overflow)
                 if record is not None:
                     record.append((entry_name, name, repr(value)[:60], out))
                 elif out != "ok":
@@ -290,10 +299,10 @@ def make_suite(entries, record=None, *, extra=()):
     return test_api_fuzz, test_api_hostile_values
 
 
-def count(entries, *, extra=()) -> int:
+def count(entries, *, extra=(), overflow=False) -> int:
     """Run both tests over ``entries`` in recording mode and print the calls tried and misbehaving."""
     record = []
-    fuzz, hostile = make_suite(entries, record, extra=extra)
+    fuzz, hostile = make_suite(entries, record, extra=extra, overflow=overflow)
     for e in entries:
         fuzz(e.name)
         hostile(e.name)

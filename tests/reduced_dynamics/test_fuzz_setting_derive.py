@@ -47,7 +47,13 @@ ENTRIES = [
     ),
     E("Setting_tasks", _setting, 0, fuzz=("tasks",), d=3, L=20, sigma2=0.1, tasks=((0,), (1, 2))),
     E("Setting_activation", _setting, 0, fuzz=("activation", "activation_c"), activation="affine", activation_c=0.5),
-    E("Setting.covariance", lambda d_max, where: Setting(d=2, Sigma=SIG).covariance(d_max=d_max, where=where), 0, d_max=10, where="here"),
+    E(
+        "Setting.covariance",
+        lambda d_max, where: Setting(d=2, Sigma=SIG).covariance(d_max=d_max, where=where),
+        0,
+        d_max=10,
+        where="here",
+    ),
     E("Setting.require_scalar", lambda where: S.require_scalar(where), 1, where="here"),
     E("Setting.require_softmax", lambda where: S.require_softmax(where), 1, where="here"),
     E("Setting.require_isotropic", lambda where: S.require_isotropic(where), 1, where="here"),
@@ -58,8 +64,8 @@ ENTRIES = [
     E("sympy2numpy", symbolic.sympy2numpy, 2, expr=symbolic.closed_form_loss(1), H=1),
 ]
 
-test_api_fuzz, test_api_hostile_values = api_fuzz.make_suite(ENTRIES, extra=api_fuzz.hostile_objects())
+test_api_fuzz, test_api_hostile_values = api_fuzz.make_suite(ENTRIES, extra=api_fuzz.hostile_objects(), overflow=True)
 
 
 if __name__ == "__main__":  # pragma: no cover - the measurement of the report
-    sys.exit(api_fuzz.count(ENTRIES, extra=api_fuzz.hostile_objects()))
+    sys.exit(api_fuzz.count(ENTRIES, extra=api_fuzz.hostile_objects(), overflow=True))

@@ -49,12 +49,23 @@ def _checkpoint() -> str:
 
 
 def _report(checkpoint, n_prompts, seed):
-    return af.trained_activation_report(_checkpoint() if checkpoint == "<ck>" else checkpoint, n_prompts=n_prompts, seed=seed)
+    return af.trained_activation_report(
+        _checkpoint() if isinstance(checkpoint, str) and checkpoint == "<ck>" else checkpoint,
+        n_prompts=n_prompts,
+        seed=seed,
+    )
 
 
 ENTRIES = [
     # activations.py
-    E("get_activation", lambda activation, c: get_activation(activation, c), 2, activation="square", c=0.5),
+    # as Setting calls it: its messages name the Setting fields `activation`, `activation_c`
+    E(
+        "get_activation",
+        lambda activation, activation_c: get_activation(activation, activation_c),
+        2,
+        activation="square",
+        activation_c=0.5,
+    ),
     E("Activation.f", lambda x: Activation("square", 0.5).f(x), 1, x=[0.1, -0.3]),
     E("Activation.df", lambda x: TANH.df(x), 1, x=[0.1, -0.3]),
     E("Activation.taylor", lambda order: TANH.taylor(order), 1, order=3),
@@ -65,7 +76,18 @@ ENTRIES = [
     E("act_terms", al.act_terms, 2, omega=OM, setting=S, method="auto", query_nodes=16),
     E("act_loss", al.act_loss, 3, omega=OM, mu=MU, setting=S, method="auto", query_nodes=16),
     E("act_loss_grad", al.act_loss_grad, 3, omega=OM, mu=MU, setting=S, method="auto", query_nodes=16),
-    E("act_mc_risk", al.act_mc_risk, 3, omega=OM, mu=MU, setting=S, n_prompts=50, seed=0),
+    # n_prompts is not fuzzed where every valid value (up to 1e7) is a legitimate Monte Carlo run of minutes
+    E(
+        "act_mc_risk",
+        al.act_mc_risk,
+        3,
+        fuzz=("omega", "mu", "setting", "seed"),
+        omega=OM,
+        mu=MU,
+        setting=S,
+        n_prompts=50,
+        seed=0,
+    ),
     # flow.py
     E("tilt_cubic", af.tilt_cubic, 1, activation="tanh"),
     E("act_limit", af.act_limit, 1, setting=S),
@@ -74,13 +96,23 @@ ENTRIES = [
     E("manifold_profile_square", af.manifold_profile, 2, gamma=[0.1, 0.2], setting=SQ),
     E("eta_claim", af.eta_claim, 3, omega=OM, mu=MU, setting=S),
     E("eta_tilt", af.eta_tilt, 3, omega=OM, mu=MU, setting=S),
-    E("eta_eff_regression", af.eta_eff_regression, 3, model=RED, params=RED_P, setting=S, n_prompts=50, seed=0),
+    E(
+        "eta_eff_regression",
+        af.eta_eff_regression,
+        3,
+        fuzz=("model", "params", "setting", "seed"),
+        model=RED,
+        params=RED_P,
+        setting=S,
+        n_prompts=50,
+        seed=0,
+    ),
     E("manifold_risk_scan", af.manifold_risk_scan, 2, gamma=[0.1, 0.2], setting=S, n_prompts=50, seed=0),
     E("trained_activation_report", _report, 0, checkpoint="<ck>", n_prompts=50, seed=0),
 ]
 
-test_api_fuzz, test_api_hostile_values = api_fuzz.make_suite(ENTRIES, extra=api_fuzz.hostile_objects())
+test_api_fuzz, test_api_hostile_values = api_fuzz.make_suite(ENTRIES, extra=api_fuzz.hostile_objects(), overflow=True)
 
 
 if __name__ == "__main__":  # pragma: no cover - the measurement of the report
-    sys.exit(api_fuzz.count(ENTRIES, extra=api_fuzz.hostile_objects()))
+    sys.exit(api_fuzz.count(ENTRIES, extra=api_fuzz.hostile_objects(), overflow=True))

@@ -65,8 +65,8 @@ ENTRIES = [
     ),
 ]
 
-test_api_fuzz, test_api_hostile_values = api_fuzz.make_suite(ENTRIES, extra=api_fuzz.hostile_objects())
+test_api_fuzz, test_api_hostile_values = api_fuzz.make_suite(ENTRIES, extra=api_fuzz.hostile_objects(), overflow=True)
 
 
 if __name__ == "__main__":  # pragma: no cover - the measurement of the report
-    sys.exit(api_fuzz.count(ENTRIES, extra=api_fuzz.hostile_objects()))
+    sys.exit(api_fuzz.count(ENTRIES, extra=api_fuzz.hostile_objects(), overflow=True))

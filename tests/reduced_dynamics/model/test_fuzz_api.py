@@ -67,7 +67,8 @@ def _run():
 
 
 def _load(path):
-    return tr.load_checkpoint(_run()[1] if path == "<ck>" else path)
+    # the argument is named in messages as its caller names it (train: `resume`); here `path`
+    return tr.load_checkpoint(_run()[1] if isinstance(path, str) and path == "<ck>" else path, name="path")
 
 
 def _summarize(n_prompts, seed, dummy_tol):
@@ -84,7 +85,7 @@ ENTRIES = [
     E("sgd_update", _sgd, 2, theta=TH, grad=TH, lr=1e-2),
     E("snapshot_steps", tr.snapshot_steps, 2, steps=100, n_snapshots=5),
     E("check_resume_state", tr.check_resume_state, 3, theta=TH, m=TH, v=TH * TH, where="here"),
-    E("all_finite", lambda a: tr.all_finite(a), 1, a=TH),
+    E("all_finite", lambda arrays: tr.all_finite(arrays), 1, arrays=TH),
     E(
         "TrainConfig",
         _config,
@@ -134,11 +135,21 @@ ENTRIES = [
     E("pattern_metrics", ci.pattern_metrics, 1, circuits=ci.circuits_from_arrays(KQ, OV)),
     E("Circuits.manifold_gap", lambda setting: ci.circuits_from_arrays(KQ, OV).manifold_gap(setting), 1, setting=S),
     E("precond_circuits_from_arrays", ci.precond_circuits_from_arrays, 3, KQ=KQ_S, ov=OV_S, setting=SS, dummy_tol=0.05),
-    E("extract_precond_circuits", ci.extract_precond_circuits, 3, model=SEP_S, params=SEP_S_P, setting=SS, dummy_tol=0.05),
+    E(
+        "extract_precond_circuits",
+        ci.extract_precond_circuits,
+        3,
+        model=SEP_S,
+        params=SEP_S_P,
+        setting=SS,
+        dummy_tol=0.05,
+    ),
+    # n_prompts is not fuzzed: every valid value (up to 1e7) is a legitimate Monte Carlo run of minutes
     E(
         "precond_cross_check",
         ci.precond_cross_check,
         3,
+        fuzz=("model", "params", "setting", "seed", "chunk", "dummy_tol"),
         model=SEP_S,
         params=SEP_S_P,
         setting=SS,
@@ -149,8 +160,8 @@ ENTRIES = [
     ),
 ]
 
-test_api_fuzz, test_api_hostile_values = api_fuzz.make_suite(ENTRIES, extra=api_fuzz.hostile_objects())
+test_api_fuzz, test_api_hostile_values = api_fuzz.make_suite(ENTRIES, extra=api_fuzz.hostile_objects(), overflow=True)
 
 
 if __name__ == "__main__":  # pragma: no cover - the measurement of the report
-    sys.exit(api_fuzz.count(ENTRIES, extra=api_fuzz.hostile_objects()))
+    sys.exit(api_fuzz.count(ENTRIES, extra=api_fuzz.hostile_objects(), overflow=True))

@@ -113,7 +113,7 @@ def test_interrupt_mid_step_checkpoints_a_consistent_state(tmp_path, monkeypatch
 def test_init_params_are_validated():
     cfg = TrainConfig(n_heads=2, steps=1, parameterisation="merged", seed=0, **SMALL)
     good = cfg.model().init(seed=0)
-    with pytest.raises(ValueError, match="`params"):
+    with pytest.raises(ValueError, match="`init_params\\[.KQ.\\]`"):
         train(cfg, init_params={"KQ": good["KQ"][:1], "ov": good["ov"]})
     with pytest.raises(ValueError, match="`init_params`"):
         train(cfg, init_params={"KQ": np.full_like(good["KQ"], np.nan), "ov": good["ov"]})

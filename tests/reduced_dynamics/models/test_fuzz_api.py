@@ -52,7 +52,7 @@ def _entries(name, m):
     out = [
         E(f"{name}.unpack", m.unpack, 1, y=y),
         E(f"{name}.pack", lambda **kw: m.pack(**kw), 0, **{k: v.copy() for k, v in parts.items()}),
-        E(f"{name}.check_state", m.check_state, 1, y=y),
+        E(f"{name}.check_state", lambda y: m.check_state(y, "y"), 1, y=y),  # (the name the caller gives)
         E(f"{name}.loss", m.loss, 1, y=y),
         E(f"{name}.grad", m.grad, 1, y=y),
         E(f"{name}.margin", m.margin, 1, y=y),
@@ -98,8 +98,8 @@ ENTRIES = [
 for _name, _m in MODELS.items():
     ENTRIES += _entries(_name, _m)
 
-test_api_fuzz, test_api_hostile_values = api_fuzz.make_suite(ENTRIES, extra=api_fuzz.hostile_objects())
+test_api_fuzz, test_api_hostile_values = api_fuzz.make_suite(ENTRIES, extra=api_fuzz.hostile_objects(), overflow=True)
 
 
 if __name__ == "__main__":  # pragma: no cover - the measurement of the report
-    sys.exit(api_fuzz.count(ENTRIES, extra=api_fuzz.hostile_objects()))
+    sys.exit(api_fuzz.count(ENTRIES, extra=api_fuzz.hostile_objects(), overflow=True))

@@ -107,7 +107,16 @@ ENTRIES = [
     ),
     # attention.py
     E("init_mt_attention", at.init_mt_attention, 2, n_heads=2, setting=T, init_scale=0.1, seed=0),
-    E("init_mt_params", at.init_mt_params, 2, n_heads=2, setting=T, parameterisation="separate", init_scale=None, seed=0),
+    E(
+        "init_mt_params",
+        at.init_mt_params,
+        2,
+        n_heads=2,
+        setting=T,
+        parameterisation="separate",
+        init_scale=None,
+        seed=0,
+    ),
     E("mt_attention_predict", at.mt_attention_predict, 3, model=MODEL, prompts=PR, setting=T),
     E("mt_attention_predict_arrays", _predict, 3, KQ=MODEL.KQ, OV=MODEL.OV, prompts=PR),
     E("mt_attention_loss_grad", at.mt_attention_loss_grad, 3, model=MODEL, prompts=PR, setting=T),
@@ -136,7 +145,13 @@ ENTRIES = [
     E("sigma_mt_loss", sl.sigma_mt_loss, 3, B=BB, mu=MU, setting=TS),
     E("sigma_mt_gradient", sl.sigma_mt_gradient, 3, B=BB, mu=MU, setting=TS),
     E("sigma_mt_hessian", sl.sigma_mt_hessian, 3, B=BB, mu=MU, setting=TS),
-    E("sigma_mt_limit_loss_per_task", sl.sigma_mt_limit_loss_per_task, 2, A=np.stack([np.eye(2) * 0.3] * 2), setting=TS),
+    E(
+        "sigma_mt_limit_loss_per_task",
+        sl.sigma_mt_limit_loss_per_task,
+        2,
+        A=np.stack([np.eye(2) * 0.3] * 2),
+        setting=TS,
+    ),
     E("sigma_mt_limit", sl.sigma_mt_limit, 1, setting=TS),
     E("sigma_mt_dpgd_risk", sl.sigma_mt_dpgd_risk, 2, A=np.stack([np.eye(2) * 0.3] * 2), setting=TS),
     E("sigma_mt_risk_expansion", sl.sigma_mt_risk_expansion, 3, B=BB, mu=MU, setting=TS),
@@ -174,8 +189,8 @@ ENTRIES = [
     ),
 ]
 
-test_api_fuzz, test_api_hostile_values = api_fuzz.make_suite(ENTRIES, extra=api_fuzz.hostile_objects())
+test_api_fuzz, test_api_hostile_values = api_fuzz.make_suite(ENTRIES, extra=api_fuzz.hostile_objects(), overflow=True)
 
 
 if __name__ == "__main__":  # pragma: no cover - the measurement of the report
-    sys.exit(api_fuzz.count(ENTRIES, extra=api_fuzz.hostile_objects()))
+    sys.exit(api_fuzz.count(ENTRIES, extra=api_fuzz.hostile_objects(), overflow=True))
