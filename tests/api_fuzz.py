@@ -251,7 +251,7 @@ def hostile_objects() -> tuple:
         sample_prompts(2, Setting(d=4, L=3, sigma2=0.1), seed=0),  # a single-task Prompts (the wrong class)
         MultitaskPrompts(X=x, Y=np.zeros((2, 3, 5)), xq=np.zeros((2, 4)), yq=np.zeros((2, 5))),  # wrong d and N
         MultitaskPrompts(X=np.full((2, 3, 4), np.nan), Y=np.zeros((2, 3, 1)), xq=np.zeros((2, 4)), yq=np.zeros((2, 1))),
-        Setting(d=3, L=4, sigma2=0.1, tasks=((0,), (1, 2))),  # settings of the other data models
+        Setting(d=2, L=4, sigma2=0.1, tasks=((0,), (1,))),  # settings of the other data models (small: sympy)
         Setting(d=2, L=4, sigma2=0.1, Sigma=np.array([[2.0, 0.3], [0.3, 0.5]])),
         Setting(d=2, L=4, sigma2=0.1, activation="square", activation_c=0.5),
     )

@@ -40,10 +40,18 @@ MU = np.array([[0.5, 0.4], [-0.5, -0.4]])  # (H, N)
 BB = np.stack([np.eye(2) * 0.2, -np.eye(2) * 0.2])  # (H, d, d)
 A = np.array([[0.3, 0.0], [0.2, 0.2]])  # (N, d)
 PR = pr.sample_mt_prompts(4, T, seed=0)
-#: the flows of the fuzz get a budget of 5000 gradient evaluations (a valid t_end = 1e12 then ends, status -2, in
+#: the flows of the fuzz get a budget of 2000 gradient evaluations (a valid t_end = 1e12 then ends, status -2, in
 #: well under a second instead of ~20 s with the default budget); the contract is the same
-FUZZ_BUDGET = 5000
+FUZZ_BUDGET = 2000
 MODEL = at.init_mt_attention(2, T, init_scale=0.1, seed=0)
+
+
+#: the generated (lambdified) one-head functions, made once: their entries fuzz the arguments of the callables
+GEN_MT = dv.generated_mt_functions(1, T)
+GEN_SMT = sd.generated_sigma_mt_functions(1, TS)
+#: the symbolic derivations are fuzzed in `setting` (and `C`), not in `H`: every valid H (1..8) is a
+#: derivation of seconds to minutes; the checks of H are those of check_positive_int (tests of _validation)
+NOT_H = ("setting",)
 
 
 def _predict(KQ, OV, prompts):
@@ -157,31 +165,39 @@ ENTRIES = [
     E("sigma_mt_risk_expansion", sl.sigma_mt_risk_expansion, 3, B=BB, mu=MU, setting=TS),
     # derive.py and sigma_derive.py (sympy; H = 1, two features: cached after the first call)
     E("mt_symbols", dv.mt_symbols, 2, H=1, setting=T),
-    E("derive_mt_loss", dv.derive_mt_loss, 2, H=1, setting=T),
+    E("derive_mt_loss", dv.derive_mt_loss, 2, fuzz=NOT_H, H=1, setting=T),
     E("closed_form_mt_loss", dv.closed_form_mt_loss, 2, H=1, setting=T),
-    E("mt_loss_gradient", dv.mt_loss_gradient, 2, H=1, setting=T),
+    E("mt_loss_gradient", dv.mt_loss_gradient, 2, fuzz=NOT_H, H=1, setting=T),
     E("reduction_to_single_task", dv.reduction_to_single_task, 2, H=1, n_features=2),
-    E("generated_mt_functions", dv.generated_mt_functions, 2, H=1, setting=T),
+    E("generated_mt_functions", dv.generated_mt_functions, 2, fuzz=NOT_H, H=1, setting=T),
     E(
         "GeneratedMultitask.loss",
-        lambda omega, mu: dv.generated_mt_functions(1, T).loss(omega, mu),
+        lambda omega, mu: GEN_MT.loss(omega, mu),
         2,
         omega=[[0.2, -0.1]],
         mu=[[0.5, 0.4]],
     ),
     E("rational_cholesky", sd.rational_cholesky, 1, C=[[2, 0], [0, 1]]),
     E("sigma_mt_symbols", sd.sigma_mt_symbols, 2, H=1, setting=TS, C=None),
-    E("derive_sigma_mt_loss", sd.derive_sigma_mt_loss, 2, H=1, setting=TS, C=None),
+    E("derive_sigma_mt_loss", sd.derive_sigma_mt_loss, 2, fuzz=("setting", "C"), H=1, setting=TS, C=None),
     E("closed_form_sigma_mt_loss", sd.closed_form_sigma_mt_loss, 2, H=1, setting=TS, C=None),
-    E("sigma_mt_loss_gradient", sd.sigma_mt_loss_gradient, 2, H=1, setting=TS, C=None),
-    E("difference_to_closed_form", sd.difference_to_closed_form, 2, H=1, setting=TS, C=None),
-    E("reduction_to_multitask", sd.reduction_to_multitask, 2, H=1, setting=T),
+    E("sigma_mt_loss_gradient", sd.sigma_mt_loss_gradient, 2, fuzz=("setting", "C"), H=1, setting=TS, C=None),
+    E("difference_to_closed_form", sd.difference_to_closed_form, 2, fuzz=("setting", "C"), H=1, setting=TS, C=None),
+    E("reduction_to_multitask", sd.reduction_to_multitask, 2, fuzz=NOT_H, H=1, setting=T),
     E("reduction_to_isotropic", sd.reduction_to_isotropic, 2, H=1, n_features=2),
     E("closed_form_limit_minimiser", sd.closed_form_limit_minimiser, 1, setting=TS, C=None),
-    E("generated_sigma_mt_functions", sd.generated_sigma_mt_functions, 2, H=1, setting=TS, hessian=False),
+    E(
+        "generated_sigma_mt_functions",
+        sd.generated_sigma_mt_functions,
+        2,
+        fuzz=("setting", "hessian"),
+        H=1,
+        setting=TS,
+        hessian=False,
+    ),
     E(
         "GeneratedSigmaTasks.loss",
-        lambda B, mu, Sigma: sd.generated_sigma_mt_functions(1, TS).loss(B, mu, Sigma),
+        lambda B, mu, Sigma: GEN_SMT.loss(B, mu, Sigma),
         3,
         B=[np.eye(2) * 0.2],
         mu=[[0.5, 0.4]],
