@@ -339,10 +339,10 @@ def sgd_vs_flow(
             f"`time_scale` must be a number in (0, {TIME_SCALE_MAX:g}] (a rescaled time), got {time_scale!r}"
         )
     t_last = time_scale * lr * sgd_steps
-    if not T_END_MIN <= t_last <= T_END_MAX:
+    if not (T_END_MIN <= time_scale * lr and t_last <= T_END_MAX):  # the first and the last record's time
         raise ValueError(
-            f"the flow time `time_scale` × `lr` × `sgd_steps` = {t_last:.3g} must be in [{T_END_MIN:.3g}, "
-            f"{T_END_MAX:g}] (the engine's range); change `lr` or `time_scale`"
+            f"the flow times `time_scale` × `lr` × step, {time_scale * lr:.3g} to {t_last:.3g}, must be in "
+            f"[{T_END_MIN:.3g}, {T_END_MAX:g}] (the engine's range); change `lr` or `time_scale`"
         )
     setting = _isotropic(setting, "sgd_vs_flow")
     flow_setting = setting if flow_setting is None else _isotropic(flow_setting, "sgd_vs_flow", "flow_setting")

@@ -169,7 +169,7 @@ def role_frequencies(
         End time of every flow (a normal float; the engine's range).
     scale : float > 0
     budget : int, in [1, 1e8], optional
-        Gradient evaluations per flow (the engine's ``budget``; default ``reduced_dynamics.flow`` 's 150000):
+        Gradient evaluations per flow (the engine's ``budget``; default 150000, as :func:`reduced_dynamics.integrate`):
         a flow that spends it stops there (counted in ``failures``). It bounds the time of a long ``t_end``.
 
     Returns
