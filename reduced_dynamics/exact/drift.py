@@ -395,7 +395,7 @@ def manifold_excess_mc(gamma, setting, *, n_prompts, seed, eta=None, chunk=20_00
     eta = _check_step(eta, setting)
     from reduced_dynamics.estimation.prompts import MEMORY_BUDGET
 
-    need = 8 * 8 * min(chunk, n_prompts) * (setting.L + 2) * max(1, min(gam.size, 2))
+    need = 8 * 8 * min(chunk, n_prompts) * (setting.L + 2)
     if need > MEMORY_BUDGET:  # decided before anything is drawn (a chunk holds about 8 arrays of (m, L))
         raise ValueError(
             f"manifold_excess_mc: a chunk of {min(chunk, n_prompts)} prompts at `setting.L` = {setting.L} needs "
