@@ -183,7 +183,7 @@ def _check_gamma(gamma) -> np.ndarray:
 def manifold_profile(gamma, setting: Setting) -> ManifoldProfile:
     """Minimise :math:`\\tilde L_f` over ``M`` at each ``γ`` on the two-head manifold (closed form: a quadratic in M).
 
-    ``gamma`` is array_like with entries >= :data:`GAMMA_MIN`; a ``γ`` too large for float64 raises
+    ``gamma`` is array_like with entries >= ``GAMMA_MIN`` (1e-3); a ``γ`` too large for float64 raises
     ``LossOverflowError`` naming ``omega`` (the state ``ω = (γ, −γ)``).
     """
     s = _scalar_setting(setting, "manifold_profile")

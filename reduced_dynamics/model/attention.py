@@ -333,6 +333,10 @@ class AttentionModel:
     def circuits(self, params) -> tuple[np.ndarray, np.ndarray]:
         """Return ``(KQ, ov)``: ``KQ_h = K_hᵀQ_h/√D`` (H, D, D) and ``ov_h = V_hᵀo_h`` (H, D)."""
         _check_params(params, self.param_shapes())
+        return self._circuits(params)
+
+    def _circuits(self, params):
+        """:meth:`circuits` of validated parameters (the forward pass's; no checks)."""
         if self.parameterisation == "merged":
             return np.asarray(params["KQ"]), np.asarray(params["ov"])
         D = self.d + 1
@@ -406,7 +410,7 @@ class AttentionModel:
 
     def _loss_and_grad_arrays(self, params, Z, Zt, xq, yq) -> tuple[float, dict]:
         """``loss_and_grad`` on validated arrays (the trainer's entry point; no checks)."""
-        KQ, ov = self.circuits(params)
+        KQ, ov = self._circuits(params)
         yhat, cache = self._forward(KQ, ov, Z, Zt, xq)
         r = yhat - yq
         n = r.size
@@ -437,7 +441,7 @@ class AttentionModel:
     def predict(self, params, batch) -> np.ndarray:
         """Predictions ``ŷ`` on a :class:`~reduced_dynamics.Prompts` batch, shape ``(n,)``."""
         _check_params(params, self.param_shapes())
-        KQ, ov = self.circuits(params)
+        KQ, ov = self._circuits(params)
         tok = as_tokens(batch)
         Z, xq = tok.tokens, tok.x_q
         self._check_batch(Z, xq)
@@ -508,6 +512,10 @@ class ReducedModel:
     def circuits(self, params) -> tuple[np.ndarray, np.ndarray]:
         """The equivalent merged circuits: ``KQ_h = diag(ω_h I_d, 0)``, ``ov_h = μ_h e_{d+1}``."""
         _check_params(params, self.param_shapes())
+        return self._circuits(params)
+
+    def _circuits(self, params):
+        """:meth:`circuits` of validated parameters (no checks)."""
         H, d = self.n_heads, self.d
         KQ = np.zeros((H, d + 1, d + 1))
         KQ[:, np.arange(d), np.arange(d)] = np.asarray(params["omega"])[:, None]
