@@ -143,7 +143,7 @@ def mt_attention_predict(model: MultitaskAttention, prompts: MultitaskPrompts, s
     """Predictions for all tasks, shape (n, N)."""
     setting = as_setting(setting, "mt_attention_predict").require_softmax("mt_attention_predict")
     _check_model(model, setting)
-    check_mt_prompts(prompts, setting)
+    check_mt_prompts(prompts, setting=setting)
     out, _, _ = _forward(model.KQ, model.OV, prompts.tokens, prompts.xq)
     return out
 
@@ -159,7 +159,7 @@ def mt_attention_loss_grad(model: MultitaskAttention, prompts: MultitaskPrompts,
     """
     setting = as_setting(setting, "mt_attention_loss_grad").require_softmax("mt_attention_loss_grad")
     _check_model(model, setting)
-    check_mt_prompts(prompts, setting)
+    check_mt_prompts(prompts, setting=setting)
     loss, gKQ, gOV = _loss_grad(model.KQ, model.OV, prompts.tokens, prompts.xq, prompts.yq)
     return LossGrad(loss=loss, KQ=gKQ, OV=gOV)
 

@@ -77,7 +77,7 @@ class MultitaskPrompts(FrozenResult):
         return np.concatenate([self.X, self.Y], axis=-1)
 
 
-def check_mt_prompts(prompts, setting: Setting | None = None, *, name: str = "prompts") -> MultitaskPrompts:
+def check_mt_prompts(prompts, *, setting: Setting | None = None, name: str = "prompts") -> MultitaskPrompts:
     """Refuse anything but a :class:`MultitaskPrompts` of consistent, finite, real arrays (of ``setting``'s d and N).
 
     Returns ``prompts``; raises ``ValueError`` naming ``name`` (the argument) otherwise.
@@ -154,7 +154,7 @@ def reduced_mt_predict(prompts: MultitaskPrompts, omega, mu, setting: Setting) -
     setting : Setting
     """
     omega, mu = check_state(omega, mu, setting)
-    check_mt_prompts(prompts, as_setting(setting, "reduced_mt_predict"))
+    check_mt_prompts(prompts, setting=as_setting(setting, "reduced_mt_predict"))
     S = np.einsum("bld,hd,bd->bhl", prompts.X, omega, prompts.xq)
     P = _softmax(S)
     return np.einsum("bhl,bln,hn->bn", P, prompts.Y, mu)
@@ -205,7 +205,7 @@ def support_ridge_predict(prompts: MultitaskPrompts, setting: Setting) -> np.nda
     Bayes-optimal for task :math:`n` under :math:`\beta_{S_n}\sim N(0, I/|S_n|)`.
     """
     setting = as_setting(setting, "support_ridge_predict")
-    check_mt_prompts(prompts, setting)
+    check_mt_prompts(prompts, setting=setting)
     out = np.empty(prompts.yq.shape)
     for n, S in enumerate(setting.supports):
         S = list(S)
