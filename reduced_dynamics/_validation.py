@@ -20,9 +20,9 @@ __all__ = [
     "check_finite_float",
     "check_probability",
     "check_finite_array",
+    "check_bool",
     "check_heads_pair",
     "check_problem",
-    "check_bool",
     "check_path",
 ]
 

@@ -30,7 +30,7 @@ import math
 
 import numpy as np
 
-__all__ = ["ACTIVATIONS", "Activation", "get_activation", "check_normaliser"]
+__all__ = ["ACTIVATIONS", "Activation", "as_activation", "get_activation", "check_normaliser"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,7 +64,19 @@ class Activation:
         return self.name == "affine"
 
     def f(self, x):
-        """``f(x)``, elementwise (float64 ndarray or float)."""
+        """``f(x)``, elementwise (float64 ndarray or float); ``x`` finite, ``f(x)`` finite in float64."""
+        x = _check_x(x)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return _finite_values(self._f(x), self.name)
+
+    def df(self, x):
+        """``f'(x)``, elementwise; ``x`` finite, ``f'(x)`` finite in float64."""
+        x = _check_x(x)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return _finite_values(self._df(x), self.name)
+
+    def _f(self, x):
+        """``f(x)`` without checks (the attention weights' hot path)."""
         x = np.asarray(x, dtype=np.float64)
         if self.name == "exp":
             return np.exp(x)
@@ -74,8 +86,8 @@ class Activation:
             return (1.0 + self.c * x) ** 2
         return 1.0 + np.tanh(x)
 
-    def df(self, x):
-        """``f'(x)``, elementwise."""
+    def _df(self, x):
+        """``f'(x)`` without checks."""
         x = np.asarray(x, dtype=np.float64)
         if self.name == "exp":
             return np.exp(x)
@@ -87,6 +99,8 @@ class Activation:
 
     def taylor(self, order: int) -> tuple[float, ...]:
         """Coefficients ``a_k`` of ``f(x) / f(0) = Σ_k a_k x^k`` for ``k = 0..order``."""
+        if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or not 0 <= order <= 64:
+            raise ValueError(f"`order` must be an integer in [0, 64], got {order!r}")
         k = range(order + 1)
         if self.name == "exp":
             return tuple(1.0 / math.factorial(i) for i in k)
@@ -115,6 +129,30 @@ class Activation:
 
 #: Activation names accepted by ``Setting(activation=...)`` and ``--activation``.
 ACTIVATIONS = ("exp", "affine", "square", "tanh")
+
+
+def _check_x(x) -> np.ndarray:
+    from reduced_dynamics._validation import check_finite_array
+
+    return check_finite_array("x", x, min_ndim=0)
+
+
+def _finite_values(out, name: str):
+    if not np.all(np.isfinite(out)):
+        raise ValueError(f"`x` too large: the activation {name!r} overflows float64 there")
+    return out
+
+
+def as_activation(activation, name: str = "activation") -> Activation:
+    """An :class:`Activation` from one (re-validated) or from its name (constant C = 1); ``TypeError`` for another
+    type, ``ValueError`` for an unknown name."""
+    if isinstance(activation, Activation):
+        return get_activation(activation.name, activation.c)
+    if isinstance(activation, str):
+        return get_activation(activation)
+    raise TypeError(
+        f"`{name}` must be an Activation or one of the names {', '.join(ACTIVATIONS)}, got {type(activation).__name__}"
+    )
 
 
 def get_activation(name: str = "exp", c: float = 1.0) -> Activation:
@@ -151,12 +189,16 @@ def check_normaliser(s: np.ndarray, where: str, *, tol: float = 1e-12) -> None:
         Smallest normaliser accepted, relative to the number of weights being 1 (``f(0) = 1``).
     """
     s = np.asarray(s)
+    if s.dtype.kind not in "fiu":
+        raise ValueError(f"`s` must be an array of real numbers (the normalisers), got dtype {s.dtype}")
+    if isinstance(tol, bool) or not isinstance(tol, (int, float, np.integer, np.floating)) or not 0 <= tol < 1:
+        raise ValueError(f"`tol` must be a number in [0, 1), got {tol!r}")
     if not np.all(np.isfinite(s)):
-        raise ValueError(f"{where}: the attention normaliser overflowed (non-finite); lower the scale of `omega`")
+        raise ValueError(f"{where}: the attention normaliser `s` overflowed (non-finite); lower the scale of `omega`")
     lo = float(s.min()) if s.size else 1.0
     if lo <= tol:
         raise ValueError(
-            f"{where}: the attention normaliser Σ_j f(ω s_j) reached {lo:.3g} ≤ {tol:g}: the activation's "
+            f"{where}: the attention normaliser (`s`: Σ_j f(ω s_j)) reached {lo:.3g} ≤ {tol:g}: the activation's "
             "weights are negative or sum to zero here (affine f = 1 + Cx with C ω s < -1); use a smaller `omega` "
             "or `activation_c` (the C of f)"
         )

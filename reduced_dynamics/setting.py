@@ -393,6 +393,9 @@ class Setting:
                [0., 1., 0.],
                [0., 0., 1.]])
         """
+        from reduced_dynamics._validation import check_positive_int
+
+        d_max = check_positive_int("d_max", d_max)
         if not isinstance(self.d, int):
             raise ValueError(f"`setting` must have a scalar `d` for {where}, got an array of `d`")
         if self.d > d_max:

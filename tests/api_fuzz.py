@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import inspect
 import math
 import re
@@ -242,18 +243,37 @@ def stop_budget(old) -> None:
     signal.signal(signal.SIGPROF, old[1])
 
 
-def verdict(entry: Entry, name: str, value, *, timeout: float = 5.0, wall_timeout: float = 60.0) -> str:
+@functools.cache
+def _scratch() -> str:
+    import tempfile
+
+    return tempfile.mkdtemp(prefix="api-fuzz-")
+
+
+def verdict(
+    entry: Entry, name: str, value, *, timeout: float = 5.0, wall_timeout: float = 60.0, overflow: bool = False
+) -> str:
     """``"ok"`` if the call honours the contract of the module docstring, else what went wrong
-    (``"timeout"`` past ``timeout`` s of CPU time or ``wall_timeout`` s of wall time: :func:`start_budget`)."""
+    (``"timeout"`` past ``timeout`` s of CPU time or ``wall_timeout`` s of wall time: :func:`start_budget`).
+
+    With ``overflow`` the package's documented ``LossOverflowError`` (an ``OverflowError``: the state is outside
+    the region where the loss is finite in float64) counts as a clear error too, when it names a parameter (as
+    in tests/reduced_dynamics/dynamics/test_fuzz_api.py)."""
+    from reduced_dynamics.dynamics.loss import LossOverflowError
+
+    named = (ValueError, TypeError, LossOverflowError) if overflow else (ValueError, TypeError)
     old = start_budget(timeout, wall_timeout)
     try:
-        with warnings.catch_warnings(record=True) as caught, _memory_limit():
+        # in a scratch working directory: a hostile path argument ("x") writes nothing into the checkout
+        # an entry with path arguments already runs in make_suite's fresh folder (in_tmp)
+        where = contextlib.nullcontext() if entry.paths else contextlib.chdir(_scratch())
+        with warnings.catch_warnings(record=True) as caught, _memory_limit(), where:
             warnings.simplefilter("always")
             try:
                 result = entry.call(name, value)
             except _Timeout:
                 return "timeout"
-            except (ValueError, TypeError) as exc:
+            except named as exc:
                 msg = str(exc)
                 words = set(re.findall(r"[A-Za-z_][A-Za-z_0-9.]*", msg.replace("`", " ")))
                 words |= {w.split(".")[-1] for w in words} | {w.split(".")[0] for w in words}
@@ -272,22 +292,59 @@ def verdict(entry: Entry, name: str, value, *, timeout: float = 5.0, wall_timeou
         stop_budget(old)
 
 
+_verdict = verdict  # (make_suite binds its `overflow` under the name `verdict`)
+
+
 #: The fixed hostile values every fuzzable argument of every entry meets (besides the random draws).
 HOSTILE = [0.0, -1.0, 1e-320, 1e300, float("nan"), float("inf"), 1 + 1j, np.array([0.1 + 1j, -0.1])]
 HOSTILE += [np.array([1e200, -1e200]), [[0.1, -0.1], [0.2, -0.2], [0.3, -0.3]], "x", None, 10**12]
 HOSTILE += EXTREME_SETTINGS
 
 
-def make_suite(entries, record=None, *, wall_timeout: float = 60.0, extra=()):
+class NotPrompts:
+    """An object of no package type, with a tempting attribute (``X``): ``isinstance`` must refuse it."""
+
+    X = np.zeros((2, 3, 2))
+
+    def __repr__(self):
+        return "NotPrompts()"
+
+
+@functools.cache
+def hostile_objects() -> tuple:
+    """Hostile *objects* for the arguments that take a structured value (prompts, models, samples, settings):
+    an unrelated object, a mapping, prompts of the wrong class, shape or values, and settings of the other
+    data models. Opt-in (``make_suite(..., extra=hostile_objects())``), so that the suites written before
+    keep their counts."""
+    from reduced_dynamics.estimation.prompts import sample_prompts
+    from reduced_dynamics.multitask.predictors import MultitaskPrompts
+
+    x = np.zeros((2, 3, 4))
+    return (
+        NotPrompts(),
+        {"X": x},
+        sample_prompts(2, Setting(d=4, L=3, sigma2=0.1), seed=0),  # a single-task Prompts (the wrong class)
+        MultitaskPrompts(X=x, Y=np.zeros((2, 3, 5)), xq=np.zeros((2, 4)), yq=np.zeros((2, 5))),  # wrong d and N
+        MultitaskPrompts(X=np.full((2, 3, 4), np.nan), Y=np.zeros((2, 3, 1)), xq=np.zeros((2, 4)), yq=np.zeros((2, 1))),
+        Setting(d=2, L=4, sigma2=0.1, tasks=((0,), (1,))),  # settings of the other data models (small: sympy)
+        Setting(d=2, L=4, sigma2=0.1, Sigma=np.array([[2.0, 0.3], [0.3, 0.5]])),
+        Setting(d=2, L=4, sigma2=0.1, activation="square", activation_c=0.5),
+    )
+
+
+def make_suite(entries, record=None, *, wall_timeout: float = 60.0, extra=(), overflow=False):
     """The two tests over ``entries``: random draws (:data:`VALUES`) and every value of :data:`HOSTILE`
     (and of :func:`hostile_paths` for an entry's ``paths``).
 
     With a list ``record`` the tests append ``(entry, argument, value, verdict)`` instead of asserting.
     ``wall_timeout``: the wall-time budget of one call (:func:`verdict`); ``extra``: hostile values every
-    fuzzable argument meets besides :data:`HOSTILE`.
+    fuzzable argument meets besides :data:`HOSTILE` (e.g. :func:`hostile_objects`); ``overflow``: see
+    :func:`verdict`.
     """
     hostile = [*HOSTILE, *extra]
     by_name = {e.name: e for e in entries}
+    # `verdict` of this suite (with its `overflow`), under the name the hypothesis test below calls
+    verdict = functools.partial(_verdict, overflow=overflow)
 
     def in_tmp(entry, fn):
         """Call ``fn(tmpdir)`` in a fresh temporary working folder if ``entry`` has path arguments."""
@@ -351,13 +408,13 @@ def make_suite(entries, record=None, *, wall_timeout: float = 60.0, extra=()):
     return test_api_fuzz, test_api_hostile_values
 
 
-def count(entries, group=None, *, wall_timeout: float = 60.0, extra=()) -> int:
+def count(entries, group=None, *, wall_timeout: float = 60.0, extra=(), overflow=False) -> int:
     """Run both tests over ``entries`` in recording mode and print the calls tried and misbehaving.
 
     With ``group`` (entry name -> group name, e.g. the subpackage) the two numbers are also printed per group.
     """
     record = []
-    fuzz, hostile = make_suite(entries, record, wall_timeout=wall_timeout, extra=extra)
+    fuzz, hostile = make_suite(entries, record, wall_timeout=wall_timeout, extra=extra, overflow=overflow)
     for e in entries:
         fuzz(e.name)
         hostile(e.name)
@@ -369,5 +426,5 @@ def count(entries, group=None, *, wall_timeout: float = 60.0, extra=()) -> int:
             print(f"  {g}: calls tried {tried[g]}, misbehaved {failed[g]}")
     print(Counter(r[0] for r in bad))
     for r in bad:
-        print(" ", *r)
+        print(" ", *(str(v).replace("\n", " ") for v in r))
     return 0

@@ -46,8 +46,9 @@ import numpy as np
 from reduced_dynamics._results import FrozenResult
 from reduced_dynamics._validation import check_finite_array
 from reduced_dynamics.activation_dynamics.loss import act_terms
-from reduced_dynamics.activations import Activation, get_activation
+from reduced_dynamics.activations import Activation, as_activation
 from reduced_dynamics.dynamics.diagnostics import trajectory_diagnostics
+from reduced_dynamics.dynamics.loss import LossOverflowError
 from reduced_dynamics.setting import Setting, as_setting
 
 __all__ = [
@@ -73,11 +74,7 @@ def tilt_cubic(activation: Activation | str) -> float:
     ``activation`` is an :class:`~reduced_dynamics.activations.Activation` or the name of one (``"exp"``,
     ``"affine"``, ``"square"``, ``"tanh"``; constant C = 1).
     """
-    if isinstance(activation, str):
-        activation = get_activation(activation)
-    elif not isinstance(activation, Activation):
-        raise TypeError(f"`activation` must be an Activation or one of its names, got {type(activation).__name__}")
-    a = activation.taylor(3)
+    a = as_activation(activation).taylor(3)
     return 3.0 * a[3] - a[1] * a[2]
 
 
@@ -169,34 +166,62 @@ class ManifoldProfile(FrozenResult):
     eta_claim: np.ndarray
 
 
-def manifold_profile(gamma, setting: Setting) -> ManifoldProfile:
-    """Minimise :math:`\\tilde L_f` over ``M`` at each ``γ`` on the two-head manifold (closed form: a quadratic in M)."""
-    s = _scalar_setting(setting, "manifold_profile")
+#: Smallest γ of the manifold scans: the quadratic in M has curvature O(γ²) and cancels in float64 below it
+#: (relative error about 1e-16/γ²; at γ = 1e-6 the excess is already wrong in its first digit, at 1e-10 0/0).
+GAMMA_MIN = 1e-3
+
+
+def _check_gamma(gamma) -> np.ndarray:
     g = check_finite_array("gamma", gamma, min_ndim=0).reshape(-1)
-    if np.any(g <= 0):
-        raise ValueError("`gamma` must be > 0")
+    if np.any(g < GAMMA_MIN):
+        raise ValueError(
+            f"`gamma` must be >= {GAMMA_MIN:g} (below it the quadratic in M cancels in float64), got min {g.min():g}"
+        )
+    return g
+
+
+def manifold_profile(gamma, setting: Setting) -> ManifoldProfile:
+    """Minimise :math:`\\tilde L_f` over ``M`` at each ``γ`` on the two-head manifold (closed form: a quadratic in M).
+
+    ``gamma`` is array_like with entries >= ``GAMMA_MIN`` (1e-3); a ``γ`` too large for float64 raises
+    ``LossOverflowError`` naming ``omega`` (the state ``ω = (γ, −γ)``).
+    """
+    s = _scalar_setting(setting, "manifold_profile")
+    g = _check_gamma(gamma)
     om = np.stack([g, -g], axis=-1)
-    T = act_terms(om, s)
-    A = T.T2 + s.c * T.K
-    b = T.T1[:, 0] - T.T1[:, 1]
-    q = A[:, 0, 0] - 2 * A[:, 0, 1] + A[:, 1, 1]
-    M = b / q
-    loss = 1.0 + s.sigma2 - b * b / q
+    try:
+        T = act_terms(om, s)
+    except LossOverflowError as exc:
+        raise LossOverflowError(f"`gamma` up to {g.max():g} is too large for `setting` ({exc})") from None
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        A = T.T2 + s.c * T.K
+        b = T.T1[:, 0] - T.T1[:, 1]
+        q = A[:, 0, 0] - 2 * A[:, 0, 1] + A[:, 1, 1]
+        M = b / q
+        loss = 1.0 + s.sigma2 - b * b / q
+        eta_claim = 2.0 * s.activation_fn.c_f * g * M
+    if not (np.all(q > 0) and np.all(np.isfinite(M)) and np.all(np.isfinite(eta_claim))):
+        raise ValueError(
+            f"`gamma` up to {g.max():g}: the quadratic in M of `setting` ({s.activation!r}, C = {s.activation_c:g}) "
+            "has no finite minimiser there in float64; use a smaller `gamma`"
+        )
     return ManifoldProfile(
         gamma=g,
         M=M,
         loss=loss,
         excess=loss - float(s.inf_loss),
         eta_tilt=M * b,
-        eta_claim=2.0 * s.activation_fn.c_f * g * M,
+        eta_claim=eta_claim,
     )
 
 
 def eta_claim(omega, mu, setting: Setting) -> float:
     """The paper's effective step ``2 C_f γ μ₊``: γ = mean ``|ω_h|`` over non-dummy heads, μ₊ = Σ of the positive μ_h."""
-    s = as_setting(setting)
-    omega = check_finite_array("omega", omega, min_ndim=1)
-    mu = check_finite_array("mu", mu, min_ndim=1)
+    s = as_setting(setting, "eta_claim")
+    omega = check_finite_array("omega", omega, ndim=1)
+    mu = check_finite_array("mu", mu, ndim=1)
+    if mu.shape != omega.shape:
+        raise ValueError(f"`mu` must have the shape of `omega` {omega.shape}, got {mu.shape}")
     diag = trajectory_diagnostics(omega, mu)
     mu_plus = float(np.sum(np.where(mu > 0, mu, 0.0)))
     return 2.0 * s.activation_fn.c_f * float(diag.gamma) * mu_plus
@@ -349,13 +374,19 @@ def trained_activation_report(checkpoint, *, n_prompts: int = 100_000, seed) -> 
     -------
     TrainedActivationReport
     """
+    import os
+
+    from reduced_dynamics._validation import check_nonnegative_int
     from reduced_dynamics.estimation.predictors import debiased_gd
     from reduced_dynamics.estimation.risk import _Moments
     from reduced_dynamics.model.attention import ReducedModel, unflatten_params
     from reduced_dynamics.model.circuits import extract_circuits, pattern_metrics
     from reduced_dynamics.model.training import _eval_chunks, _sample, load_checkpoint
 
-    ck = load_checkpoint(checkpoint)
+    if isinstance(checkpoint, np.ndarray) or not isinstance(checkpoint, (str, os.PathLike)):
+        raise ValueError(f"`checkpoint` must be a path (str or os.PathLike), got {type(checkpoint).__name__}")
+    seed = check_nonnegative_int("seed", seed)
+    ck = load_checkpoint(checkpoint, name="checkpoint")
     cfg = ck.config
     s = cfg.setting
     model = cfg.model()
@@ -468,9 +499,11 @@ def manifold_risk_scan(gamma, setting: Setting, *, n_prompts: int = 100_000, see
     from reduced_dynamics.model.attention import _weights
 
     s = _scalar_setting(setting, "manifold_risk_scan")
-    g = check_finite_array("gamma", gamma, min_ndim=0).reshape(-1)
-    if g.size == 0 or np.any(g <= 0):
-        raise ValueError("`gamma` must be a non-empty array of values > 0")
+    g = _check_gamma(gamma)
+    if s.L < 2:
+        raise ValueError(
+            f"`setting.L` must be >= 2 for the manifold (with one example both heads weight it 1), got {s.L}"
+        )
     n = check_n_prompts(n_prompts)
     if n > 10**7:
         raise ValueError(f"`n_prompts` must be <= 1e7, got {n}")
@@ -494,6 +527,11 @@ def manifold_risk_scan(gamma, setting: Setting, *, n_prompts: int = 100_000, see
         m0, m1, m2 = (float(conditional_loss(pr, M * W, setting=s).mean()) for M in (0.0, 1.0, 2.0))
         a = (m2 - 2 * m1 + m0) / 2
         b = m1 - m0 - a
+        if not a > 0:  # the sample risk is flat in M: no minimiser
+            raise ValueError(
+                f"`gamma` = {gam:g}: the sample risk of `setting` is flat in M there (curvature {a:.3g}); use a "
+                "larger `gamma` or `n_prompts`"
+            )
         M = -b / (2 * a)
         loss = conditional_loss(pr, M * W, setting=s)
         diff = loss - ld

@@ -75,7 +75,7 @@ import numpy as np
 
 from reduced_dynamics._results import FrozenResult
 from reduced_dynamics._validation import check_finite_array
-from reduced_dynamics.activations import Activation
+from reduced_dynamics.activations import Activation, as_activation
 from reduced_dynamics.dynamics.loss import MAX_EXPONENT, LossGradient, LossOverflowError
 from reduced_dynamics.estimation.prompts import as_generator, check_n_prompts, iter_prompts
 from reduced_dynamics.estimation.risk import RiskEstimate, _Moments
@@ -168,7 +168,7 @@ def _f_df(x, activation: Activation):
     if activation.name == "tanh":
         th = np.tanh(x)
         return 1.0 + th, 1.0 - th * th
-    return activation.f(x), activation.df(x)
+    return activation._f(x), activation._df(x)
 
 
 def _check_t(t, where):
@@ -197,8 +197,18 @@ def tilt_ratio(t, activation: Activation, *, method: str = "auto") -> ValueAndSl
     ValueAndSlope
         ``value = m_f(t)``, ``slope = m_f'(t)``, shape of ``t``.
     """
-    m, dm = _tilt(t, activation, method)
-    return ValueAndSlope(value=np.asarray(m), slope=np.asarray(dm))
+    t = check_finite_array("t", t, min_ndim=0)
+    activation = as_activation(activation)
+    with np.errstate(over="ignore", invalid="ignore"):
+        m, dm = _tilt(t, activation, method)
+    return ValueAndSlope(value=_finite_terms(m, "t"), slope=_finite_terms(dm, "t"))
+
+
+def _finite_terms(x, names: str) -> np.ndarray:
+    x = np.asarray(x)
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"`{names}` too large: the terms are not finite in float64; use smaller values")
+    return x
 
 
 def _tilt(t, activation: Activation, method: str):
@@ -246,8 +256,16 @@ def fluctuation_kernel(t1, t2, activation: Activation, *, method: str = "auto") 
     ValueAndSlope
         ``value = K``, ``slope = ∂K/∂t_1``, the broadcast shape.
     """
-    K, dK = _kernel(t1, t2, activation, method)
-    return ValueAndSlope(value=np.asarray(K), slope=np.asarray(dK))
+    t1 = check_finite_array("t1", t1, min_ndim=0)
+    t2 = check_finite_array("t2", t2, min_ndim=0)
+    try:
+        np.broadcast_shapes(t1.shape, t2.shape)
+    except ValueError:
+        raise ValueError(f"`t1` and `t2` must broadcast together, got shapes {t1.shape} and {t2.shape}") from None
+    activation = as_activation(activation)
+    with np.errstate(over="ignore", invalid="ignore"):
+        K, dK = _kernel(t1, t2, activation, method)
+    return ValueAndSlope(value=_finite_terms(K, "t1` or `t2"), slope=_finite_terms(dK, "t1` or `t2"))
 
 
 def _kernel(t1, t2, activation: Activation, method: str):
@@ -270,7 +288,7 @@ def _kernel(t1, t2, activation: Activation, method: str):
     a, w = _a_rule()
     with np.errstate(over="ignore"):
         F1, dF1 = _f_df(t1[..., None] * a, activation)
-        F2 = activation.f(t2[..., None] * a)
+        F2 = activation._f(t2[..., None] * a)
     Q1, Q2 = F1 @ w, F2 @ w
     G = (F1 * F2) @ w
     dG = (dF1 * F2 * a) @ w
@@ -347,27 +365,33 @@ def act_terms(omega, setting: Setting, *, method: str = "auto", query_nodes: int
             raise LossOverflowError(
                 f"exp(d·ω_h·ω_k) overflows: d·max(ω²) = {worst:.4g} exceeds {MAX_EXPONENT:g}; reduce |omega|"
             )
-    t = omega * sd
-    K, dK1 = _kernel(t[..., :, None], t[..., None, :], act, m)
-    dK = dK1 * sd
-    if m == "closed" and act.name in ("exp", "affine"):  # τ = C ω for every query: the ρ average is exact
-        cf = 1.0 if act.name == "exp" else act.c
-        T1 = cf * omega
-        T2 = cf * cf * omega[..., :, None] * omega[..., None, :]
-        dT1 = np.full_like(omega, cf)
-        dT2 = cf * cf * np.broadcast_to(omega[..., None, :], T2.shape).copy()
-    else:
-        rho, w = _query_rule(int(d), int(query_nodes))
-        keep = w * rho >= NODE_CUTOFF
-        rho, w = rho[keep], w[keep]
-        r = np.sqrt(d * rho)  # (J,)
-        mt, dmt = _tilt(omega[..., None] * r, act, m)  # (..., H, J)
-        tau = mt / r
-        wr = w * rho
-        T1 = tau @ wr
-        dT1 = dmt @ wr
-        T2 = np.einsum("...hj,...kj,j->...hk", tau, tau, wr)
-        dT2 = np.einsum("...hj,...kj,j->...hk", dmt, tau, wr)
+    with np.errstate(over="ignore", invalid="ignore"):  # the closed forms overflow at a huge omega: refused below
+        t = omega * sd
+        K, dK1 = _kernel(t[..., :, None], t[..., None, :], act, m)
+        dK = dK1 * sd
+        if m == "closed" and act.name in ("exp", "affine"):  # τ = C ω for every query: the ρ average is exact
+            cf = 1.0 if act.name == "exp" else act.c
+            T1 = cf * omega
+            T2 = cf * cf * omega[..., :, None] * omega[..., None, :]
+            dT1 = np.full_like(omega, cf)
+            dT2 = cf * cf * np.broadcast_to(omega[..., None, :], T2.shape).copy()
+        else:
+            rho, w = _query_rule(int(d), int(query_nodes))
+            keep = w * rho >= NODE_CUTOFF
+            rho, w = rho[keep], w[keep]
+            r = np.sqrt(d * rho)  # (J,)
+            mt, dmt = _tilt(omega[..., None] * r, act, m)  # (..., H, J)
+            tau = mt / r
+            wr = w * rho
+            T1 = tau @ wr
+            dT1 = dmt @ wr
+            T2 = np.einsum("...hj,...kj,j->...hk", tau, tau, wr)
+            dT2 = np.einsum("...hj,...kj,j->...hk", dmt, tau, wr)
+    if not all(np.all(np.isfinite(a)) for a in (T1, T2, K, dT1, dT2, dK)):
+        raise LossOverflowError(
+            f"act_terms: the tilt and fluctuation terms of {act.name!r} are not finite in float64 at "
+            f"max |omega| = {float(np.max(np.abs(omega))):.4g}; reduce |omega|"
+        )
     return ActTerms(T1=T1, T2=T2, K=K, dT1=dT1, dT2=dT2, dK=dK)
 
 
@@ -522,5 +546,10 @@ def act_mc_risk(omega, mu, setting: Setting, *, n_prompts: int = 200_000, seed) 
         else:
             F, _, norm = _weights(S, act, "act_mc_risk")
         w = np.einsum("nhl,h->nl", F / norm[..., None], mu)
-        mom.add(conditional_loss(pr, w, setting=setting))
+        try:
+            mom.add(conditional_loss(pr, w, setting=setting))
+        except ValueError:  # the losses overflow float64: the state is too large
+            raise ValueError(
+                f"act_mc_risk: the risk at max |mu| = {float(np.max(np.abs(mu))):.3g} overflows float64; reduce |mu|"
+            ) from None
     return RiskEstimate(risk=float(mom.mean[0]), stderr=mom.stderr(0), n=n_prompts, name=f"reduced[{act.name}]")

@@ -22,7 +22,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from reduced_dynamics._results import FrozenResult
-from reduced_dynamics._validation import check_heads_pair, check_nonnegative_int, check_positive_int
+from reduced_dynamics._validation import (
+    check_finite_array,
+    check_heads_pair,
+    check_nonnegative_int,
+    check_positive_float,
+    check_positive_int,
+)
 from reduced_dynamics.estimation.prompts import Prompts, check_n_prompts, chunk_sizes, sample_prompts
 from reduced_dynamics.models._heads import ScalarHeadsModel
 from reduced_dynamics.setting import Setting, as_setting
@@ -267,6 +273,15 @@ def rated_flow(model, omega0, mu0, times, *, method, rtol, atol, omega_rate, wha
     """
     from reduced_dynamics.flow import integrate
 
+    omega0 = check_finite_array("omega0", omega0, ndim=1)
+    mu0 = check_finite_array("mu0", mu0, ndim=1)
+    if mu0.shape != omega0.shape:
+        raise ValueError(f"`mu0` must have the shape of `omega0` {omega0.shape}, got {mu0.shape}")
+    omega_rate = check_positive_float("omega_rate", omega_rate)
+    if not 1e-6 <= omega_rate <= 1e6:  # the engine's range of `rates`
+        raise ValueError(f"`omega_rate` must be a number in [1e-06, 1e+06], got {omega_rate!r}")
+    if times is None:
+        raise ValueError("`times` must be given: the output times of the flow (non-negative, increasing)")
     flow = integrate(
         model,
         model.state(omega0, mu0),

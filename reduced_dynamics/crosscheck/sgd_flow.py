@@ -93,11 +93,23 @@ def sgd_omega_rate(parameterisation: str, setting: Setting) -> float:
     0.2
     """
     setting = as_setting(setting, "sgd_omega_rate")
+    if not isinstance(parameterisation, str):
+        raise ValueError(
+            f"`parameterisation` must be one of {', '.join(FLOW_PARAMETERISATIONS)}, got {parameterisation!r}"
+        )
     if parameterisation == "reduced":
         return 1.0
     if parameterisation == "merged":
         return 1.0 / setting.d
     raise ValueError(f"`parameterisation` must be one of {', '.join(FLOW_PARAMETERISATIONS)}, got {parameterisation!r}")
+
+
+def _isotropic(setting, where, name: str = "setting"):
+    """A scalar isotropic softmax single-task setting (the flow of L̃ of the isotropic model), else ``ValueError``."""
+    setting = as_setting(setting, where).require_isotropic(where).require_softmax(where).require_scalar(where)
+    if setting.tasks is not None:
+        raise ValueError(f"`{name}.tasks` is not supported by {where} (one task: the flow of L̃)")
+    return setting
 
 
 def preconditioned_flow(omega0, mu0, times, setting: Setting, *, omega_rate=1.0, rtol=1e-9, atol=1e-12):
@@ -135,8 +147,8 @@ def preconditioned_flow(omega0, mu0, times, setting: Setting, *, omega_rate=1.0,
     """
     from reduced_dynamics.models import reduced_model
 
-    setting = as_setting(setting, "preconditioned_flow")
-    model = reduced_model(setting, n_heads=np.size(omega0))
+    setting = _isotropic(setting, "preconditioned_flow")
+    model = reduced_model(setting, n_heads=max(1, int(np.size(omega0))) if np.ndim(omega0) == 1 else 1)
     return rated_flow(model, omega0, mu0, times, method="Radau", rtol=rtol, atol=atol, omega_rate=omega_rate)
 
 
@@ -213,6 +225,12 @@ class SgdFlowComparison(FrozenResult):
     @property
     def eta_flow(self):
         return np.sum(self.omega_flow * self.mu_flow, 1)
+
+
+#: Largest ``time_scale`` of :func:`sgd_vs_flow` (it rescales the derived time for negative controls).
+TIME_SCALE_MAX = 100.0
+#: Largest ``n_records`` of :func:`sgd_vs_flow`.
+N_RECORDS_MAX = 10_000
 
 
 def sgd_vs_flow(
@@ -299,7 +317,8 @@ def sgd_vs_flow(
     >>> r.t.shape == r.steps.shape, r.omega_sgd.shape[1]
     (True, 2)
     """
-    from reduced_dynamics.model.training import TrainConfig, train
+    from reduced_dynamics.flow._integrate import T_END_MAX, T_END_MIN
+    from reduced_dynamics.model.training import STEPS_MAX, TrainConfig, train
 
     t0 = time.perf_counter()
     setting = as_setting(setting, "sgd_vs_flow").require_isotropic("sgd_vs_flow").require_softmax("sgd_vs_flow")
@@ -309,17 +328,28 @@ def sgd_vs_flow(
         rate = check_positive_float("omega_rate", omega_rate)
     lr = check_positive_float("lr", lr)
     warmup_lr = check_positive_float("warmup_lr", warmup_lr)
-    sgd_steps = check_positive_int("sgd_steps", sgd_steps)
-    warmup_steps = check_nonnegative_int("warmup_steps", warmup_steps)
-    n_records = check_positive_int("n_records", n_records)
+    sgd_steps = check_positive_int("sgd_steps", sgd_steps, hi=STEPS_MAX)
+    warmup_steps = check_nonnegative_int("warmup_steps", warmup_steps, hi=STEPS_MAX)
+    n_records = check_positive_int("n_records", n_records, hi=N_RECORDS_MAX)
     if n_records < 2:
-        raise ValueError(f"`n_records` must be an integer >= 2, got {n_records}")
+        raise ValueError(f"`n_records` must be an integer in [2, {N_RECORDS_MAX}], got {n_records}")
     time_scale = check_positive_float("time_scale", time_scale)
-    flow_setting = setting if flow_setting is None else as_setting(flow_setting, "sgd_vs_flow")
+    if time_scale > TIME_SCALE_MAX:
+        raise ValueError(
+            f"`time_scale` must be a number in (0, {TIME_SCALE_MAX:g}] (a rescaled time), got {time_scale!r}"
+        )
+    t_last = time_scale * lr * sgd_steps
+    if not (T_END_MIN <= time_scale * lr and t_last <= T_END_MAX):  # the first and the last record's time
+        raise ValueError(
+            f"the flow times `time_scale` × `lr` × step, {time_scale * lr:.3g} to {t_last:.3g}, must be in "
+            f"[{T_END_MIN:.3g}, {T_END_MAX:g}] (the engine's range); change `lr` or `time_scale`"
+        )
+    setting = _isotropic(setting, "sgd_vs_flow")
+    flow_setting = setting if flow_setting is None else _isotropic(flow_setting, "sgd_vs_flow", "flow_setting")
     if flow_setting.d != setting.d:
         raise ValueError(f"`flow_setting.d` must equal `setting.d` = {setting.d}, got {flow_setting.d}")
     seed = check_nonnegative_int("seed", seed)
-    if reference not in ("approx", "mc"):
+    if not isinstance(reference, str) or reference not in ("approx", "mc"):
         raise ValueError(f"`reference` must be one of 'approx', 'mc', got {reference!r}")
     if reference == "mc":
         mc_n = check_positive_int("mc_n", mc_n)
@@ -336,15 +366,15 @@ def sgd_vs_flow(
         warm = train(
             TrainConfig(steps=warmup_steps, lr=warmup_lr, optimizer="adam", seed=seed, n_snapshots=2, **common)
         )
-        if not warm.success:
-            raise RuntimeError(f"warm-up failed: {warm.message}")
+        if not warm.success:  # diverged: the step was too large for this start
+            raise ValueError(f"`warmup_lr` = {warmup_lr:g}: the warm-up failed ({warm.message})")
         params = warm.params
     cfg = TrainConfig(steps=sgd_steps, lr=lr, optimizer="sgd", seed=seed + 1, n_snapshots=n_records, **common)
     if params is None:
         params = cfg.model().init(seed=np.random.default_rng(np.random.SeedSequence(seed).spawn(1)[0]))
     res = train(cfg, init_params=params)
-    if not res.success:
-        raise RuntimeError(f"SGD failed: {res.message}")
+    if not res.success:  # diverged: the step was too large for this start
+        raise ValueError(f"`lr` = {lr:g}: the SGD run failed ({res.message})")
     circ = [circuits_from_arrays(KQ, ov) for KQ, ov in zip(res.snapshot_KQ, res.snapshot_ov)]
     om = np.array([c.omega for c in circ])
     mu = np.array([c.mu for c in circ])

@@ -329,7 +329,16 @@ def sympy2numpy(expr, H: int) -> GeneratedFunction:
     -------
     GeneratedFunction
     """
-    d, L, sigma2, omega, mu = _symbols(H)
+    d, L, sigma2, omega, mu = _symbols(H)  # validates H
+    if not isinstance(expr, (sp.Expr, sp.MatrixBase)):
+        raise ValueError(f"`expr` must be a sympy expression or matrix, got {type(expr).__name__}")
+    extra = set(expr.free_symbols) - {d, L, sigma2, *omega, *mu}
+    if extra:
+        raise ValueError(
+            f"`expr` may use only omega_1..omega_{H}, mu_1..mu_{H}, d, L, sigma2 (`H` = {H}), got {sorted(map(str, extra))}"
+        )
+    if isinstance(expr, sp.Expr) and expr.is_number and not expr.is_finite:
+        raise ValueError(f"`expr` must be finite, got {expr}")
     func = sp.lambdify((*omega, *mu, d, L, sigma2), expr, modules="numpy", cse=True)
     return GeneratedFunction(expr=expr, func=func, H=H)
 

@@ -51,6 +51,7 @@ import numpy as np
 
 from reduced_dynamics._results import FrozenResult
 from reduced_dynamics._validation import (
+    check_bool,
     check_finite_array,
     check_finite_float,
     check_nonnegative_int,
@@ -87,6 +88,15 @@ def _scalar(setting, where):
     return setting
 
 
+def _check_bracket(bracket, rule: str) -> tuple[float, float]:
+    """``bracket`` as two finite real numbers (the caller checks the range ``rule``), or ``ValueError``."""
+    try:
+        lo, hi = bracket
+        return check_finite_float("bracket", lo), check_finite_float("bracket", hi)
+    except (TypeError, ValueError):
+        raise ValueError(f"`bracket` must be a pair (lo, hi) of real numbers, {rule}, got {bracket!r}") from None
+
+
 def _head_counts(p, n):
     p = check_positive_int("n_positive", p, hi=10**6)
     n = check_positive_int("n_negative", n, hi=10**6)
@@ -108,16 +118,26 @@ def _coefficients(setting, eta, order):
 
 
 def _check_order(order):
-    if order not in (4, 6) or isinstance(order, bool):
+    if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order not in (4, 6):
         raise ValueError(f"`order` must be 4 or 6 (the highest power of γ kept in Φ), got {order!r}")
     return int(order)
 
 
 def _check_eta(eta) -> float:
-    """The effective step of the drift law (it divides by η²): finite and > 0."""
+    """The effective step of the drift law (it divides by η²): in [1e-8, 1e6]."""
     eta = check_finite_float("eta", eta)
-    if not eta > 0:
-        raise ValueError(f"`eta` (the effective step) must be > 0, got {eta!r}")
+    if not 1e-8 <= eta <= 1e6:
+        raise ValueError(f"`eta` (the effective step; the law divides by η²) must be in [1e-8, 1e6], got {eta!r}")
+    return eta
+
+
+def _check_step(eta, setting) -> float:
+    """An effective step of the manifold (default η*): finite, |eta| <= 1e6 (as :func:`dgd_risk`)."""
+    if eta is None:
+        return float(setting.eta_star)
+    eta = check_finite_float("eta", eta)
+    if not abs(eta) <= 1e6:
+        raise ValueError(f"`eta` must be finite with |eta| <= 1e6 (an effective step), got {eta!r}")
     return eta
 
 
@@ -210,6 +230,10 @@ def drift_time_scales(setting, *, n_positive=1, n_negative=1) -> DriftTimeScales
     )
 
 
+#: Shortest span ``t - t0`` of :func:`exact_drift_gamma` (the smallest normal float, as the engine's ``t_end``).
+T_SPAN_MIN = float(np.finfo(np.float64).tiny)
+
+
 def exact_drift_gamma(t, setting, *, gamma0, t0=0.0, n_positive=1, n_negative=1, eta=None, order=4, rtol=1e-10):
     r"""γ(t) of the drift law :math:`\dot\gamma = -\frac{4pn}{H}\frac{\gamma^4}{\eta^2}\partial_\gamma\Phi` from ``γ(t0) = gamma0``.
 
@@ -247,6 +271,11 @@ def exact_drift_gamma(t, setting, *, gamma0, t0=0.0, n_positive=1, n_negative=1,
     t = check_finite_array("t", t)
     if np.any(t < t0) or np.any(t > 1e15):
         raise ValueError(f"`t` must lie in [t0, 1e15] = [{t0}, 1e15], got {t!r}")
+    if np.any((t > t0) & (t - t0 < T_SPAN_MIN)):
+        raise ValueError(
+            f"`t` must be t0 or at least t0 + {T_SPAN_MIN:.6g} (a normal float: the solver's steps below it are "
+            f"subnormal and never end), got {t!r}"
+        )
     rtol = check_finite_float("rtol", rtol)
     if not 1e-13 <= rtol <= 1e-3:
         raise ValueError(f"`rtol` must be in [1e-13, 1e-3], got {rtol!r}")
@@ -363,7 +392,16 @@ def manifold_excess_mc(gamma, setting, *, n_prompts, seed, eta=None, chunk=20_00
         raise ValueError(f"`n_prompts` must be an integer in [2, 1e9], got {n_prompts}")
     seed = check_nonnegative_int("seed", seed)
     chunk = check_positive_int("chunk", chunk, hi=10**6)
-    eta = setting.eta_star if eta is None else check_finite_float("eta", eta)
+    eta = _check_step(eta, setting)
+    from reduced_dynamics.estimation.prompts import MEMORY_BUDGET
+
+    need = 8 * 8 * min(chunk, n_prompts) * (setting.L + 2)
+    if need > MEMORY_BUDGET:  # decided before anything is drawn (a chunk holds about 8 arrays of (m, L))
+        raise ValueError(
+            f"manifold_excess_mc: a chunk of {min(chunk, n_prompts)} prompts at `setting.L` = {setting.L} needs "
+            f"{need / 2**30:.3g} GiB, more than the memory budget of {MEMORY_BUDGET / 2**30:g} GiB "
+            "(reduced_dynamics.estimation.prompts.MEMORY_BUDGET); use a smaller `chunk`"
+        )
     ss = np.random.SeedSequence([seed, setting.L, setting.d])
     s1 = np.zeros(gam.size)
     s2 = np.zeros(gam.size)
@@ -422,7 +460,7 @@ def manifold_excess_exact(gamma, setting, *, eta=None, tol=1e-12) -> ManifoldExc
 
     setting = _scalar(setting, "manifold_excess_exact")
     gam = _check_gammas(gamma)
-    eta = setting.eta_star if eta is None else check_finite_float("eta", eta)
+    eta = _check_step(eta, setting)
     r0 = float(dgd_risk(eta, setting))
     vals, errs = [], []
     for g in gam:
@@ -495,6 +533,11 @@ def richardson_coefficients(
     y = ex.excess / gam**2
     coef = np.polynomial.polynomial.polyfit(gam**2, y, fit_degree)
     c = exact_manifold_coefficients(ex.eta, setting)
+    if float(c.a2) == 0 or float(c.a4) == 0:
+        raise ValueError(
+            f"`eta` = {ex.eta:g}: a closed-form coefficient A_2 or A_4 vanishes there (no relative residual); "
+            "use another `eta`"
+        )
     return RichardsonCoefficients(
         gamma=gam,
         a2=float(coef[0]),
@@ -587,6 +630,7 @@ def exact_manifold_minimum(setting, *, bracket=None, gamma_tol=1e-6, tol=1e-12, 
     docs/theory.md#exact-risk
     """
     setting = _scalar(setting, "exact_manifold_minimum")
+    hessian = check_bool("hessian", hessian)
     gamma_tol = check_finite_float("gamma_tol", gamma_tol)
     if not 1e-9 <= gamma_tol <= 1e-2:
         raise ValueError(f"`gamma_tol` must be in [1e-9, 1e-2], got {gamma_tol!r}")
@@ -594,10 +638,7 @@ def exact_manifold_minimum(setting, *, bracket=None, gamma_tol=1e-6, tol=1e-12, 
     if bracket is None:
         lo, hi = float(est.gamma) / 4, min(3 * float(est.gamma), 0.9)
     else:
-        try:
-            lo, hi = (float(x) for x in bracket)
-        except (TypeError, ValueError):
-            raise ValueError(f"`bracket` must be a pair (lo, hi), 1e-3 <= lo < hi <= 1, got {bracket!r}") from None
+        lo, hi = _check_bracket(bracket, "1e-3 <= lo < hi <= 1")
         if not (1e-3 <= lo < hi <= 1):
             raise ValueError(f"`bracket` must be a pair (lo, hi), 1e-3 <= lo < hi <= 1, got {bracket!r}")
     cache = {}
@@ -609,7 +650,13 @@ def exact_manifold_minimum(setting, *, bracket=None, gamma_tol=1e-6, tol=1e-12, 
 
     g, _ = _golden_section_min(f, lo, hi, gamma_tol)
     if min(g - lo, hi - g) < 10 * gamma_tol:
-        raise RuntimeError(f"exact_manifold_minimum: the minimum is at the edge of the bracket ({lo:g}, {hi:g})")
+        if bracket is not None:
+            raise ValueError(f"`bracket`: the minimum over γ is at its edge ({lo:g}, {hi:g}); widen or move it")
+        raise ValueError(
+            f"`setting` (d = {setting.d}, L = {setting.L}, sigma2 = {setting.sigma2:g}): the minimum over γ is at the "
+            f"edge of the search range ({lo:g}, {hi:g}) around the leading-order estimate γ = {float(est.gamma):.4g} "
+            "(the 1/L expansion does not place it here); give a `bracket`"
+        )
     risk, M, err = cache[g]
     r0 = 1 + setting.sigma2 - setting.eta_star * (1 - 1 / setting.L)
     evals = len(cache)

@@ -90,7 +90,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from reduced_dynamics._results import FrozenResult
-from reduced_dynamics._validation import check_finite_array, check_positive_float
+from reduced_dynamics._validation import check_bool, check_finite_array, check_positive_float
 from reduced_dynamics.estimation._threads import single_blas_thread
 from reduced_dynamics.setting import Setting, as_setting
 
@@ -586,7 +586,7 @@ def exact_risk(omega, mu, setting, *, grad=False, tol=1e-12) -> ExactRisk:
     tol = _check_tol(tol)
     d, L, sigma2 = _check_setting(setting, "exact_risk")
     omega, mu = _check_state(omega, mu, d, tol)
-    grad = bool(grad)
+    grad = check_bool("grad", grad)
     scale = _LOG_TOL0 / math.log(1.0 / tol)
     with np.errstate(all="ignore"):
         (fine, coarse), n_nodes = _evaluate(omega, mu, d, L, sigma2, grad, scale)

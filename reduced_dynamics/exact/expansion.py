@@ -89,7 +89,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from reduced_dynamics._results import FrozenResult
-from reduced_dynamics._validation import check_finite_array, check_positive_int
+from reduced_dynamics._validation import check_finite_array, check_finite_float, check_positive_int
 from reduced_dynamics.estimation.closed_forms import gd_risk
 from reduced_dynamics.setting import as_setting
 
@@ -255,6 +255,8 @@ def power_sum_moment(ks) -> sp.Expr:
     """
     import sympy as sp
 
+    if isinstance(ks, (str, bytes, dict)) or not isinstance(ks, (list, tuple, np.ndarray)) or np.ndim(ks) != 1:
+        raise ValueError(f"`ks` must be a sequence of integers >= 1, got {ks!r}")
     ks = [check_positive_int("ks", k, hi=64) for k in ks]
     if len(ks) > 16:
         raise ValueError(f"`ks` must have at most 16 entries, got {len(ks)}")
@@ -269,7 +271,6 @@ def power_sum_moment(ks) -> sp.Expr:
 # ------------------------------------------------------------ softmax series
 
 
-@functools.cache
 def softmax_series_coefficients(order: int) -> tuple[sp.Expr, ...]:
     r"""Coefficients :math:`f_k(x)`, k = 0..order, of :math:`L\,\mathrm{softmax}_l(\tau g) = \sum_k f_k(b_l)\tau^k`.
 
@@ -285,10 +286,23 @@ def softmax_series_coefficients(order: int) -> tuple[sp.Expr, ...]:
     -------
     tuple of sympy.Expr, length ``order + 1``
     """
+    return _softmax_series_coefficients(check_positive_int("order", _hashable_int(order), hi=9))
+
+
+def _hashable_int(value):
+    """``value`` unchanged unless it is unhashable (an array, a list): those fail the integer checks anyway."""
+    try:
+        hash(value)
+    except TypeError:
+        return repr(value)
+    return value
+
+
+@functools.cache
+def _softmax_series_coefficients(order: int) -> tuple[sp.Expr, ...]:
     import sympy as sp
 
     _X, _T = _x_tau()
-    order = check_positive_int("order", order, hi=9)
     L = expansion_symbols().L
     den = 1 + sum(_T**k * _B(k) / (L * sp.factorial(k)) for k in range(2, order + 1))
     f = sp.expand(sp.series(sp.exp(_T * _X) / den, _T, 0, order + 1).removeO())
@@ -356,7 +370,6 @@ class SymbolicManifoldExpansion(FrozenResult):
         return {"order": self.order, "coefficients": [str(c) for c in self.coefficients]}
 
 
-@functools.cache
 def derive_manifold_expansion(order: int = 4) -> SymbolicManifoldExpansion:
     r"""Derive :math:`A_0 = R_{\rm dgd}(\eta), A_2, \dots, A_{\rm order}` exactly (symbolic L, d, σ², η).
 
@@ -370,14 +383,19 @@ def derive_manifold_expansion(order: int = 4) -> SymbolicManifoldExpansion:
     -------
     SymbolicManifoldExpansion
     """
-    import sympy as sp
-
-    _X, _T = _x_tau()
     if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or order < 0:
         raise ValueError(f"`order` must be an even integer in [0, {MAX_SYMBOLIC_ORDER}], got {order!r}")
     order = int(order)
     if order % 2 or order > MAX_SYMBOLIC_ORDER:
         raise ValueError(f"`order` must be an even integer in [0, {MAX_SYMBOLIC_ORDER}], got {order!r}")
+    return _derive_manifold_expansion(order)
+
+
+@functools.cache
+def _derive_manifold_expansion(order: int) -> SymbolicManifoldExpansion:
+    import sympy as sp
+
+    _X, _T = _x_tau()
     S = expansion_symbols()
     L, d, s2, eta = S.L, S.d, S.sigma2, S.eta
     nmax = order // 2
@@ -585,10 +603,18 @@ def manifold_minimiser_estimate(setting) -> ManifoldMinimiser:
     docs/theory.md#exact-risk
     """
     d, L, s2 = _arrays(setting)
+    if np.any(L < 2):
+        raise ValueError(f"`L` must be >= 2 for the manifold minimiser (at L = 1 A_2 and A_4 vanish), got {L!r}")
     es = L / (L + (1.0 + s2) * d)
     c = exact_manifold_coefficients(None, setting)
     a2, a4 = np.asarray(c.a2), np.asarray(c.a4)
-    g2 = -a2 / (2 * a4)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        g2 = -a2 / (2 * a4)
+    if not np.all(np.isfinite(g2) & (g2 > 0)):
+        raise ValueError(
+            f"`setting` (d = {d!r}, L = {L!r}, sigma2 = {s2!r}) has no interior minimiser on the manifold: "
+            "A_2(η*) < 0 < A_4(η*) does not hold in float64 there"
+        )
     k = (1 + s2) * d
     # dA2/dη at η*: A2 = -2(L-1)(d+2)/L³ · [ (L+k+2)η² - Lη ]
     da2 = -2 * (L - 1) * (d + 2) / L**3 * (2 * (L + k + 2) * es - L)
@@ -645,7 +671,7 @@ def pathwise_gamma_coefficients(g, r2, eta, setting, *, order=4):
         raise ValueError(f"`order` must be an even integer in [0, 6], got {order!r}")
     nmax = int(order) // 2
     d, L, s2 = setting.d, setting.L, setting.sigma2
-    eta = float(eta)
+    eta = float(_eta_arg(check_finite_float("eta", eta), setting))
     f = softmax_series_coefficients(2 * nmax + 1)
     Lsym = expansion_symbols().L
     bsyms = [_B(k) for k in range(2, 2 * nmax + 2)]

@@ -163,7 +163,8 @@ def corrected_loss_error_exponent(omega):
     w = check_finite_array("omega", omega)
     if np.any(w == 0) or np.any(np.abs(w) >= OMEGA_CORRECTED_EXISTS):
         raise ValueError(f"`omega` must satisfy 0 < |omega| < 1/√2 = {OMEGA_CORRECTED_EXISTS:.6f}, got {omega!r}")
-    return _out(np.minimum(2.0, 0.5 + 1.0 / (4.0 * w * w)))
+    with np.errstate(divide="ignore", over="ignore"):  # a tiny omega: the bound 2 applies
+        return _out(np.minimum(2.0, 0.5 + 1.0 / (4.0 * w * w)))
 
 
 # ------------------------------------------------------------ exact optimum
@@ -388,7 +389,8 @@ def exact_single_head_optimum(setting, *, tol=1e-12, omega_tol=1e-7, bracket=Non
     if bracket is None:
         bracket = _default_bracket(setting)
     try:
-        lo, hi = (float(x) for x in bracket)
+        lo, hi = bracket
+        lo, hi = check_finite_float("bracket", lo), check_finite_float("bracket", hi)
     except (TypeError, ValueError):
         raise ValueError(f"`bracket` must be a pair (lo, hi) with 0 < lo < hi <= 3, got {bracket!r}") from None
     if not (0 < lo < hi <= 3 and math.isfinite(lo) and math.isfinite(hi)):

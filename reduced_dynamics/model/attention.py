@@ -62,6 +62,7 @@ from reduced_dynamics._validation import check_nonnegative_float, check_positive
 from reduced_dynamics.activations import Activation, check_normaliser, get_activation
 from reduced_dynamics.estimation.prompts import Prompts, as_generator
 from reduced_dynamics.estimation.prompts import sample_tokens as sample_tokens  # internal training sampler, re-exported
+from reduced_dynamics.setting import D_MAX
 
 __all__ = [
     "MODEL_KINDS",
@@ -91,34 +92,58 @@ def as_tokens(batch) -> Prompts:
     return batch
 
 
+def _is_count(n) -> bool:
+    return isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 0
+
+
 def flatten_params(params: dict) -> np.ndarray:
     """Concatenate a params dict (in key order) into one float64 vector."""
+    if not isinstance(params, dict) or not params:
+        raise ValueError(f"`params` must be a non-empty dict of arrays, got {type(params).__name__}")
+    for k, v in params.items():
+        try:
+            a = np.asarray([] if isinstance(v, (str, bytes)) else v)
+        except ValueError:  # a ragged sequence
+            a = np.asarray([])
+        if a.dtype.kind not in "biuf" or a.size == 0:
+            raise ValueError(f"`params[{k!r}]` must be a non-empty array of real numbers")
     return np.concatenate([np.ravel(params[k]) for k in params]).astype(np.float64, copy=False)
 
 
 def unflatten_params(flat: np.ndarray, shapes: dict) -> dict:
     """Views into ``flat`` shaped as ``shapes`` (a ``{name: shape}`` dict, in order)."""
+    if not isinstance(flat, np.ndarray) or flat.ndim != 1 or flat.dtype.kind not in "fiu":
+        raise ValueError(f"`flat` must be a 1-d numpy array of real numbers, got {flat!r}")
+    if not isinstance(shapes, dict) or not all(
+        isinstance(k, str) and isinstance(s, tuple) and all(_is_count(n) for n in s) for k, s in shapes.items()
+    ):
+        raise ValueError(f"`shapes` must be a dict {{name: shape tuple of ints >= 0}}, got {shapes!r}")
+    total = sum(math.prod(shp) for shp in shapes.values())
+    if total != flat.size:
+        raise ValueError(f"`flat` must have {total} entries (the sizes of `shapes`), got {flat.size}")
     out, i = {}, 0
     for k, shp in shapes.items():
-        size = int(np.prod(shp))
+        size = math.prod(shp)
         out[k] = flat[i : i + size].reshape(shp)
         i += size
-    if i != flat.size:
-        raise ValueError(f"`flat` must have {i} entries, got {flat.size}")
     return out
 
 
-def _check_params(params, shapes, *, finite=True) -> None:
+def _check_params(params, shapes, *, finite=True, name: str = "params") -> None:
     if not isinstance(params, dict) or list(params) != list(shapes):
         got = list(params) if isinstance(params, dict) else type(params).__name__
-        raise ValueError(f"`params` must be a dict with keys {list(shapes)}, got {got}")
+        raise ValueError(f"`{name}` must be a dict with keys {list(shapes)}, got {got}")
     for k, shp in shapes.items():
         v = params[k]
-        if isinstance(v, (str, bytes)) or np.shape(v) != shp:
-            raise ValueError(f"`params[{k!r}]` must have shape {shp}, got {np.shape(v)}")
+        try:
+            shape = np.shape(v)
+        except ValueError:  # a ragged sequence
+            shape = None
+        if isinstance(v, (str, bytes)) or shape != shp:
+            raise ValueError(f"`{name}[{k!r}]` must have shape {shp}, got {shape}")
         a = np.asarray(v)
         if a.dtype.kind not in "biuf" or (finite and not np.all(np.isfinite(a))):
-            raise ValueError(f"`params[{k!r}]` must hold finite real numbers")
+            raise ValueError(f"`{name}[{k!r}]` must hold finite real numbers")
 
 
 _NO_PARAMS = object()
@@ -170,14 +195,27 @@ def _weights(S: np.ndarray, act: Activation, where: str) -> tuple[np.ndarray, np
     Raises :class:`NormaliserError` when a normaliser is not finite or ``<= 1e-12`` (``f(0) = 1``).
     """
     with np.errstate(over="ignore", invalid="ignore"):
-        E = act.f(S)
-        dE = act.df(S)
+        E = act._f(S)
+        dE = act._df(S)
         s = E.sum(axis=-1)
     try:
         check_normaliser(s, where)
     except ValueError as exc:
         raise NormaliserError(str(exc)) from None
     return E, dE, s
+
+
+def _check_param_bytes(n_heads: int, d: int, blocks: int) -> None:
+    """Refuse a model whose parameters (``blocks`` (H, D, D) arrays, D = d + 1) exceed the memory budget."""
+    from reduced_dynamics.estimation.prompts import MEMORY_BUDGET
+
+    need = 8 * n_heads * (blocks * (d + 1) ** 2 + (d + 1))
+    if need > MEMORY_BUDGET:
+        raise ValueError(
+            f"a model of `n_heads` = {n_heads} heads at `d` = {d} has {need / 2**30:.3g} GiB of parameters, more "
+            f"than the memory budget of {MEMORY_BUDGET / 2**30:g} GiB (reduced_dynamics.estimation.prompts."
+            "MEMORY_BUDGET); use a smaller `n_heads` or `d`"
+        )
 
 
 @dataclass(frozen=True)
@@ -240,16 +278,19 @@ class AttentionModel:
     activation: Activation | str = "exp"
 
     def __post_init__(self):
+        if not isinstance(self.attention, str) or self.attention not in ("softmax", "linear"):
+            raise ValueError(f"`attention` must be one of 'softmax', 'linear', got {self.attention!r}")
         object.__setattr__(self, "activation", _as_activation(self.activation))
         if self.attention == "linear" and self.activation.name != "exp":
             raise ValueError("`activation` must be 'exp' (unused) for linear attention, got " + repr(self.activation))
         if self.norm_L is not None:
             object.__setattr__(self, "norm_L", check_positive_int("norm_L", self.norm_L))
         object.__setattr__(self, "n_heads", check_positive_int("n_heads", self.n_heads))
-        object.__setattr__(self, "d", check_positive_int("d", self.d))
-        if self.parameterisation not in ("separate", "merged"):
+        object.__setattr__(self, "d", check_positive_int("d", self.d, hi=D_MAX))
+        _check_param_bytes(self.n_heads, self.d, 3)
+        if not isinstance(self.parameterisation, str) or self.parameterisation not in ("separate", "merged"):
             raise ValueError(f"`parameterisation` must be one of 'separate', 'merged', got {self.parameterisation!r}")
-        if self.attention not in ("softmax", "linear"):
+        if not isinstance(self.attention, str) or self.attention not in ("softmax", "linear"):
             raise ValueError(f"`attention` must be one of 'softmax', 'linear', got {self.attention!r}")
 
     @property
@@ -291,6 +332,11 @@ class AttentionModel:
 
     def circuits(self, params) -> tuple[np.ndarray, np.ndarray]:
         """Return ``(KQ, ov)``: ``KQ_h = K_hᵀQ_h/√D`` (H, D, D) and ``ov_h = V_hᵀo_h`` (H, D)."""
+        _check_params(params, self.param_shapes())
+        return self._circuits(params)
+
+    def _circuits(self, params):
+        """:meth:`circuits` of validated parameters (the forward pass's; no checks)."""
         if self.parameterisation == "merged":
             return np.asarray(params["KQ"]), np.asarray(params["ov"])
         D = self.d + 1
@@ -364,7 +410,7 @@ class AttentionModel:
 
     def _loss_and_grad_arrays(self, params, Z, Zt, xq, yq) -> tuple[float, dict]:
         """``loss_and_grad`` on validated arrays (the trainer's entry point; no checks)."""
-        KQ, ov = self.circuits(params)
+        KQ, ov = self._circuits(params)
         yhat, cache = self._forward(KQ, ov, Z, Zt, xq)
         r = yhat - yq
         n = r.size
@@ -395,7 +441,7 @@ class AttentionModel:
     def predict(self, params, batch) -> np.ndarray:
         """Predictions ``ŷ`` on a :class:`~reduced_dynamics.Prompts` batch, shape ``(n,)``."""
         _check_params(params, self.param_shapes())
-        KQ, ov = self.circuits(params)
+        KQ, ov = self._circuits(params)
         tok = as_tokens(batch)
         Z, xq = tok.tokens, tok.x_q
         self._check_batch(Z, xq)
@@ -448,7 +494,8 @@ class ReducedModel:
     def __post_init__(self):
         object.__setattr__(self, "activation", _as_activation(self.activation))
         object.__setattr__(self, "n_heads", check_positive_int("n_heads", self.n_heads))
-        object.__setattr__(self, "d", check_positive_int("d", self.d))
+        object.__setattr__(self, "d", check_positive_int("d", self.d, hi=D_MAX))
+        _check_param_bytes(self.n_heads, self.d, 1)  # its merged circuits are (H, D, D)
         object.__setattr__(self, "init_scale", check_nonnegative_float("init_scale", self.init_scale))
 
     kind = "reduced"
@@ -464,6 +511,11 @@ class ReducedModel:
 
     def circuits(self, params) -> tuple[np.ndarray, np.ndarray]:
         """The equivalent merged circuits: ``KQ_h = diag(ω_h I_d, 0)``, ``ov_h = μ_h e_{d+1}``."""
+        _check_params(params, self.param_shapes())
+        return self._circuits(params)
+
+    def _circuits(self, params):
+        """:meth:`circuits` of validated parameters (no checks)."""
         H, d = self.n_heads, self.d
         KQ = np.zeros((H, d + 1, d + 1))
         KQ[:, np.arange(d), np.arange(d)] = np.asarray(params["omega"])[:, None]

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import signal
 import sys
 import threading
@@ -38,6 +39,8 @@ import numpy as np
 
 from reduced_dynamics._results import FrozenResult
 from reduced_dynamics._validation import (
+    check_finite_array,
+    check_finite_float,
     check_nonnegative_float,
     check_nonnegative_int,
     check_positive_float,
@@ -111,6 +114,8 @@ NORMALISER_MESSAGE = (
 
 #: Largest number of training steps of one run (the loss history alone is 8 bytes a step).
 STEPS_MAX = 10**8
+#: Largest number of circuit snapshots of a run (each one an (H, D, D) array).
+N_SNAPSHOTS_MAX = 10**5
 
 
 @dataclass(frozen=True)
@@ -174,11 +179,11 @@ class TrainConfig:
         s(self, "beta1", check_probability("beta1", self.beta1))
         s(self, "beta2", check_probability("beta2", self.beta2))
         s(self, "eps", check_positive_float("eps", self.eps))
-        s(self, "n_snapshots", check_positive_int("n_snapshots", self.n_snapshots))
+        s(self, "n_snapshots", check_positive_int("n_snapshots", self.n_snapshots, hi=N_SNAPSHOTS_MAX))
         s(self, "init_scale", check_nonnegative_float("init_scale", self.init_scale))
-        if self.optimizer not in OPTIMIZERS:
+        if not isinstance(self.optimizer, str) or self.optimizer not in OPTIMIZERS:
             raise ValueError(f"`optimizer` must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
-        if self.parameterisation not in MODEL_KINDS:
+        if not isinstance(self.parameterisation, str) or self.parameterisation not in MODEL_KINDS:
             raise ValueError(
                 f"`parameterisation` must be one of {', '.join(MODEL_KINDS)}, got {self.parameterisation!r}"
             )
@@ -229,13 +234,20 @@ class TrainConfig:
         :class:`Setting` existed (flat ``d``, ``L``, ``sigma2`` and ``param``),
         so those runs resume unchanged.
         """
+        if not isinstance(data, dict):
+            raise ValueError(f"`data` must be a dict (TrainConfig.to_dict), got {type(data).__name__}")
         data = dict(data)
-        if "setting" in data:
-            data["setting"] = Setting(**data["setting"])
-        else:  # checkpoint format of package versions <= 0.1.0
-            data["setting"] = Setting(d=data.pop("d"), L=data.pop("L"), sigma2=data.pop("sigma2"))
-            data["parameterisation"] = data.pop("param")
-        return cls(**data)
+        try:
+            if "setting" in data:
+                if not isinstance(data["setting"], dict):
+                    raise TypeError("its `setting` is not a dict")
+                data["setting"] = Setting(**data["setting"])
+            else:  # checkpoint format of package versions <= 0.1.0
+                data["setting"] = Setting(d=data.pop("d"), L=data.pop("L"), sigma2=data.pop("sigma2"))
+                data["parameterisation"] = data.pop("param")
+            return cls(**data)
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"`data` is not a TrainConfig.to_dict() mapping ({type(exc).__name__}: {exc})") from None
 
     def same_run(self, other: TrainConfig) -> bool:
         """True if ``other`` describes the same run up to ``steps`` / ``n_snapshots``."""
@@ -291,15 +303,55 @@ class TrainResult(FrozenResult):
 
 # ---------------------------------------------------------------- optimisers
 def adam_update(theta, grad, m, v, t, *, lr, beta1=0.9, beta2=0.999, eps=1e-8):
-    r"""One Adam step, in place on ``theta``, ``m``, ``v`` (PyTorch's formula).
+    r"""One Adam step, in place on ``theta``, ``m``, ``v`` (PyTorch's formula), validated.
 
     .. math::
 
         m \leftarrow \beta_1 m + (1-\beta_1) g,\quad v \leftarrow \beta_2 v + (1-\beta_2) g^2,\quad
         \theta \leftarrow \theta - \frac{\mathrm{lr}}{1-\beta_1^t}\,\frac{m}{\sqrt{v}/\sqrt{1-\beta_2^t} + \epsilon}
 
-    ``t`` is the 1-based step count after this update. Returns ``theta``.
+    ``t`` is the 1-based step count after this update (an integer >= 1: at ``t = 0`` the bias corrections
+    divide by zero). ``theta``, ``m``, ``v`` are float64 arrays of one shape (updated in place), ``grad`` finite
+    of that shape, ``v >= 0``; ``lr``, ``eps`` > 0, ``beta1``, ``beta2`` in [0, 1). A step that would overflow
+    float64 raises ``ValueError`` and leaves the arrays unchanged. Returns ``theta``.
     """
+    t = check_positive_int("t", t)
+    lr, eps = check_positive_float("lr", lr), check_positive_float("eps", eps)
+    beta1, beta2 = _check_beta("beta1", beta1), _check_beta("beta2", beta2)
+    theta, m, v = _inplace("theta", theta), _inplace("m", m), _inplace("v", v)
+    grad = check_finite_array("grad", grad)
+    for name, a in (("grad", grad), ("m", m), ("v", v)):
+        if a.shape != theta.shape:
+            raise ValueError(f"`{name}` must have the shape of `theta` {theta.shape}, got {a.shape}")
+    if np.any(v < 0):
+        raise ValueError("`v` (the second moments) must be >= 0")
+    new = theta.copy(), m.copy(), v.copy()
+    with np.errstate(over="ignore", invalid="ignore"):
+        _adam_update(*new[:1], grad, *new[1:], t, lr=lr, beta1=beta1, beta2=beta2, eps=eps)
+    if not all_finite(*new):
+        raise ValueError(f"`lr` = {lr!r}: the Adam step overflows float64; use a smaller `lr` (or `grad`)")
+    for a, b in zip((theta, m, v), new):
+        a[...] = b
+    return theta
+
+
+def _check_beta(name, value) -> float:
+    out = check_finite_float(name, value)
+    if not 0 <= out < 1:
+        raise ValueError(f"`{name}` must be a number in [0, 1), got {value!r}")
+    return out
+
+
+def _inplace(name, a) -> np.ndarray:
+    """An array updated in place: a writeable float64 ndarray of finite values."""
+    if not isinstance(a, np.ndarray) or a.dtype != np.float64 or not a.flags.writeable:
+        raise ValueError(f"`{name}` must be a writeable float64 numpy array (it is updated in place)")
+    check_finite_array(name, a)
+    return a
+
+
+def _adam_update(theta, grad, m, v, t, *, lr, beta1=0.9, beta2=0.999, eps=1e-8):
+    """:func:`adam_update` without the checks (the trainers' step: their arrays are valid by construction)."""
     m *= beta1
     m += (1.0 - beta1) * grad
     v *= beta2
@@ -316,15 +368,30 @@ def adam_update(theta, grad, m, v, t, *, lr, beta1=0.9, beta2=0.999, eps=1e-8):
 
 
 def sgd_update(theta, grad, *, lr):
-    """One plain SGD step in place: ``θ ← θ − lr·g``. Returns ``theta``."""
+    """One plain SGD step in place: ``θ ← θ − lr·g``, validated (as :func:`adam_update`). Returns ``theta``."""
+    lr = check_positive_float("lr", lr)
+    theta = _inplace("theta", theta)
+    grad = check_finite_array("grad", grad)
+    if grad.shape != theta.shape:
+        raise ValueError(f"`grad` must have the shape of `theta` {theta.shape}, got {grad.shape}")
+    with np.errstate(over="ignore", invalid="ignore"):
+        new = theta - lr * grad
+    if not all_finite(new):
+        raise ValueError(f"`lr` = {lr!r}: the SGD step overflows float64; use a smaller `lr` (or `grad`)")
+    theta[...] = new
+    return theta
+
+
+def _sgd_update(theta, grad, *, lr):
+    """:func:`sgd_update` without the checks (the trainer's step)."""
     theta -= lr * grad
     return theta
 
 
 def snapshot_steps(steps: int, n_snapshots: int) -> np.ndarray:
     """Steps ``0`` and about ``n_snapshots`` log-spaced steps in ``[1, steps]`` (always incl. ``steps``)."""
-    steps = check_nonnegative_int("steps", steps)
-    n_snapshots = check_positive_int("n_snapshots", n_snapshots)
+    steps = check_nonnegative_int("steps", steps, hi=STEPS_MAX)
+    n_snapshots = check_positive_int("n_snapshots", n_snapshots, hi=N_SNAPSHOTS_MAX)
     if steps == 0:
         return np.array([0])
     s = np.unique(np.round(np.logspace(0, math.log10(steps), n_snapshots)).astype(np.int64))
@@ -359,13 +426,22 @@ def check_resume_state(theta, m, v, *, where: str, name: str = "resume") -> None
     entry finite, ``v >= 0``: a run never checkpoints NaN or inf (:func:`train` keeps the last finite
     checkpoint), so such a file is corrupted, and resuming from it would write NaN over it.
     """
-    theta, m, v = (np.asarray(a) for a in (theta, m, v))
+    try:
+        theta, m, v = (np.asarray(a) for a in (theta, m, v))
+    except ValueError:  # a ragged sequence
+        raise ValueError(
+            f"`{name}`: {where} holds parameters and Adam moments (`theta`, `m`, `v`) that are not arrays"
+        ) from None
     if not (theta.ndim == m.ndim == v.ndim == 1 and theta.shape == m.shape == v.shape):
         raise ValueError(
-            f"`{name}`: {where} holds parameters and Adam moments of shapes {theta.shape}, {m.shape}, {v.shape}; "
-            "a checkpoint holds three flat arrays of one size"
+            f"`{name}`: {where} holds parameters and Adam moments (`theta`, `m`, `v`) of shapes {theta.shape}, "
+            f"{m.shape}, {v.shape}; a checkpoint holds three flat arrays of one size"
         )
-    for label, a in (("parameters", theta), ("first Adam moments", m), ("second Adam moments", v)):
+    for label, a in (
+        ("parameters (`theta`)", theta),
+        ("first Adam moments (`m`)", m),
+        ("second Adam moments (`v`)", v),
+    ):
         if a.dtype.kind != "f" or not np.all(np.isfinite(a)):
             raise ValueError(
                 f"`{name}`: {where} holds non-finite {label} (NaN or inf), which no training run writes: the file "
@@ -373,14 +449,17 @@ def check_resume_state(theta, m, v, *, where: str, name: str = "resume") -> None
             )
     if np.any(v < 0):
         raise ValueError(
-            f"`{name}`: {where} holds negative second Adam moments, which no training run writes: the file is "
+            f"`{name}`: {where} holds negative second Adam moments (`v`), which no training run writes: the file is "
             "corrupted; train again (`force`) or use another `out`"
         )
 
 
 def all_finite(*arrays) -> bool:
-    """True when every entry of every array is finite (the state may be checkpointed)."""
-    return all(bool(np.all(np.isfinite(a))) for a in arrays)
+    """True when every entry of every array is finite (the state may be checkpointed); ``arrays`` are real."""
+    try:
+        return all(bool(np.all(np.isfinite(a))) for a in arrays)
+    except (TypeError, ValueError):
+        raise ValueError("`arrays` must be arrays of real numbers") from None
 
 
 @dataclass(frozen=True)
@@ -439,7 +518,7 @@ def save_checkpoint(path, *, config: TrainConfig, theta, m, v, step, rng, losses
     )
 
 
-def load_checkpoint(path) -> Checkpoint:
+def load_checkpoint(path, *, name: str = "resume") -> Checkpoint:
     """Read a checkpoint written by :func:`save_checkpoint`.
 
     Checkpoints written before the :class:`Setting` existed (flat ``d``, ``L``,
@@ -453,15 +532,18 @@ def load_checkpoint(path) -> Checkpoint:
     Raises
     ------
     ValueError
-        ``path`` is missing or not a readable checkpoint (named as `resume`).
+        ``path`` is missing or not a readable checkpoint (named as ``name``: the caller's argument, `resume` for
+        :func:`train`).
     """
+    if isinstance(path, np.ndarray) or not isinstance(path, (str, os.PathLike)):
+        raise ValueError(f"`{name}` must be a path (str or os.PathLike) of a checkpoint, got {type(path).__name__}")
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"`resume` needs a checkpoint, but {str(path)!r} does not exist")
+        raise ValueError(f"`{name}` needs a checkpoint, but {str(path)!r} does not exist")
     try:
         with np.load(path) as z:
             out = {k: z[k] for k in z.files}
-        check_resume_state(out["theta"], out["m"], out["v"], where=repr(str(path)))
+        check_resume_state(out["theta"], out["m"], out["v"], where=repr(str(path)), name=name)
         return Checkpoint(
             config=TrainConfig.from_dict(json.loads(str(out["config"]))),
             theta=out["theta"].astype(np.float64),
@@ -476,12 +558,12 @@ def load_checkpoint(path) -> Checkpoint:
             stream_version=int(out["stream_version"]) if "stream_version" in out else 1,
         )
     except ValueError as exc:
-        if str(exc).startswith("`resume`"):
+        if str(exc).startswith(f"`{name}`"):
             raise
-        raise ValueError(f"`resume`: {str(path)!r} is not a readable checkpoint (ValueError: {exc})") from None
+        raise ValueError(f"`{name}`: {str(path)!r} is not a readable checkpoint (ValueError: {exc})") from None
     except (OSError, EOFError, KeyError, TypeError, AttributeError, zipfile.BadZipFile) as exc:
         raise ValueError(
-            f"`resume`: {str(path)!r} is not a readable checkpoint ({type(exc).__name__}: {exc})"
+            f"`{name}`: {str(path)!r} is not a readable checkpoint ({type(exc).__name__}: {exc})"
         ) from None
 
 
@@ -583,7 +665,9 @@ def train(
         if init_params is None:
             params = model.init(seed=np.random.default_rng(init_seq))
         else:
-            _check_params(init_params, shapes, finite=False)  # finiteness: checked below, naming `init_params`
+            _check_params(
+                init_params, shapes, finite=False, name="init_params"
+            )  # finiteness: checked below, naming `init_params`
             params = init_params
         theta = flatten_params({k: np.asarray(params[k], dtype=np.float64) for k in shapes}).copy()
         if not np.all(np.isfinite(theta)):
@@ -668,9 +752,9 @@ def train(
             g = np.concatenate([grads[k].ravel() for k in shapes])
             phase = 2
             if adam:
-                adam_update(theta, g, m, v, step + 1, lr=lr, beta1=b1, beta2=b2, eps=eps)
+                _adam_update(theta, g, m, v, step + 1, lr=lr, beta1=b1, beta2=b2, eps=eps)
             else:
-                sgd_update(theta, g, lr=lr)
+                _sgd_update(theta, g, lr=lr)
             losses[step] = loss
             step += 1
             snap(step)

@@ -41,7 +41,7 @@ OBJECTIVES = ("approx", "corrected", "exact")
 
 def model_class(name: str) -> type:
     """The class registered under ``name`` in :data:`MODELS`."""
-    if name not in MODELS:
+    if not isinstance(name, str) or name not in MODELS:
         raise ValueError(f"`model` must be one of {sorted(MODELS)}, got {name!r}")
     mod, cls = MODELS[name].split(":")
     return getattr(importlib.import_module(mod), cls)
@@ -50,7 +50,7 @@ def model_class(name: str) -> type:
 def model_name(setting: Setting, *, objective: str = "approx") -> str:
     """The name of the model :func:`reduced_model` picks for ``setting`` and ``objective`` (or ValueError)."""
     setting = as_setting(setting, "reduced_model")
-    if objective not in OBJECTIVES:
+    if not isinstance(objective, str) or objective not in OBJECTIVES:
         raise ValueError(f"`objective` must be one of {list(OBJECTIVES)}, got {objective!r}")
     sigma = setting.Sigma is not None
     tasks = setting.tasks is not None

@@ -29,7 +29,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from reduced_dynamics._validation import check_finite_array, check_nonnegative_int, check_positive_float
+from reduced_dynamics._validation import (
+    check_finite_array,
+    check_finite_float,
+    check_nonnegative_int,
+    check_positive_float,
+)
 from reduced_dynamics.setting import Setting
 
 __all__ = ["ReducedModel", "Part"]
@@ -103,11 +108,43 @@ class ReducedModel(abc.ABC):
         """Length of the state vector."""
         return sum(p.size for p in self.parts)
 
+    def _state_array(self, y, name: str = "y", *, finite: bool = True) -> np.ndarray:
+        """``y`` as a float64 array of shape ``(..., size)`` of real (and, with ``finite``, finite) numbers, or
+        ``ValueError`` naming ``name``: the one check of a state handed to a method."""
+        if finite:
+            y = check_finite_array(name, y, min_ndim=1)
+        else:
+            raw = y if isinstance(y, np.ndarray) else None
+            try:
+                raw = np.asarray(y) if raw is None else raw
+                ok = raw.dtype.kind in "fiub"
+            except (TypeError, ValueError):
+                ok = False
+            if not ok:
+                raise ValueError(f"`{name}` must be an array of real numbers of shape (..., {self.size}), got {y!r}")
+            y = np.asarray(raw, dtype=np.float64)
+        if y.ndim < 1 or y.shape[-1] != self.size:
+            raise ValueError(f"`{name}` must have shape (..., {self.size}) for {self!r}, got shape {y.shape}")
+        return y
+
+    def _margin_of(self, y, fn):
+        """The margin ``fn(y)`` of the finite states of ``y``; ``-1`` (outside) for a state with NaN or inf, and at
+        least ``-1.8e308`` for a finite state too far outside for float64."""
+        y = self._state_array(y, finite=False)
+        ok = np.all(np.isfinite(y), axis=-1)
+        with np.errstate(over="ignore", invalid="ignore"):
+            if np.all(ok):
+                out = np.asarray(fn(y), dtype=np.float64)
+            else:
+                out = np.full(y.shape[:-1], -1.0)
+                if np.any(ok):
+                    out[ok] = np.asarray(fn(y[ok]), dtype=np.float64)
+        out = np.where(np.isnan(out), -1.0, np.maximum(out, -np.finfo(np.float64).max))
+        return float(out) if np.ndim(out) == 0 else out
+
     def unpack(self, y) -> dict[str, np.ndarray]:
         """The named parts of ``y`` (shape ``(..., size)``), each of shape ``(..., *part.shape)`` (views)."""
-        y = np.asarray(y, dtype=np.float64)
-        if y.shape[-1:] != (self.size,):
-            raise ValueError(f"`y` must have shape (..., {self.size}) for {self!r}, got {y.shape}")
+        y = self._state_array(y, finite=False)
         out, k = {}, 0
         lead = y.shape[:-1]
         for p in self.parts:
@@ -201,7 +238,12 @@ class ReducedModel(abc.ABC):
         whose gradient is too expensive for the solver's own column-by-column estimate
         (:attr:`use_fd_jacobian`).
         """
-        y = np.asarray(y, dtype=np.float64)
+        y = self._state_array(y)
+        if y.ndim != 1:
+            raise ValueError(f"`y` must be one state of shape ({self.size},), got shape {y.shape}")
+        step = check_positive_float("step", step)
+        if step > 1.0:
+            raise ValueError(f"`step` must be a finite-difference step in (0, 1], got {step!r}")
         g0 = self.grad(y)
         J = np.empty((self.size, self.size))
         for i in range(self.size):
@@ -222,6 +264,7 @@ class ReducedModel(abc.ABC):
 
     def in_range(self, y) -> bool:
         """True when every state of ``y`` is strictly inside the domain."""
+        y = self._state_array(y, finite=False)
         with np.errstate(all="ignore"):
             return bool(np.all(np.asarray(self.margin(y)) > 0))
 
@@ -257,7 +300,7 @@ class ReducedModel(abc.ABC):
         This generic version calls :meth:`summarize` state by state; a model may override it with a vectorised
         one that returns the same values, up to the rounding of the last bit (the models with scalar heads do).
         """
-        Y = np.asarray(Y, dtype=np.float64)
+        Y, t = self._states_and_times(Y, t)
         options = {} if tolerances is None else {"tolerances": tolerances}
         out: dict[str, list] = {}
         for i in range(Y.shape[0]):
@@ -265,6 +308,22 @@ class ReducedModel(abc.ABC):
             for k, v in values.items():
                 out.setdefault(k, []).append(v)
         return out
+
+    @staticmethod
+    def _check_time(t):
+        """``t`` of :meth:`summarize`: None or a finite real number."""
+        return None if t is None else check_finite_float("t", t)
+
+    def _states_and_times(self, Y, t):
+        """``Y`` as finite states of shape (B, size), B >= 1, and ``t`` (None or B finite times), validated."""
+        Y = self._state_array(Y, "Y")
+        if Y.ndim != 2:
+            raise ValueError(f"`Y` must have shape (B, {self.size}), got shape {Y.shape}")
+        if t is not None:
+            t = check_finite_array("t", t, ndim=1)
+            if t.shape != (Y.shape[0],):
+                raise ValueError(f"`t` must hold one time per state of `Y` ({Y.shape[0]}), got shape {t.shape}")
+        return Y, t
 
     def predictor(self, y):
         """The predictor (``reduced_dynamics.estimation.predictors.Predictor``) that state ``y`` implements.
@@ -331,7 +390,16 @@ class ReducedModel(abc.ABC):
         """
         from reduced_dynamics.models._risk import engine_risks
 
+        self._check_plan(plan)
         return engine_risks(plan, self.setting, n_prompts=n_prompts, seed=seed, conditional=conditional, stage=stage)
+
+    @staticmethod
+    def _check_plan(plan):
+        from reduced_dynamics.models._risk import RiskPlan
+
+        if not isinstance(plan, RiskPlan):
+            raise ValueError(f"`plan` must be a RiskPlan (from the model's risk_plan), got {type(plan).__name__}")
+        return plan
 
     # ------------------------------------------------------------------ training (the ``train`` command)
     #: the trainer of the full attention model this reduced model describes (a key of

@@ -36,7 +36,7 @@ class ScalarHeadsModel(ReducedModel):
 
     def split(self, y):
         """``(omega, mu)`` of ``y`` (shape ``(..., 2H)``), each ``(..., H)``."""
-        y = np.asarray(y, dtype=np.float64)
+        y = self._state_array(y)
         H = self.n_heads
         return y[..., :H], y[..., H:]
 
@@ -59,6 +59,7 @@ class ScalarHeadsModel(ReducedModel):
         """
         from reduced_dynamics.dynamics.diagnostics import trajectory_diagnostics
 
+        self._check_time(t)
         w, m = self.split(y)
         diag = trajectory_diagnostics(w, m, tolerances=tolerances)
         g = self.grad(y)
@@ -88,9 +89,7 @@ class ScalarHeadsModel(ReducedModel):
             return super().summarize_many(Y, t=t, tolerances=tolerances)
         from reduced_dynamics.dynamics.diagnostics import trajectory_diagnostics
 
-        Y = np.asarray(Y, dtype=np.float64)
-        if Y.ndim != 2 or Y.shape[0] == 0:
-            return super().summarize_many(Y, t=t, tolerances=tolerances)
+        Y, t = self._states_and_times(Y, t)
         B = Y.shape[0]
         w, m = self.split(Y)
         diag = trajectory_diagnostics(w, m, tolerances=tolerances)

@@ -49,9 +49,7 @@ class ActivationModel(ScalarHeadsModel):
 
     def margin(self, y):
         # no edge to approach smoothly: the formulas themselves report a state they cannot evaluate
-        y = np.asarray(y, dtype=np.float64)
-        out = np.where(np.all(np.isfinite(y), axis=-1), 1.0, -1.0)
-        return float(out) if np.ndim(out) == 0 else out
+        return self._margin_of(y, lambda y: np.ones(y.shape[:-1]))
 
     def predictor(self, y):
         """The H-head model with this activation at state ``y`` (:class:`ActivationHeads`), not the softmax's."""
@@ -133,6 +131,7 @@ class ActivationModel(ScalarHeadsModel):
         from reduced_dynamics.estimation.risk import _Moments
         from reduced_dynamics.models._risk import moments_risks
 
+        self._check_plan(plan)
         n = check_n_prompts(n_prompts)
         names = list(plan.predictors)
         preds = [plan.predictors[k] for k in names]
@@ -158,6 +157,7 @@ class ActivationModel(ScalarHeadsModel):
         from reduced_dynamics.activation_dynamics.flow import drift_gamma, eta_claim, eta_tilt
         from reduced_dynamics.dynamics.diagnostics import trajectory_diagnostics
 
+        t = self._check_time(t)
         out = super().summarize(y, t=t, tolerances=tolerances)
         w, m = self.split(y)
         diag = trajectory_diagnostics(w, m, tolerances=tolerances)

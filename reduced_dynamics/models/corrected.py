@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from reduced_dynamics._validation import check_positive_float
 from reduced_dynamics.dynamics.corrected_loss import (
     MAX_OMEGA2,
     _fd_hessian,
@@ -58,13 +59,15 @@ class CorrectedModel(ScalarHeadsModel):
         """Central-difference Hessian of the analytic gradient (``corrected_loss_hessian_fd``)."""
         s = self.setting
         w, m = self.split(y)
+        if w.ndim != 1:
+            raise ValueError(f"`y` must be one state of shape ({self.size},), got shape {np.shape(y)}")
+        step = check_positive_float("step", step)
+        if step > 1.0:
+            raise ValueError(f"`step` must be a finite-difference step in (0, 1], got {step!r}")
         return _fd_hessian(w, m, s.d, s.L, s.sigma2, h=step)
 
     def margin(self, y):
-        w = np.asarray(y, dtype=np.float64)[..., : self.n_heads]
-        with np.errstate(over="ignore"):
-            out = 0.95 * MAX_OMEGA2 - np.max(w * w, axis=-1)
-        return float(out) if np.ndim(out) == 0 else out
+        return self._margin_of(y, lambda y: 0.95 * MAX_OMEGA2 - np.max(y[..., : self.n_heads] ** 2, axis=-1))
 
     def limit(self) -> dict:
         """The corrected optimal step η*_L (docs/theory.md#corrected-loss)."""

@@ -64,7 +64,7 @@ class ExactModel(ScalarHeadsModel):
         return tuple(out)
 
     def _each(self, y, fn):
-        y = np.asarray(y, dtype=np.float64)
+        y = self._state_array(y)
         if y.ndim == 1:
             return fn(y)
         flat = y.reshape(-1, y.shape[-1])
@@ -96,11 +96,12 @@ class ExactModel(ScalarHeadsModel):
         return super().jacobian_fd(y, step=self.fd_step if step is None else step)
 
     def margin(self, y):
-        y = np.asarray(y, dtype=np.float64)
-        w, m = y[..., : self.n_heads], y[..., self.n_heads :]
-        out = 0.999 * self.omega_max - np.max(np.abs(w), axis=-1)
-        out = np.where(np.max(np.abs(m), axis=-1) <= MU_MAX, out, -1.0)
-        return float(out) if np.ndim(out) == 0 else out
+        def fn(y):
+            w, m = y[..., : self.n_heads], y[..., self.n_heads :]
+            out = 0.999 * self.omega_max - np.max(np.abs(w), axis=-1)
+            return np.where(np.max(np.abs(m), axis=-1) <= MU_MAX, out, -1.0)
+
+        return self._margin_of(y, fn)
 
     def limit(self) -> dict:
         """η* of the large-L theory (the exact flow's limit differs from it at O(1/L); docs/theory.md#exact-risk)."""

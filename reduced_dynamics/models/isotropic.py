@@ -93,10 +93,9 @@ class IsotropicModel(ScalarHeadsModel):
         return approx_loss_hessian(*self.split(y), self.setting)
 
     def margin(self, y):
-        w = np.asarray(y, dtype=np.float64)[..., : self.n_heads]
-        with np.errstate(over="ignore"):
-            out = self.exponent_cap - float(self.setting.d) * np.max(w * w, axis=-1)
-        return float(out) if np.ndim(out) == 0 else out
+        return self._margin_of(
+            y, lambda y: self.exponent_cap - float(self.setting.d) * np.max(y[..., : self.n_heads] ** 2, axis=-1)
+        )
 
     def hard_margin(self, y):
         """``MAX_EXPONENT − d·max ω²``: where ``exp(d ωωᵀ)`` still evaluates (gradient descent stops beyond)."""

@@ -46,7 +46,7 @@ class MultitaskModel(ReducedModel):
         self.parts = (Part("omega", (H, d)), Part("mu", (H, N)))
 
     def split(self, y):
-        p = self.unpack(y)
+        p = self.unpack(self._state_array(y))
         return p["omega"], p["mu"]
 
     def state(self, omega, mu):
@@ -78,10 +78,12 @@ class MultitaskModel(ReducedModel):
         return np.concatenate([g.omega.reshape(lead + (-1,)), g.mu.reshape(lead + (-1,))], axis=-1)
 
     def margin(self, y):
-        om, _ = self.split(y)
-        G = om @ np.swapaxes(om, -1, -2)
-        out = 0.95 * _EXP_MAX - np.max(G, axis=(-1, -2))
-        return float(out) if np.ndim(out) == 0 else out
+        def fn(y):
+            om, _ = self.split(y)
+            G = om @ np.swapaxes(om, -1, -2)
+            return 0.95 * _EXP_MAX - np.max(G, axis=(-1, -2))
+
+        return self._margin_of(y, fn)
 
     def limit(self) -> dict:
         """The limit predictor of the flow with H heads (regime, per-task weights A, per-task loss)."""
@@ -99,6 +101,7 @@ class MultitaskModel(ReducedModel):
         from reduced_dynamics.multitask.flow import antipodal_pairs, classify_heads
         from reduced_dynamics.multitask.loss import effective_weights
 
+        self._check_time(t)
         om, mu = self.split(y)
         g = self.grad(y)
         return {
@@ -200,6 +203,7 @@ class MultitaskModel(ReducedModel):
         from reduced_dynamics.models._risk import ModelRisks
         from reduced_dynamics.multitask.predictors import per_task_risks
 
+        self._check_plan(plan)
         if conditional:
             raise ValueError("`conditional` is not derived for multi-task prompts (plain Monte Carlo)")
         if plan.pairs:

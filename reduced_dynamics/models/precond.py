@@ -75,7 +75,7 @@ class PrecondModel(ReducedModel):
         return super().check_state(y, name)
 
     def split(self, y):
-        p = self.unpack(y)
+        p = self.unpack(self._state_array(y))
         return p["omega"], p["mu"], p["W"]
 
     def state(self, omega, mu, W):
@@ -104,7 +104,7 @@ class PrecondModel(ReducedModel):
     def loss(self, y):
         from reduced_dynamics.precond.loss import precond_loss
 
-        out = each_state(y, lambda v: precond_loss(*self.split(v), self.setting))
+        out = each_state(self._state_array(y), lambda v: precond_loss(*self.split(v), self.setting))
         return float(out) if np.ndim(out) == 0 else out
 
     def grad(self, y):
@@ -114,7 +114,7 @@ class PrecondModel(ReducedModel):
             g = precond_loss_grad(*self.split(v), self.setting)
             return np.concatenate([g.omega, g.mu, np.ravel(g.W)])
 
-        return each_state(y, one)
+        return each_state(self._state_array(y), one)
 
     def exponents(self, y):
         """The largest exponent ``max_hk ω_h ω_k τ_hk`` of one state."""
@@ -130,8 +130,7 @@ class PrecondModel(ReducedModel):
         return float(np.max(expo)) if np.all(np.isfinite(expo)) else np.inf
 
     def margin(self, y):
-        out = each_state(y, lambda v: 0.95 * MAX_EXPONENT - self.exponents(v))
-        return float(out) if np.ndim(out) == 0 else out
+        return self._margin_of(y, lambda y: each_state(y, lambda v: 0.95 * MAX_EXPONENT - self.exponents(v)))
 
     def limit(self) -> dict:
         """The limit predictor (:func:`~reduced_dynamics.precond.flow.precond_limit`): Γ* = (Σ + κ_L I)⁻¹, κ_L, η, P, loss."""
@@ -151,6 +150,7 @@ class PrecondModel(ReducedModel):
         """Loss, the state, and its normalisation (γ, η_eff, distances of W to Σ⁻¹, I, Γ*), with the limit."""
         from reduced_dynamics.precond.flow import normalise_precond_state
 
+        self._check_time(t)
         om, mu, W = self.split(y)
         n = normalise_precond_state(om, mu, W, self.setting)
         g = self.grad(y)
@@ -263,7 +263,7 @@ class PrecondModel(ReducedModel):
 
         if y is not None:
             raise ValueError(
-                "the preconditioned model's risk plan has no state (`run --sigma` reports the flow's state); "
+                "`y`: the preconditioned model's risk plan has no state (`run --sigma` reports the flow's state); "
                 "`risk` reports preconditioned GD and Bayes ridge"
             )
         plan = super().risk_plan(None)

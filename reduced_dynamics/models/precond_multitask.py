@@ -54,7 +54,7 @@ class PrecondMultitaskModel(ReducedModel):
         self.parts = (Part("B", (H, d, d)), Part("mu", (H, N)))
 
     def split(self, y):
-        p = self.unpack(y)
+        p = self.unpack(self._state_array(y))
         return p["B"], p["mu"]
 
     def state(self, B, mu):
@@ -85,14 +85,15 @@ class PrecondMultitaskModel(ReducedModel):
     def margin(self, y):
         from reduced_dynamics.multitask.sigma_loss import COVARIANCE_WHERE, D_MAX
 
-        B, _ = self.split(y)
-        S = self.setting.covariance(d_max=D_MAX, where=COVARIANCE_WHERE)
-        with np.errstate(over="ignore", invalid="ignore"):
+        def fn(y):
+            B, _ = self.split(y)
+            S = self.setting.covariance(d_max=D_MAX, where=COVARIANCE_WHERE)
             SB = S @ B
             tau = np.einsum("...hji,...kji->...hk", SB, SB)  # tr(ΣB_hᵀΣB_k) = <ΣB_h, ΣB_k>_F
             worst = np.max(np.where(np.isfinite(tau), tau, np.inf), axis=(-1, -2))
-        out = 0.95 * MAX_EXPONENT - worst
-        return float(out) if np.ndim(out) == 0 else out
+            return 0.95 * MAX_EXPONENT - worst
+
+        return self._margin_of(y, fn)
 
     def limit(self) -> dict:
         """Per task: ``A_n*``, ``λ_n`` and the minimum of the limit loss (:func:`~reduced_dynamics.multitask.sigma_loss.sigma_mt_limit`)."""
@@ -105,6 +106,7 @@ class PrecondMultitaskModel(ReducedModel):
         """Loss (total, per task), |∇|, the effective matrices A_n and their relative distance to A_n*."""
         from reduced_dynamics.multitask.sigma_loss import sigma_mt_effective, sigma_mt_limit
 
+        self._check_time(t)
         B, mu = self.split(y)
         A = sigma_mt_effective(B, mu, self.setting)
         lim = sigma_mt_limit(self.setting)

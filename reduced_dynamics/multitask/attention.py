@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import time
 import zipfile
 from pathlib import Path
@@ -32,18 +33,23 @@ from pathlib import Path
 import numpy as np
 
 from reduced_dynamics._results import FrozenResult
-from reduced_dynamics._validation import check_nonnegative_int, check_positive_float, check_positive_int
-from reduced_dynamics.estimation.prompts import as_generator
+from reduced_dynamics._validation import (
+    check_finite_array,
+    check_nonnegative_int,
+    check_positive_float,
+    check_positive_int,
+)
+from reduced_dynamics.estimation.prompts import MEMORY_BUDGET, as_generator
 from reduced_dynamics.io import atomic_savez
 from reduced_dynamics.model.training import (
+    _adam_update,
     _rng_from_json,
     _rng_state_json,
-    adam_update,
     all_finite,
     check_resume_state,
 )
 from reduced_dynamics.multitask.flow import classify_heads
-from reduced_dynamics.multitask.predictors import MultitaskPrompts, support_mask
+from reduced_dynamics.multitask.predictors import MultitaskPrompts, check_mt_prompts, support_mask
 from reduced_dynamics.setting import Setting, as_setting
 
 __all__ = [
@@ -95,6 +101,8 @@ def init_mt_attention(n_heads: int, setting: Setting, *, init_scale: float = 0.0
     H = check_positive_int("n_heads", n_heads, hi=64)
     setting = as_setting(setting, "init_mt_attention").require_softmax("init_mt_attention")
     s = check_positive_float("init_scale", init_scale)
+    setting.require_scalar("init_mt_attention")
+    check_mt_memory(H, setting, "circuit", where="init_mt_attention")
     rng = as_generator(seed)
     d, N = setting.d, setting.n_tasks
     return MultitaskAttention(KQ=s * rng.standard_normal((H, d + N, d)), OV=s * rng.standard_normal((H, N, d + N)))
@@ -104,8 +112,10 @@ def _check_model(model, setting):
     if not isinstance(model, MultitaskAttention):
         raise ValueError(f"`model` must be a MultitaskAttention, got {type(model).__name__}")
     d, N = setting.d, setting.n_tasks
-    H = model.KQ.shape[0]
-    if model.KQ.shape != (H, d + N, d) or model.OV.shape != (H, N, d + N):
+    KQ = check_finite_array("model.KQ", model.KQ, ndim=3)
+    OV = check_finite_array("model.OV", model.OV, ndim=3)
+    H = KQ.shape[0]
+    if KQ.shape != (H, d + N, d) or OV.shape != (H, N, d + N):
         raise ValueError(
             f"`model` must have KQ of shape (H, {d + N}, {d}) and OV of shape (H, {N}, {d + N}) for this setting, "
             f"got {model.KQ.shape} and {model.OV.shape}"
@@ -133,6 +143,7 @@ def mt_attention_predict(model: MultitaskAttention, prompts: MultitaskPrompts, s
     """Predictions for all tasks, shape (n, N)."""
     setting = as_setting(setting, "mt_attention_predict").require_softmax("mt_attention_predict")
     _check_model(model, setting)
+    check_mt_prompts(prompts, setting=setting)
     out, _, _ = _forward(model.KQ, model.OV, prompts.tokens, prompts.xq)
     return out
 
@@ -148,6 +159,7 @@ def mt_attention_loss_grad(model: MultitaskAttention, prompts: MultitaskPrompts,
     """
     setting = as_setting(setting, "mt_attention_loss_grad").require_softmax("mt_attention_loss_grad")
     _check_model(model, setting)
+    check_mt_prompts(prompts, setting=setting)
     loss, gKQ, gOV = _loss_grad(model.KQ, model.OV, prompts.tokens, prompts.xq, prompts.yq)
     return LossGrad(loss=loss, KQ=gKQ, OV=gOV)
 
@@ -349,20 +361,48 @@ def init_mt_params(
     -------
     dict of ndarray
     """
-    if parameterisation not in MT_PARAMETERISATIONS:
-        raise ValueError(
-            f"`parameterisation` must be one of {', '.join(MT_PARAMETERISATIONS)}, got {parameterisation!r}"
-        )
+    _check_parameterisation(parameterisation)
     if parameterisation == "circuit":
         m = init_mt_attention(n_heads, setting, init_scale=0.01 if init_scale is None else init_scale, seed=seed)
         return {"KQ": m.KQ, "OV": m.OV}
     H = check_positive_int("n_heads", n_heads, hi=64)
-    setting = as_setting(setting, "init_mt_params").require_softmax("init_mt_params")
+    setting = as_setting(setting, "init_mt_params").require_softmax("init_mt_params").require_scalar("init_mt_params")
+    check_mt_memory(H, setting, parameterisation, where="init_mt_params")
     d, N = setting.d, setting.n_tasks
     D = d + N
     b = 1.0 / math.sqrt(D) if init_scale is None else check_positive_float("init_scale", init_scale)
     rng = as_generator(seed)
     return {k: rng.uniform(-b, b, shp) for k, shp in _Params("separate", H, d, N).shapes.items()}
+
+
+def _check_parameterisation(parameterisation) -> str:
+    if not isinstance(parameterisation, str) or parameterisation not in MT_PARAMETERISATIONS:
+        raise ValueError(
+            f"`parameterisation` must be one of {', '.join(MT_PARAMETERISATIONS)}, got {parameterisation!r}"
+        )
+    return parameterisation
+
+
+def check_mt_memory(n_heads: int, setting: Setting, parameterisation: str, *, batch: int = 0, where: str) -> int:
+    """Bytes of the N-output model's parameters (and, with ``batch``, of training it: Adam's moments, the
+    gradient, one batch's tokens and attention), refused above
+    :data:`~reduced_dynamics.estimation.prompts.MEMORY_BUDGET` before anything is allocated."""
+    d, L, N = setting.d, setting.L, setting.n_tasks
+    P = _Params(parameterisation, n_heads, d, N).size
+    D = d + N
+    need = 8 * P
+    if batch:
+        need = 8 * (6 * P + batch * (3 * L * D + 3 * n_heads * L + 2 * n_heads * D + 2 * (d + N)))
+    if need > MEMORY_BUDGET:
+        what = "its parameters" if not batch else "training it (parameters, Adam moments, one batch)"
+        raise ValueError(
+            f"{where}: the N-output attention model at `setting.d` = {d}, N = {N} tasks, `n_heads` = {n_heads}"
+            + (f", `batch` = {batch}, L = {L}" if batch else "")
+            + f" needs {need / 2**30:.3g} GiB for {what}, more than the memory budget of "
+            f"{MEMORY_BUDGET / 2**30:g} GiB (reduced_dynamics.estimation.prompts.MEMORY_BUDGET); use a smaller "
+            "`setting.d`, `n_heads`" + (" or `batch`" if batch else "")
+        )
+    return need
 
 
 def _draw_tokens(rng, n, setting, scale):
@@ -468,6 +508,12 @@ def train_mt_attention(
     seed = check_nonnegative_int("seed", seed)
     if init_scale is not None:
         init_scale = check_positive_float("init_scale", init_scale)
+    _check_parameterisation(parameterisation)
+    if checkpoint is not None and not isinstance(checkpoint, (str, os.PathLike)):
+        raise ValueError(f"`checkpoint` must be a path (str or os.PathLike) or None, got {type(checkpoint).__name__}")
+    if callback is not None and not callable(callback):
+        raise ValueError(f"`callback` must be callable or None, got {type(callback).__name__}")
+    check_mt_memory(H, setting, parameterisation, batch=batch, where="train_mt_attention")
     config = _config(H, setting, batch, lr, seed, parameterisation, init_scale)
     d, N = setting.d, setting.n_tasks
     rng = as_generator(seed)
@@ -510,11 +556,18 @@ def train_mt_attention(
 
     t0, c0 = time.perf_counter(), time.process_time()
     status, message, done = 0, "completed", steps
+    last = theta.copy()  # the parameters of the last finite loss (what a diverged run returns)
     for t in range(start + 1, steps + 1):
         Z, ZT, xq, yq = _draw_tokens(rng, batch, setting, scale)
         KQ, OV = spec.circuits(p)
-        loss, gKQ, gOV = _loss_grad(KQ, OV, Z, xq, yq, ZT)
+        with np.errstate(over="ignore", invalid="ignore"):  # a diverging run is reported by its status
+            loss, gKQ, gOV = _loss_grad(KQ, OV, Z, xq, yq, ZT)
         if not np.isfinite(loss):
+            if t == 1:  # the initial parameters: the run cannot start
+                raise ValueError(
+                    "`init_scale`: the loss is not finite at the initial parameters (step 0); the run cannot start: "
+                    "use a smaller `init_scale`"
+                )
             if t == start + 1 and start > 0:  # the checkpoint's own parameters: nothing to continue, nothing written
                 raise ValueError(
                     f"`checkpoint`: the loss is non-finite at the parameters of {str(path)!r} (step {start}): the "
@@ -522,9 +575,12 @@ def train_mt_attention(
                     "another path"
                 )
             status, message, done = 1, f"the loss became non-finite at step {t}; lower `lr`", t - 1
+            theta[:] = last  # the parameters of step t - 1 (the last finite loss), not the diverged ones
             break
         losses[t - 1] = loss
-        adam_update(theta, spec.grad(p, gKQ, gOV), m, v, t, lr=lr)
+        last[:] = theta
+        with np.errstate(over="ignore", invalid="ignore"):
+            _adam_update(theta, spec.grad(p, gKQ, gOV), m, v, t, lr=lr)
         if callback is not None and t % 1000 == 0:
             callback(t, loss)
         if t % every == 0 and t < steps:

@@ -38,7 +38,7 @@ import numpy as np
 import sympy as sp
 
 from reduced_dynamics._results import FrozenResult
-from reduced_dynamics._validation import check_positive_int
+from reduced_dynamics._validation import check_finite_array, check_positive_int
 from reduced_dynamics.derive.symbolic import closed_form_loss, fluctuation_kernel, problem_symbols, state_symbols
 from reduced_dynamics.derive.symbolic import tilted_mean as _tilted_mean
 from reduced_dynamics.setting import Setting, as_setting
@@ -56,6 +56,8 @@ __all__ = [
 
 #: Largest H for the symbolic derivation (the expression grows like H² d).
 H_MAX = 8
+#: Largest d for the symbolic derivation (symbols per feature; the setting allows 1e5, which sympy never finishes).
+D_MAX = 12
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +85,8 @@ class MultitaskSymbols(FrozenResult):
 def _check(H, setting):
     H = check_positive_int("H", H, hi=H_MAX)
     setting = as_setting(setting, "the multi-task derivation").require_softmax("the multi-task derivation")
+    setting.require_scalar("the multi-task derivation")
+    check_positive_int("setting.d", setting.d, hi=D_MAX)
     return H, setting
 
 
@@ -218,6 +222,19 @@ class GeneratedMultitask(FrozenResult):
     gradient: object
 
 
+def _finite_value(value):
+    """The value of a generated function, or ``OverflowError`` (``LossOverflowError``) if float64 overflowed."""
+    with np.errstate(all="ignore"):
+        out = np.asarray(value, dtype=float)
+    if not np.all(np.isfinite(out)):
+        from reduced_dynamics.dynamics.loss import LossOverflowError
+
+        raise LossOverflowError(
+            "the generated function is not finite in float64: exp(ω ωᵀ) or |mu| too large; reduce `omega` or `mu`"
+        )
+    return out
+
+
 def generated_mt_functions(H: int, setting: Setting) -> GeneratedMultitask:
     """Lambdify :func:`derive_mt_loss` and :func:`mt_loss_gradient` (the independent route for the tests)."""
     H, setting = _check(H, setting)
@@ -227,8 +244,8 @@ def generated_mt_functions(H: int, setting: Setting) -> GeneratedMultitask:
     g = sp.lambdify(args, mt_loss_gradient(H, setting), modules="numpy", cse=True)
 
     def _vals(omega, mu):
-        omega = np.asarray(omega, dtype=float)
-        mu = np.asarray(mu, dtype=float)
+        omega = check_finite_array("omega", omega)
+        mu = check_finite_array("mu", mu)
         if omega.shape != (H, setting.d) or mu.shape != (H, setting.n_tasks):
             raise ValueError(
                 f"`omega` and `mu` must have shapes ({H}, {setting.d}) and ({H}, {setting.n_tasks}), "
@@ -237,9 +254,9 @@ def generated_mt_functions(H: int, setting: Setting) -> GeneratedMultitask:
         return (*omega.ravel(), *mu.ravel(), setting.L, setting.sigma2)
 
     def loss(omega, mu):
-        return float(f(*_vals(omega, mu)))
+        return float(_finite_value(f(*_vals(omega, mu))))
 
     def gradient(omega, mu):
-        return np.asarray(g(*_vals(omega, mu)), dtype=float).ravel()
+        return _finite_value(np.asarray(g(*_vals(omega, mu)), dtype=float).ravel())
 
     return GeneratedMultitask(H=H, setting=setting, loss=loss, gradient=gradient)

@@ -24,6 +24,7 @@ docs/theory.md#extensions
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections import Counter
 
 import numpy as np
@@ -69,8 +70,10 @@ def classify_heads(omega, mu, setting: Setting, *, rel_tol: float = 0.1) -> tupl
     if rel_tol >= 1:
         raise ValueError(f"`rel_tol` must be in (0, 1), got {rel_tol}")
     mask = support_mask(setting)
-    # contribution norms, shape (H, N)
-    contrib = np.abs(mu) * np.sqrt((omega[:, None, :] ** 2 * mask[None]).sum(axis=-1))
+    # contribution norms, shape (H, N), in units of the largest |ω| and |μ| (the test is scale-free; no overflow)
+    om_scale = max(float(np.abs(omega).max()), 1e-300)
+    mu_scale = max(float(np.abs(mu).max()), 1e-300)
+    contrib = np.abs(mu / mu_scale) * np.sqrt(((omega / om_scale)[:, None, :] ** 2 * mask[None]).sum(axis=-1))
     top = contrib.max(axis=0)
     roles = []
     for h in range(omega.shape[0]):
@@ -82,8 +85,18 @@ def classify_heads(omega, mu, setting: Setting, *, rel_tol: float = 0.1) -> tupl
     return tuple(roles)
 
 
+_LABEL = re.compile(r"dummy|(T[1-9][0-9]*[+-])+")
+
+
+def _check_label(label, name: str = "label") -> str:
+    if not isinstance(label, str) or not _LABEL.fullmatch(label):
+        raise ValueError(f'`{name}` must be a head role label ("dummy", "T1+", "T1+T2-", ...), got {label!r}')
+    return label
+
+
 def role_kind(label: str) -> str:
     """``"dummy"``, ``"dedicated"``, ``"superposed"`` (mixed signs) or ``"shared"`` (one sign) for a role label."""
+    label = _check_label(label)
     if label == "dummy":
         return "dummy"
     signs = set(label[i] for i in range(len(label)) if label[i] in "+-")
@@ -95,7 +108,9 @@ def role_kind(label: str) -> str:
 
 def pattern_of(roles) -> str:
     """Canonical head pattern of one end state: the sorted role labels joined by spaces."""
-    return " ".join(sorted(roles))
+    if isinstance(roles, str) or not isinstance(roles, (tuple, list)) or not roles:
+        raise ValueError(f"`roles` must be a non-empty tuple or list of head role labels, got {roles!r}")
+    return " ".join(sorted(_check_label(r, "roles") for r in roles))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,7 +146,14 @@ class RoleFrequencies(FrozenResult):
 
 
 def role_frequencies(
-    n_heads: int, setting: Setting, *, n_seeds: int = 100, seed: int, t_end: float = T_END, scale: float = 0.01
+    n_heads: int,
+    setting: Setting,
+    *,
+    n_seeds: int = 100,
+    seed: int,
+    t_end: float = T_END,
+    scale: float = 0.01,
+    budget: int | None = None,
 ) -> RoleFrequencies:
     """Integrate the flow from ``n_seeds`` random starts and count the head patterns.
 
@@ -146,6 +168,9 @@ def role_frequencies(
     t_end : float, in [2.2e-308, 1e12]
         End time of every flow (a normal float; the engine's range).
     scale : float > 0
+    budget : int, in [1, 1e8], optional
+        Gradient evaluations per flow (the engine's ``budget``; default 150000, as :func:`reduced_dynamics.integrate`):
+        a flow that spends it stops there (counted in ``failures``). It bounds the time of a long ``t_end``.
 
     Returns
     -------
@@ -170,8 +195,12 @@ def role_frequencies(
 
     t_end = _check_t_end(t_end)  # the engine's range, named `t_end` (not the `times` it is passed as)
     scale = check_positive_float("scale", scale)
+    from reduced_dynamics.flow._integrate import BUDGET, BUDGET_MAX
+
+    budget = BUDGET if budget is None else check_positive_int("budget", budget, hi=BUDGET_MAX)
     for i in range(n_seeds):
-        res = integrate(model, model.initial_state(seed=seed + i, scale=scale), times=[t_end], stationarity_tol=0)
+        y0 = model.initial_state(seed=seed + i, scale=scale)
+        res = integrate(model, y0, times=[t_end], stationarity_tol=0, budget=budget)
         failures += int(not res.success)
         om, mu = model.split(res.states[-1])
         roles = classify_heads(om, mu, setting)
@@ -213,6 +242,8 @@ def antipodal_pairs(omega, mu, *, rel_tol: float = 0.05) -> int:
     """
     omega = check_finite_array("omega", omega, ndim=2)
     mu = check_finite_array("mu", mu, ndim=2)
+    if omega.shape[0] != mu.shape[0]:
+        raise ValueError(f"`omega` (H, d) and `mu` (H, N) must have one H, got shapes {omega.shape} and {mu.shape}")
     rel_tol = check_positive_float("rel_tol", rel_tol)
     th = np.concatenate([omega / max(np.abs(omega).max(), 1e-300), mu / max(np.abs(mu).max(), 1e-300)], axis=1)
     free = list(range(th.shape[0]))

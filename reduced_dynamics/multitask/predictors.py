@@ -33,7 +33,7 @@ import math
 import numpy as np
 
 from reduced_dynamics._results import FrozenResult
-from reduced_dynamics._validation import check_finite_array, check_positive_int
+from reduced_dynamics._validation import check_bool, check_finite_array, check_positive_int
 from reduced_dynamics.estimation.prompts import as_generator
 from reduced_dynamics.estimation.risk import RiskDifference, RiskEstimate
 from reduced_dynamics.multitask.loss import check_state, limit_loss_per_task, mt_gradient, mt_loss, support_mask
@@ -41,6 +41,7 @@ from reduced_dynamics.setting import Setting, as_setting
 
 __all__ = [
     "MultitaskPrompts",
+    "check_mt_prompts",
     "sample_mt_prompts",
     "reduced_mt_predict",
     "weighted_dgd_predict",
@@ -74,6 +75,33 @@ class MultitaskPrompts(FrozenResult):
     def tokens(self) -> np.ndarray:
         """Embedded columns ``z_l = (x_l, y_l)``: shape (n, L, d + N)."""
         return np.concatenate([self.X, self.Y], axis=-1)
+
+
+def check_mt_prompts(prompts, *, setting: Setting | None = None, name: str = "prompts") -> MultitaskPrompts:
+    """Refuse anything but a :class:`MultitaskPrompts` of consistent, finite, real arrays (of ``setting``'s d and N).
+
+    Returns ``prompts``; raises ``ValueError`` naming ``name`` (the argument) otherwise.
+    """
+    if not isinstance(prompts, MultitaskPrompts):
+        raise ValueError(f"`{name}` must be a MultitaskPrompts (sample_mt_prompts), got {type(prompts).__name__}")
+    X, Y, xq, yq = (np.asarray(a) for a in (prompts.X, prompts.Y, prompts.xq, prompts.yq))
+    if X.ndim != 3 or Y.ndim != 3 or xq.ndim != 2 or yq.ndim != 2:
+        raise ValueError(f"`{name}` must hold X (n, L, d), Y (n, L, N), xq (n, d), yq (n, N)")
+    n, L, d = X.shape
+    N = Y.shape[-1]
+    if Y.shape != (n, L, N) or xq.shape != (n, d) or yq.shape != (n, N) or min(n, L, d, N) < 1:
+        raise ValueError(
+            f"`{name}` must hold X (n, L, d), Y (n, L, N), xq (n, d), yq (n, N) of one n, L, d, N >= 1, got shapes "
+            f"{X.shape}, {Y.shape}, {xq.shape}, {yq.shape}"
+        )
+    if setting is not None and (d, N) != (setting.d, setting.n_tasks):
+        raise ValueError(
+            f"`{name}` has d = {d} and N = {N} tasks, but `setting` has d = {setting.d} and N = {setting.n_tasks}"
+        )
+    for a in (X, Y, xq, yq):
+        if a.dtype.kind not in "fiu" or not np.all(np.isfinite(a)):
+            raise ValueError(f"`{name}` must hold finite real arrays (no NaN/inf, no complex)")
+    return prompts
 
 
 def sample_mt_prompts(n_prompts: int, setting: Setting, *, seed) -> MultitaskPrompts:
@@ -126,6 +154,7 @@ def reduced_mt_predict(prompts: MultitaskPrompts, omega, mu, setting: Setting) -
     setting : Setting
     """
     omega, mu = check_state(omega, mu, setting)
+    check_mt_prompts(prompts, setting=as_setting(setting, "reduced_mt_predict"))
     S = np.einsum("bld,hd,bd->bhl", prompts.X, omega, prompts.xq)
     P = _softmax(S)
     return np.einsum("bhl,bln,hn->bn", P, prompts.Y, mu)
@@ -140,6 +169,7 @@ def weighted_dgd_predict(prompts: MultitaskPrompts, A) -> np.ndarray:
     A : array_like, shape (N, d)
         Per-task, per-feature steps.
     """
+    check_mt_prompts(prompts)
     A = check_finite_array("A", A, ndim=2)
     if A.shape != (prompts.Y.shape[-1], prompts.X.shape[-1]):
         raise ValueError(f"`A` must have shape (N, d) = {(prompts.Y.shape[-1], prompts.X.shape[-1])}, got {A.shape}")
@@ -175,6 +205,7 @@ def support_ridge_predict(prompts: MultitaskPrompts, setting: Setting) -> np.nda
     Bayes-optimal for task :math:`n` under :math:`\beta_{S_n}\sim N(0, I/|S_n|)`.
     """
     setting = as_setting(setting, "support_ridge_predict")
+    check_mt_prompts(prompts, setting=setting)
     out = np.empty(prompts.yq.shape)
     for n, S in enumerate(setting.supports):
         S = list(S)
@@ -318,16 +349,29 @@ class TaskRisks(FrozenResult):
     n: int
     losses: np.ndarray | None = None
 
+    def _index(self, label: str, name) -> int:
+        if not isinstance(name, str) or name not in self.names:
+            raise ValueError(f"`{label}` must be one of the predictors {list(self.names)}, got {name!r}")
+        return self.names.index(name)
+
+    def _task(self, task) -> int:
+        from reduced_dynamics._validation import check_nonnegative_int
+
+        N = self.risk.shape[1]
+        return check_nonnegative_int("task", task, hi=N - 1)
+
     def estimate(self, name: str, task: int) -> RiskEstimate:
         """The :class:`~reduced_dynamics.estimation.risk.RiskEstimate` of one predictor on one task (0-based)."""
-        i = self.names.index(name)
+        i = self._index("name", name)
+        task = self._task(task)
         return RiskEstimate(risk=float(self.risk[i, task]), stderr=float(self.stderr[i, task]), n=self.n, name=name)
 
     def difference(self, first: str, second: str, task: int) -> RiskDifference:
         """Paired difference ``risk(first) - risk(second)`` on task ``task`` (needs ``keep_losses``)."""
         if self.losses is None:
             raise ValueError("`keep_losses` was False: no per-prompt losses for a paired difference")
-        a = self.losses[self.names.index(first), task] - self.losses[self.names.index(second), task]
+        i, j, task = self._index("first", first), self._index("second", second), self._task(task)
+        a = self.losses[i, task] - self.losses[j, task]
         return RiskDifference(
             risk=float(a.mean()), stderr=float(a.std(ddof=1) / np.sqrt(a.size)), n=self.n, first=first, second=second
         )
@@ -358,8 +402,12 @@ def per_task_risks(
     if n < 2:
         raise ValueError(f"`n_prompts` must be >= 2 (for a standard error), got {n}")
     chunk = check_positive_int("chunk", chunk, hi=10**6)
-    if not predictors:
-        raise ValueError("`predictors` must name at least one predictor")
+    keep_losses = check_bool("keep_losses", keep_losses)
+    if not isinstance(predictors, dict) or not predictors:
+        raise ValueError("`predictors` must be a non-empty dict: name -> callable(prompts) -> (n, N) predictions")
+    for key, fn in predictors.items():
+        if not isinstance(key, str) or not callable(fn):
+            raise ValueError(f"`predictors` must map names (str) to callables, got {key!r}: {type(fn).__name__}")
     rng = as_generator(seed)
     names = tuple(predictors)
     N = setting.n_tasks

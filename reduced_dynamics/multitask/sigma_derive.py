@@ -60,7 +60,7 @@ import numpy as np
 import sympy as sp
 
 from reduced_dynamics._results import FrozenResult
-from reduced_dynamics._validation import check_positive_int
+from reduced_dynamics._validation import check_bool, check_finite_array, check_positive_int
 from reduced_dynamics.derive.symbolic import (
     closed_form_loss,
     fluctuation_kernel,
@@ -68,6 +68,7 @@ from reduced_dynamics.derive.symbolic import (
     state_symbols,
     tilted_mean,
 )
+from reduced_dynamics.multitask.derive import _finite_value
 from reduced_dynamics.setting import Setting, as_setting
 
 __all__ = [
@@ -166,11 +167,30 @@ def _generic_C(d):
     )
 
 
+def _matrix(C) -> sp.ImmutableMatrix:
+    """``C`` as a square sympy matrix of real numbers (at most ``D_MAX`` rows), or ``ValueError`` naming ``C``."""
+    try:
+        ndim = np.ndim(C)
+    except ValueError:  # a ragged list
+        ndim = -1
+    if isinstance(C, (str, bytes, dict, set)) or ndim != 2:
+        raise ValueError(f"`C` must be a square matrix (a list of rows or a 2-d array) of rationals, got {C!r}")
+    try:
+        M = sp.ImmutableMatrix(C)
+    except (TypeError, ValueError, sp.SympifyError):
+        raise ValueError(f"`C` must be a square matrix of rationals, got {C!r}") from None
+    if M.shape[0] != M.shape[1] or not 1 <= M.shape[0] <= D_MAX:
+        raise ValueError(f"`C` must be a square matrix of at most {D_MAX} rows, got shape {M.shape}")
+    if any(not (x.is_number and x.is_real and x.is_finite) for x in M):
+        raise ValueError("`C` must have finite real (rational) entries")
+    return M
+
+
 def _as_C(C, d):
     """``None`` (generic symbols) or a lower-triangular matrix of rationals with positive diagonal."""
     if C is None:
         return None
-    M = sp.ImmutableMatrix(C)
+    M = _matrix(C)
     if M.shape != (d, d):
         raise ValueError(f"`C` must be a ({d}, {d}) lower-triangular matrix, got shape {M.shape}")
     M = M.applyfunc(sp.nsimplify)
@@ -190,7 +210,7 @@ def _check(H, setting, where):
 
 def rational_cholesky(C) -> sp.ImmutableMatrix:
     """Validate a rational lower-triangular factor ``C`` (positive diagonal); ``Σ = C Cᵀ`` is then rational."""
-    M = sp.ImmutableMatrix(C)
+    M = _matrix(C)
     return _as_C(M, M.shape[0])
 
 
@@ -590,6 +610,7 @@ def generated_sigma_mt_functions(H: int, setting: Setting, *, hessian: bool = Fa
     The independent route of the tests for the hand-written numpy loss, gradient and Hessian.
     """
     H, setting = _check(H, setting, "generated_sigma_mt_functions")
+    hessian = check_bool("hessian", hessian)
     sy = sigma_mt_symbols(H, setting)
     d, N = setting.d, setting.n_tasks
     args = (*sy.theta, *sy.c_symbols, sy.L, sy.sigma2)
@@ -599,21 +620,27 @@ def generated_sigma_mt_functions(H: int, setting: Setting, *, hessian: bool = Fa
     hs = sp.lambdify(args, sp.hessian(expr, sy.theta), modules="numpy", cse=True) if hessian else None
 
     def _vals(B, mu, Sigma):
-        B = np.asarray(B, dtype=float)
-        mu = np.asarray(mu, dtype=float)
+        B = check_finite_array("B", B)
+        mu = check_finite_array("mu", mu)
         if B.shape != (H, d, d) or mu.shape != (H, N):
             raise ValueError(f"`B` and `mu` must have shapes ({H}, {d}, {d}) and ({H}, {N}), got {B.shape}, {mu.shape}")
-        Cn = np.linalg.cholesky(np.asarray(Sigma, dtype=float))
+        Sigma = check_finite_array("Sigma", Sigma)
+        if Sigma.shape != (d, d):
+            raise ValueError(f"`Sigma` must have shape ({d}, {d}), got {Sigma.shape}")
+        try:
+            Cn = np.linalg.cholesky(Sigma)
+        except np.linalg.LinAlgError:
+            raise ValueError("`Sigma` must be symmetric positive definite") from None
         cs = [Cn[i, j] for i in range(d) for j in range(i + 1)]
         return (*B.ravel(), *mu.ravel(), *cs, setting.L, setting.sigma2)
 
     def loss(B, mu, Sigma):
-        return float(f(*_vals(B, mu, Sigma)))
+        return float(_finite_value(f(*_vals(B, mu, Sigma))))
 
     def gradient(B, mu, Sigma):
-        return np.asarray(g(*_vals(B, mu, Sigma)), dtype=float).ravel()
+        return _finite_value(np.asarray(g(*_vals(B, mu, Sigma)), dtype=float).ravel())
 
     def hess(B, mu, Sigma):
-        return np.asarray(hs(*_vals(B, mu, Sigma)), dtype=float)
+        return _finite_value(hs(*_vals(B, mu, Sigma)))
 
     return GeneratedSigmaTasks(H=H, setting=setting, loss=loss, gradient=gradient, hessian=hess if hessian else None)

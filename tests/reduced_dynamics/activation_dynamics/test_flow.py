@@ -14,7 +14,7 @@ from reduced_dynamics.setting import Setting
 
 act_limit, drift_gamma, tilt_cubic = act_flow.act_limit, act_flow.drift_gamma, act_flow.tilt_cubic
 eta_claim, eta_tilt, eta_eff_regression = act_flow.eta_claim, act_flow.eta_tilt, act_flow.eta_eff_regression
-manifold_profile = act_flow.manifold_profile
+manifold_profile, manifold_risk_scan = act_flow.manifold_profile, act_flow.manifold_risk_scan
 
 
 def S(name="exp", c=1.0, **kw):
@@ -196,3 +196,30 @@ def test_eta_tilt_refuses_a_missing_or_mismatched_mu(mu):
 
     with pytest.raises(ValueError, match="`mu`"):
         eta_tilt([0.1, -0.1], mu, Setting(d=5, L=40, sigma2=0.1, activation="square"))
+
+
+# ---------------------------------------------------------------- API contract (issue 23)
+
+
+def test_manifold_scans_refuse_a_gamma_where_the_quadratic_cancels():
+    """manifold_profile(1e-10): divide by zero (RuntimeWarning, NaN); at 1e-6 the excess was wrong in its first
+    digit; manifold_risk_scan(1e-320) raised ZeroDivisionError."""
+    for g in (1e-10, 1e-320):
+        with pytest.raises(ValueError, match="`gamma`"):
+            manifold_profile([0.1, g], S())
+    with pytest.raises(ValueError, match="`gamma`"):
+        manifold_risk_scan([1e-320], S(), n_prompts=20, seed=0)
+
+
+def test_manifold_profile_overflow_names_gamma():
+    """gamma = 1e300 with the square activation: an 'overflow encountered in multiply' RuntimeWarning."""
+    from reduced_dynamics.dynamics.loss import LossOverflowError
+
+    with pytest.raises(LossOverflowError, match="`gamma`"):
+        manifold_profile([1e300], S("square", 0.5))
+
+
+def test_manifold_risk_scan_at_one_example_is_refused():
+    """L = 1 (both heads weight the one example 1): ZeroDivisionError."""
+    with pytest.raises(ValueError, match="`setting.L`"):
+        manifold_risk_scan([0.1], Setting(d=1, L=1, sigma2=0.0, activation="tanh"), n_prompts=20, seed=0)

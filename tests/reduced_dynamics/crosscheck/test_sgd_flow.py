@@ -118,3 +118,17 @@ def test_flow_setting_is_the_reference_data_model():
     np.testing.assert_array_equal(r.omega_flow, ref.omega)
     at_training_L = preconditioned_flow(r.omega_sgd[0], r.mu_sgd[0], r.t, SETTING, omega_rate=1 / 3)
     assert np.abs(r.omega_flow[-1] - at_training_L.omega[-1]).max() > 0
+
+
+# ---------------------------------------------------------------- API contract (issue 23)
+
+
+def test_sgd_vs_flow_divergence_names_lr():
+    """lr = 1e300: RuntimeError 'SGD failed: Loss became non-finite'; lr = 1e-320: an error naming `times`."""
+    small = dict(seed=0, n_heads=2, batch=4, sgd_steps=4, warmup_steps=2, n_records=3)
+    with pytest.raises(ValueError, match="`lr`"):
+        sgd_vs_flow(SETTING, lr=1e300, **small)
+    with pytest.raises(ValueError, match="`lr`"):
+        sgd_vs_flow(SETTING, lr=1e-320, **small)
+    with pytest.raises(ValueError, match="`warmup_lr`"):
+        sgd_vs_flow(SETTING, lr=1e-2, warmup_lr=1e300, **small)

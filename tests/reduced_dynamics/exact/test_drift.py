@@ -108,3 +108,34 @@ def test_the_drift_law_refuses_a_step_that_is_not_positive(eta):
         exact_drift_rate(0.1, s, eta=eta)
     with pytest.raises(ValueError, match="`eta`"):
         exact_drift_gamma(10.0, s, gamma0=0.3, eta=eta)
+
+
+# ---------------------------------------------------------------- API contract (issue 23)
+
+
+def test_drift_law_eta_out_of_range_is_refused():
+    """exact_drift_rate(eta=1e-320) divided by zero (a RuntimeWarning and inf); exact_drift_gamma raised
+    ZeroDivisionError."""
+    with pytest.raises(ValueError, match="`eta`"):
+        exact_drift_rate(0.1, PAPER, eta=1e-320)
+    with pytest.raises(ValueError, match="`eta`"):
+        exact_drift_gamma([1.0], PAPER, gamma0=0.1, eta=1e-320)
+
+
+def test_manifold_excess_mc_refuses_a_huge_eta_and_a_chunk_beyond_the_memory_budget():
+    """eta = ±1e300 overflowed (RuntimeWarning, inf); L = 1e9 allocated until MemoryError."""
+    import importlib
+
+    api_fuzz = importlib.import_module("api_fuzz")
+    for eta in (1e300, -1e300):
+        with pytest.raises(ValueError, match="`eta`"):
+            manifold_excess_mc(0.1, PAPER, n_prompts=10, seed=0, eta=eta)
+    with api_fuzz._memory_limit():
+        with pytest.raises(ValueError, match="`chunk`"):
+            manifold_excess_mc(0.1, Setting(d=5, L=10**9, sigma2=0.1), n_prompts=10, seed=0, chunk=50)
+
+
+def test_exact_manifold_minimum_at_the_edge_names_the_setting():
+    """d = 2, L = 40 (a valid setting): RuntimeError 'the minimum is at the edge of the bracket'."""
+    with pytest.raises(ValueError, match="`setting`.*give a `bracket`"):
+        exact_manifold_minimum(Setting(d=2, L=40, sigma2=0.1), gamma_tol=1e-2, tol=1e-8, hessian=False)

@@ -113,7 +113,7 @@ def test_interrupt_mid_step_checkpoints_a_consistent_state(tmp_path, monkeypatch
 def test_init_params_are_validated():
     cfg = TrainConfig(n_heads=2, steps=1, parameterisation="merged", seed=0, **SMALL)
     good = cfg.model().init(seed=0)
-    with pytest.raises(ValueError, match="`params"):
+    with pytest.raises(ValueError, match="`init_params\\[.KQ.\\]`"):
         train(cfg, init_params={"KQ": good["KQ"][:1], "ov": good["ov"]})
     with pytest.raises(ValueError, match="`init_params`"):
         train(cfg, init_params={"KQ": np.full_like(good["KQ"], np.nan), "ov": good["ov"]})
@@ -478,3 +478,29 @@ def test_cross_check_with_activation_uses_f_and_c_f():
     assert cc.diff_reduced.risk == pytest.approx(0.0, abs=1e-12)
     with pytest.raises(ValueError, match="`setting.activation`"):
         cross_check(m, p, Setting(d=3, L=10, sigma2=0.1), n_prompts=100, seed=1)
+
+
+# ---------------------------------------------------------------- API contract (issue 23)
+
+
+def test_adam_update_validates_and_leaves_the_arrays_on_overflow():
+    """t = 0 divided by zero (1 - beta1**0 = 0: RuntimeWarning, NaN parameters); lr = 1e300 wrote inf."""
+    from reduced_dynamics.model.training import adam_update, sgd_update
+
+    theta, g = np.array([0.1, -0.2]), np.array([0.5, 0.5])
+    with pytest.raises(ValueError, match="`t`"):
+        adam_update(theta.copy(), g, np.zeros(2), np.zeros(2), 0, lr=1e-3)
+    th, m, v = theta.copy(), np.zeros(2), np.zeros(2)
+    with pytest.raises(ValueError, match="`lr`"):
+        adam_update(th, np.array([1e300, 1e300]), m, v, 1, lr=1e300)
+    assert np.array_equal(th, theta) and not m.any() and not v.any()  # unchanged
+    th = theta.copy()
+    with pytest.raises(ValueError, match="`lr`"):
+        sgd_update(th, np.array([1e300, 1e300]), lr=1e300)
+    assert np.array_equal(th, theta)
+
+
+def test_model_parameters_beyond_the_memory_budget_are_refused():
+    """make_model("separate", n_heads=10**12): the model was made; its init raised MemoryError."""
+    with pytest.raises(ValueError, match="`n_heads`"):
+        make_model("separate", n_heads=10**12, d=2)

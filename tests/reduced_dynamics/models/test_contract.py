@@ -374,3 +374,33 @@ def test_train_spec_bounds_are_the_same_for_every_model(bad, name):
 
     with pytest.raises(ValueError, match=name):
         TrainSpec(**{"steps": 1, **bad})
+
+
+# ---------------------------------------------------------------- API contract (issue 23)
+
+
+@pytest.mark.parametrize("name", ["isotropic", "precond", "multitask"])
+def test_a_bad_state_is_refused_naming_y(name):
+    """model.loss(0.0) raised IndexError, loss("x") 'could not convert string', loss(nan) named `omega`."""
+    m = reduced_model(CASES[name][0], n_heads=2)
+    for bad in (0.0, "x", np.full(m.size, np.nan), np.zeros(m.size + 1)):
+        with pytest.raises(ValueError, match="`y`"):
+            m.loss(bad)
+        with pytest.raises(ValueError, match="`y`"):
+            m.grad(bad)
+
+
+def test_margin_of_a_nonfinite_state_is_outside_and_finite():
+    """The margin of a NaN state was NaN (isotropic) and of a huge one -inf; both are -1 / finite negatives."""
+    m = reduced_model(PAPER, n_heads=2)
+    assert m.margin(np.full(4, np.nan)) == -1.0
+    assert m.margin(np.array([1e200, 0.0, 0.0, 0.0])) == -np.finfo(np.float64).max
+    assert np.array_equal(m.margin(np.array([[np.inf, 0, 0, 0], [0.1, 0.1, 0, 0]])) > 0, [False, True])
+    assert not m.in_range(np.full(4, np.nan))
+
+
+def test_estimate_risks_refuses_a_plan_of_another_type():
+    """estimate_risks(0.0) raised AttributeError ('float' object has no attribute 'predictors')."""
+    m = reduced_model(PAPER, n_heads=2)
+    with pytest.raises(ValueError, match="`plan` must be a RiskPlan"):
+        m.estimate_risks({"model": None}, n_prompts=10, seed=0)

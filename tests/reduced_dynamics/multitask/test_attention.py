@@ -148,3 +148,54 @@ def test_library_refuses_another_activation(call):
     s = Setting.paper_multitask().replace(activation="tanh")
     with pytest.raises(ValueError, match="activation"):
         call(s)
+
+
+# ---------------------------------------------------------------- API contract (issue 23)
+
+
+def test_prompts_of_another_type_are_refused_naming_prompts():
+    """A non-MultitaskPrompts argument raised AttributeError ('Prompts' object has no attribute 'tokens')."""
+    from reduced_dynamics import sample_prompts
+    from reduced_dynamics.multitask.attention import init_mt_attention
+    from reduced_dynamics.multitask.predictors import reduced_mt_predict
+
+    s = Setting(d=2, L=6, sigma2=0.1, tasks=((0,), (0, 1)))
+    model = init_mt_attention(2, s, init_scale=0.1, seed=0)
+    single = sample_prompts(2, Setting(d=2, L=6, sigma2=0.1), seed=0)
+    with pytest.raises(ValueError, match="`prompts` must be a MultitaskPrompts"):
+        mt_attention_predict(model, single, s)
+    with pytest.raises(ValueError, match="`prompts` must be a MultitaskPrompts"):
+        reduced_mt_predict(single, np.zeros((2, 2)), np.zeros((2, 2)), s)
+    wrong_d = sample_mt_prompts(2, Setting(d=3, L=6, sigma2=0.1, tasks=((0,), (1, 2))), seed=0)
+    with pytest.raises(ValueError, match="`prompts` has d = 3"):
+        mt_attention_predict(model, wrong_d, s)
+
+
+def test_model_sizes_are_refused_before_allocating():
+    """d = 1e5: init_mt_attention/train_mt_attention asked numpy for 160 GB (MemoryError under a memory limit)."""
+    import importlib
+
+    from reduced_dynamics.multitask.attention import init_mt_attention
+
+    api_fuzz = importlib.import_module("api_fuzz")
+    big = Setting(d=100_000, L=2, sigma2=0.1, tasks=((0,), (1,)))
+    with api_fuzz._memory_limit():
+        with pytest.raises(ValueError, match="`setting.d`"):
+            init_mt_attention(2, big, seed=0)
+        with pytest.raises(ValueError, match="`setting.d`"):
+            train_mt_attention(2, big, steps=1, seed=0, batch=2)
+
+
+def test_role_frequencies_bounded_by_budget():
+    """A valid t_end = 1e12 took ~20 s per seed (no way to bound it); `budget` stops each flow, counted as failed."""
+    import time
+
+    from reduced_dynamics.multitask.flow import role_frequencies
+
+    s = Setting(d=2, L=6, sigma2=0.1, tasks=((0,), (0, 1)))
+    t0 = time.process_time()
+    r = role_frequencies(2, s, n_seeds=1, seed=0, t_end=1e12, budget=2000)
+    assert r.failures == 1
+    assert time.process_time() - t0 < 5.0
+    with pytest.raises(ValueError, match="`budget`"):
+        role_frequencies(2, s, n_seeds=1, seed=0, budget=0)
