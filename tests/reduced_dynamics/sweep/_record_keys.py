@@ -76,5 +76,5 @@ def record() -> dict:
 
 if __name__ == "__main__":
     with open(sys.argv[1], "w", encoding="utf-8") as f:
-        json.dump(record(), f, indent=1, sort_keys=True)
+        json.dump(record(), f, indent=1)  # key order kept: it is the grid order
         f.write("\n")
