@@ -53,7 +53,11 @@ KEY_SPECS = {
         "fixed": {"steps": 10, "batch": 8, "n-eval": 64},
         "axes": {"heads": [1, 2], "optimizer": ["adam", "sgd"], "lr": {"logspace": [1e-3, 1e-2, 2]}},
     },
-    "check-grid": {"command": "check", "fixed": {"quick": True}, "axes": {"only": ["approximation", "optimality"], "d": [3, 5]}},
+    "check-grid": {
+        "command": "check",
+        "fixed": {"quick": True},
+        "axes": {"only": ["approximation", "optimality"], "d": [3, 5]},
+    },
     "exact-risk-grid": {"command": "exact-risk", "axes": {"L": [4, 8], "grad": [False, True], "tol": [1e-12, 1e-10]}},
     "single-head-grid": {"command": "single-head", "axes": {"L": [40, 80], "omega_tol": [1e-7, 1e-6]}},
 }
