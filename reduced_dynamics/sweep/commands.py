@@ -412,6 +412,10 @@ class _TracedArgs(argparse.Namespace):
         return None
 
 
+#: most runs of a command's checks a :class:`PointValidator` records for reuse
+MEMO_MAX = 200_000
+
+
 class PointValidator:
     """Validate the points of one grid as :func:`validate` does, reusing work shared between points.
 
@@ -454,6 +458,8 @@ class PointValidator:
         self._seen_sets: dict = {}
         self._memo: dict = {}  # tuple of names read -> {tuple of their frozen values: (writes, checks)}
         self.runs = 0  # runs of `main` (the rest were reused)
+        self.reused = 0
+        self._entries = 0
         self._excluded = set(EXCLUDED_PARAMS) | set(SWEEP_COMMANDS[command].excluded) | {"command"}
         self._version = package_version()
         self._frame = (
@@ -558,6 +564,7 @@ class PointValidator:
                     text = str(exc).splitlines()[0] if str(exc).strip() else exc.__class__.__name__
                     raise ValueError(f"{self.command}: {rename_params(text, values.get('_flags') or {})}") from None
                 values.update(writes)
+                self.reused += 1
                 for a, v in writes.items():
                     frozen[a] = self._fz(v)
                 return self._invocation(params, argv, values, frozen)
@@ -586,9 +593,21 @@ class PointValidator:
             self.command, dict(params), (self.command, *argv, "--json", "--quiet"), config, self._version, key
         )
 
+    def _recording(self) -> bool:
+        """Whether a run is recorded: not beyond :data:`MEMO_MAX` records, nor once runs are rarely reused
+        (a grid whose every point differs in what the checks read: recording would only cost memory)."""
+        if self._entries >= MEMO_MAX:
+            return False
+        return self.runs < 2000 or self.reused >= self.runs
+
     def _run(self, params, argv, values) -> Invocation:
+        record = self._recording()
         # a value changed in place would be a write the record misses (the configuration holds the lists)
-        before = {a: _freeze(v) for a, v in values.items() if isinstance(v, (list, set, dict)) and a[0] != "_"}
+        before = (
+            {a: _freeze(v) for a, v in values.items() if isinstance(v, (list, set, dict)) and a[0] != "_"}
+            if record
+            else {}
+        )
         args = _TracedArgs(values, self._fz)
         self.runs += 1
         _dry_run(self.command, args)
@@ -597,10 +616,11 @@ class PointValidator:
         checks = object.__getattribute__(args, "_rd_checks")
         after = object.__getattribute__(args, "__dict__")
         in_place = any(a not in writes and _freeze(after.get(a)) != f for a, f in before.items())
-        if not object.__getattribute__(args, "_rd_whole") and not in_place:
+        if record and not object.__getattribute__(args, "_rd_whole") and not in_place:
             names = tuple(sorted(reads))
             frozen = tuple(reads[a] for a in names)
             self._memo.setdefault(names, {})[frozen] = (dict(writes), tuple(checks))
+            self._entries += 1
         after = dict(after)
         return self._invocation(params, argv, after, {a: self._fz(v) for a, v in after.items()})
 
