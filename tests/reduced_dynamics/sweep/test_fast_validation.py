@@ -93,3 +93,30 @@ def test_written_arguments_replayed():
         {"command": "run", "seeds": 3, "fixed": {"t-end": 10.0, "mu0": "1,-1,2"}, "axes": {"omega0": ["0.1,-0.1,0.3"]}}
     )
     assert [i.config["heads"] for i in plan.invocations] == [3, 3, 3]
+
+
+def test_run_grid_of_seeds_checks_each_start(monkeypatch):
+    """`run`'s checks run once per setting; each seed's random start is still drawn and checked (replayed)."""
+    from reduced_dynamics.cli import run
+
+    calls = _count_main(monkeypatch, run)
+    starts = []
+    check = run._check_starts
+    monkeypatch.setattr(run, "_check_starts", lambda seed, *a: (starts.append(seed), check(seed, *a))[1])
+    plan = plan_sweep({"command": "run", "seeds": 200, "fixed": {"t-end": 10.0}, "axes": {"L": [10, 20]}})
+    assert len(plan.invocations) == 400
+    assert len(calls) == 2
+    assert sorted(starts) == sorted(list(range(200)) * 2)
+
+
+def test_run_start_outside_domain_refused_on_a_reused_point(monkeypatch):
+    """A seed whose start is outside the domain is refused although its setting's checks were reused."""
+    from reduced_dynamics.cli import run
+
+    def check(seed, *a):
+        if seed == 3:
+            raise OverflowError("the start `y0` is outside the domain (lower `--init-scale`)")
+
+    monkeypatch.setattr(run, "_check_starts", check)
+    with pytest.raises(ValueError, match=r"point \(seed=3\): run: .*`--init-scale`"):
+        plan_sweep({"command": "run", "seeds": 5, "fixed": {"t-end": 10.0}})
