@@ -49,6 +49,8 @@ EXAMPLES = 150
 #: wall-time limit of one dry run (the fork server's limit is the CLI suite's; this one is checked here)
 WALL_SECONDS = 20.0
 MEM_BYTES = 2 * 1024**3
+#: largest resident size of one dry run (the fork server's imports included: about 300 MiB)
+MAX_RSS_KB = 1024 * 1024
 #: the keys of a spec (spec.py)
 TOP_KEYS = ("command", "name", "seeds", "fixed", "axes", "zip", "quick", "description")
 
@@ -376,6 +378,8 @@ def violations(case: Case, out, plan) -> list[str]:
         problems.append("traceback: " + (lines[-1][:150] if lines else ""))
     if "\x1b" in out.stderr:
         problems.append("an escape sequence written to the terminal")
+    if out.maxrss_kb > MAX_RSS_KB:
+        problems.append(f"big memory: {out.maxrss_kb // 1024} MiB resident")
     if "MemoryError" in out.stderr:
         problems.append("out of memory")
     if out.code == 2:
