@@ -467,7 +467,7 @@ class PointValidator:
             f'}},"version":{json.dumps(self._version)}}}',
         )
         self._names: dict = {}
-        self._pieces: dict = {}
+        self._base_pieces = self._pieces_of(base)
 
     def _converted(self, name, value):
         """The parsed value of a number given to a plain int/float option, as argparse converts it; else None."""
@@ -506,7 +506,7 @@ class PointValidator:
                 }
             else:
                 seen, changed = frozenset(), {}
-            hit = (frag, changed, {a: self._fz(v) for a, v in changed.items()}, seen)
+            hit = (frag, changed, {a: self._fz(v) for a, v in changed.items()}, seen, self._pieces_of(changed))
             if len(self._deltas) < 4_000_000:
                 self._deltas[k] = hit
         return hit
@@ -530,15 +530,17 @@ class PointValidator:
         argv = list(self._fixed_argv)
         values = dict(self._base)
         frozen = dict(self._base_frozen)
+        pieces = dict(self._base_pieces)
         seen = self._base_seen
         lists = self._lists
         for name, value in params.items():
             if name in self.fixed:
                 continue
-            frag, changed, changed_frozen, typed = self._delta(name, value)
+            frag, changed, changed_frozen, typed, changed_pieces = self._delta(name, value)
             argv += frag
             values.update(changed)
             frozen.update(changed_frozen)
+            pieces.update(changed_pieces)
             if typed:
                 seen = seen | typed
             if changed:
@@ -554,7 +556,7 @@ class PointValidator:
         for names, table in self._memo.items():
             entry = table.get(tuple([frozen.get(a, _MISSING) for a in names]))
             if entry is not None:
-                writes, checks = entry
+                writes, checks, write_pieces = entry
                 try:
                     for dest, check, cparams in checks:
                         check(values[dest], *cparams)
@@ -564,30 +566,28 @@ class PointValidator:
                     text = str(exc).splitlines()[0] if str(exc).strip() else exc.__class__.__name__
                     raise ValueError(f"{self.command}: {rename_params(text, values.get('_flags') or {})}") from None
                 values.update(writes)
+                pieces.update(write_pieces)
                 self.reused += 1
-                for a, v in writes.items():
-                    frozen[a] = self._fz(v)
-                return self._invocation(params, argv, values, frozen)
+                return self._invocation(params, argv, values, pieces)
         return self._run(params, argv, values)
 
-    def _invocation(self, params, argv, values, frozen) -> Invocation:
-        """:func:`_invocation`, its canonical JSON joined from pieces made once per (option, value)."""
-        ks = frozenset(values)
+    def _pieces_of(self, values: Mapping) -> dict:
+        """name -> ``"name":value`` of the canonical JSON, for the configuration's entries of ``values``."""
+        return {
+            k: f"{json.dumps(k)}:{_canonical(v)}"
+            for k, v in values.items()
+            if not k.startswith("_") and k not in self._excluded
+        }
+
+    def _invocation(self, params, argv, values, pieces) -> Invocation:
+        """:func:`_invocation`, its canonical JSON joined from the pieces of the point's values."""
+        ks = tuple(pieces)
         names = self._names.get(ks)
         if names is None:
-            names = self._names[ks] = sorted(k for k in ks if not k.startswith("_") and k not in self._excluded)
+            names = self._names[ks] = sorted(ks)
         config = {k: values[k] for k in names}
-        parts = []
-        for k in names:
-            pk = (k, frozen[k]) if k in frozen else None
-            piece = self._pieces.get(pk) if pk is not None else None
-            if piece is None:
-                piece = f"{json.dumps(k)}:{_canonical(values[k])}"
-                if pk is not None and len(self._pieces) < 4_000_000:
-                    self._pieces[pk] = piece
-            parts.append(piece)
         head, tail = self._frame
-        text = head + ",".join(parts) + tail
+        text = head + ",".join([pieces[k] for k in names]) + tail
         key = hashlib.sha256(text.encode()).hexdigest()
         return Invocation(
             self.command, dict(params), (self.command, *argv, "--json", "--quiet"), config, self._version, key
@@ -619,10 +619,10 @@ class PointValidator:
         if record and not object.__getattribute__(args, "_rd_whole") and not in_place:
             names = tuple(sorted(reads))
             frozen = tuple(reads[a] for a in names)
-            self._memo.setdefault(names, {})[frozen] = (dict(writes), tuple(checks))
+            self._memo.setdefault(names, {})[frozen] = (dict(writes), tuple(checks), self._pieces_of(writes))
             self._entries += 1
         after = dict(after)
-        return self._invocation(params, argv, after, {a: self._fz(v) for a, v in after.items()})
+        return self._invocation(params, argv, after, self._pieces_of(after))
 
 
 # --------------------------------------------------------------------------- running one point

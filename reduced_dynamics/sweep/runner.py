@@ -58,7 +58,7 @@ def plan_sweep(spec, *, quick: bool = False, progress: Callable[[int, int], None
         Use the spec's ``[quick]`` sizes.
     progress : callable, optional
         Called as ``progress(validated, total)`` after each point (the command's checks run once per
-        distinct combination of what they read, :class:`~reduced_dynamics.sweep.commands.PointValidator`;
+        distinct combination of what they read, ``commands.PointValidator``;
         a point whose checks cannot be reused takes about a millisecond).
 
     Returns
