@@ -557,6 +557,7 @@ class PointValidator:
             entry = table.get(tuple([frozen.get(a, _MISSING) for a in names]))
             if entry is not None:
                 writes, checks, write_pieces = entry
+                values.update(writes)  # (a checked option is never one main wrote: see _TracedArgs._rd_check)
                 try:
                     for dest, check, cparams in checks:
                         check(values[dest], *cparams)
@@ -565,7 +566,6 @@ class PointValidator:
 
                     text = str(exc).splitlines()[0] if str(exc).strip() else exc.__class__.__name__
                     raise ValueError(f"{self.command}: {rename_params(text, values.get('_flags') or {})}") from None
-                values.update(writes)
                 pieces.update(write_pieces)
                 self.reused += 1
                 return self._invocation(params, argv, values, pieces)
