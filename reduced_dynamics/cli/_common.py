@@ -309,6 +309,33 @@ def check_range(flag: str, value: float, lo: float, hi: float, *, lo_open: bool 
     return value
 
 
+def check_option(args, dest: str, check, *params) -> None:
+    """Run ``check(value, *params)`` on the option ``dest`` of ``args``: a check of one option on its own.
+
+    The same as calling ``check(getattr(args, dest), *params)``; a sweep's validation records the call instead
+    of the option's value, so the points of a grid that differ only in options checked this way (``--seed``,
+    ``--prompts``) run the command's validation once and replay ``check`` on each point's value.
+    ``check`` raises ``ValueError`` naming the flag, returns None, and depends on nothing but its arguments.
+    """
+    record = getattr(type(args), "_rd_check", None)
+    if record is not None:
+        record(args, dest, check, params)
+    else:
+        check(getattr(args, dest), *params)
+
+
+def check_int_in(value: int, flag: str, lo: int, hi: int | None = None, why: str = "") -> None:
+    """Raise ``ValueError`` naming ``flag`` unless ``lo <= value`` (and ``value <= hi``) (for :func:`check_option`)."""
+    if value < lo or (hi is not None and value > hi):
+        where = f">= {lo}" if hi is None else f"in [{lo}, {hi:.0e}]" if hi >= 10**6 else f"in [{lo}, {hi}]"
+        raise ValueError(f"`{flag}` must be an integer {where}{why}, got {value}")
+
+
+def check_float_in(value: float, flag: str, lo: float, hi: float, lo_open: bool = True, hi_open: bool = False) -> None:
+    """:func:`check_range` returning None (for :func:`check_option`)."""
+    check_range(flag, value, lo, hi, lo_open=lo_open, hi_open=hi_open)
+
+
 def flag_names(parser, extra: dict | None = None) -> dict[str, str]:
     """Parameter name -> flag for one subcommand parser.
 

@@ -15,7 +15,8 @@ from pathlib import Path
 from reduced_dynamics.cli._common import (
     Progress,
     add_quiet,
-    check_range,
+    check_float_in,
+    check_option,
     exit_codes_epilog,
     nonempty,
     parse_floats,
@@ -85,7 +86,7 @@ def main(args) -> int:
         raise ValueError(f"`--omega` and `--mu` must list the same number of heads, got {len(omega)} and {len(mu)}")
     if len(omega) > CLI_H_MAX:
         raise ValueError(f"`--omega` must list at most {CLI_H_MAX} heads, got {len(omega)}")
-    check_range("--tol", args.tol, 1e-15, 1e-3, lo_open=False)
+    check_option(args, "tol", check_float_in, "--tol", 1e-15, 1e-3, False)
     prepare_out(args.out)
     progress = Progress("exact-risk", quiet=args.quiet)
     progress.stage(f"quadrature at d={setting.d} L={setting.L} sigma2={setting.sigma2:g}, H={len(omega)}")

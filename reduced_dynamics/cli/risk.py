@@ -33,7 +33,16 @@ from pathlib import Path
 
 import numpy as np
 
-from reduced_dynamics.cli._common import Progress, add_quiet, exit_codes_epilog, nonempty, parse_floats, prepare_out
+from reduced_dynamics.cli._common import (
+    Progress,
+    add_quiet,
+    check_int_in,
+    check_option,
+    exit_codes_epilog,
+    nonempty,
+    parse_floats,
+    prepare_out,
+)
 from reduced_dynamics.cli._common import risk_table as table
 from reduced_dynamics.cli._dispatch import MODEL_FLAGS, SETTING_FLAGS, check_model_flags, model_from_args
 from reduced_dynamics.cli._setting import (
@@ -112,12 +121,8 @@ def main(args) -> int:
         heads = len(omega)
     model = model_from_args(args, setting, n_heads=heads)
     check_model_flags(args, model, "risk")
-    if not 2 <= args.prompts <= PROMPTS_MAX:
-        raise ValueError(
-            f"`--prompts` must be an integer in [2, {PROMPTS_MAX:.0e}] (two for a standard error), got {args.prompts}"
-        )
-    if args.seed < 0:
-        raise ValueError(f"`--seed` must be an integer >= 0, got {args.seed}")
+    check_option(args, "prompts", check_int_in, "--prompts", 2, PROMPTS_MAX, " (two for a standard error)")
+    check_option(args, "seed", check_int_in, "--seed", 0)
     y = _state(args, model)
     plan = model.risk_plan(y)
     conditional = bool(args.conditional) if plan.conditional is None else plan.conditional

@@ -10,6 +10,7 @@ successfully (status and reason in the output), 2 on bad input.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ import numpy as np
 from reduced_dynamics.cli._common import (
     Progress,
     add_quiet,
+    check_option,
     check_range,
     exit_codes_epilog,
     nonempty,
@@ -215,6 +217,34 @@ def _start_overflow(args, setting, exc) -> OverflowError:
     return OverflowError(text)
 
 
+def _check_seed(seed) -> None:
+    if seed < 0:
+        raise ValueError(f"`--seed` must be a non-negative integer, got {seed}")
+
+
+def _starts(view, model, seed):
+    """The start(s) of the flow(s) of ``seed`` (``--n-init`` N: seeds S..S+N-1) and what they are called."""
+    if view.n_init is not None:
+        seeds = range(seed, seed + view.n_init)
+        if model.scalar_heads:  # the starts of --init random for seeds S..S+N-1, drawn in one call
+            from reduced_dynamics.models._heads import random_starts
+
+            return random_starts(model.n_heads, seeds, scale=view.init_scale), f"{view.n_init} flows"
+        return np.stack([_start(view, model, s) for s in seeds]), f"{view.n_init} flows"
+    return _start(view, model, seed), "the flow"
+
+
+def _check_starts(seed, view, model, setting) -> None:
+    """Refuse a start of ``seed`` outside the model's domain (for :func:`check_option`: returns None)."""
+    from reduced_dynamics.flow._integrate import check_start
+
+    y0, _ = _starts(view, model, seed)
+    try:
+        check_start(model, y0)
+    except OverflowError as exc:
+        raise _start_overflow(view, setting, exc) from None
+
+
 def _start(args, model, seed):
     """The start of one flow: ``--omega0/--mu0``, or ``--init`` from ``seed`` (as 0.1 drew it, per model)."""
     from reduced_dynamics.models._heads import initial_state
@@ -291,8 +321,7 @@ def main(args) -> int:
     check_range("--t-end", args.t_end, T_END_MIN, T_END_MAX, lo_open=False)
     if (args.omega0 is None) != (args.mu0 is None):
         raise ValueError("`--omega0` and `--mu0` must be given together")
-    if args.seed < 0:
-        raise ValueError(f"`--seed` must be a non-negative integer, got {args.seed}")
+    check_option(args, "seed", _check_seed)
     if args.n_init is not None:
         if not 1 <= args.n_init <= N_INIT_MAX:
             raise ValueError(f"`--n-init` must be an integer in [1, {N_INIT_MAX}], got {args.n_init}")
@@ -307,25 +336,19 @@ def main(args) -> int:
         model = model_from_args(args, setting)
     _check_solver_flags(args, model)
     prepare_out(args.out)
-    if args.n_init is not None:
-        seeds = range(args.seed, args.seed + args.n_init)
-        if model.scalar_heads:  # the starts of --init random for seeds S..S+N-1, drawn in one call
-            from reduced_dynamics.models._heads import random_starts
-
-            y0 = random_starts(model.n_heads, seeds, scale=args.init_scale)
-        else:
-            y0 = np.stack([_start(args, model, s) for s in seeds])
-        what = f"{args.n_init} flows"
-    else:
-        y0 = _start(args, model, args.seed)
-        what = "the flow"
-    from reduced_dynamics.flow._integrate import check_start
-
-    try:  # before any work: a start outside the domain is bad input (a sweep's dry run stops at the Progress)
-        check_start(model, y0)
-    except OverflowError as exc:
-        raise _start_overflow(args, setting, exc) from None
+    # the options that make the start(s) of a seed (a sweep's validation replays the check per seed)
+    view = argparse.Namespace(
+        init=args.init,
+        init_scale=args.init_scale,
+        omega0=args.omega0,
+        mu0=args.mu0,
+        n_init=args.n_init,
+        _flags=getattr(args, "_flags", {}),
+    )
+    # before any work: a start outside the domain is bad input (a sweep's dry run stops at the Progress)
+    check_option(args, "seed", _check_starts, view, model, setting)
     progress = Progress("run", quiet=args.quiet)
+    y0, what = _starts(view, model, args.seed)  # the start(s) the check drew (after the Progress: see check_option)
     progress.stage(f"integrating {what} of the {model.name} model, H={model.n_heads}, to t={args.t_end:g}")
     try:
         flow = integrate(

@@ -13,7 +13,15 @@ import json
 import time
 from pathlib import Path
 
-from reduced_dynamics.cli._common import Progress, add_quiet, exit_codes_epilog, nonempty, prepare_out
+from reduced_dynamics.cli._common import (
+    Progress,
+    add_quiet,
+    check_float_in,
+    check_option,
+    exit_codes_epilog,
+    nonempty,
+    prepare_out,
+)
 from reduced_dynamics.cli._setting import add_setting_arguments, setting_from_args
 from reduced_dynamics.io import atomic_write_json, output_stem, to_jsonable
 
@@ -45,8 +53,8 @@ def main(args) -> int:
     t0, c0 = time.perf_counter(), time.process_time()
     setting = setting_from_args(args)
     prepare_out(args.out)
-    if not 1e-10 <= args.omega_tol <= 1e-2:  # (validated again by the library) before the range check below
-        raise ValueError(f"`omega_tol` must be in [1e-10, 1e-2], got {args.omega_tol!r}")
+    # (validated again by the library) before the range check below
+    check_option(args, "omega_tol", check_float_in, "--omega-tol", 1e-10, 1e-2, False)
     _check_interior_optimum(setting)  # a too-short L is one error line before any progress output
     progress = Progress("single-head", quiet=args.quiet)
     progress.stage(f"exact single-head optimum at d={setting.d} L={setting.L} sigma2={setting.sigma2:g}")

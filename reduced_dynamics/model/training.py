@@ -462,6 +462,38 @@ def all_finite(*arrays) -> bool:
         raise ValueError("`arrays` must be arrays of real numbers") from None
 
 
+def _check_checkpoint_layout(out: dict, *, where: str, name: str = "resume") -> None:
+    """Refuse a checkpoint whose step, losses or snapshots are not what :func:`save_checkpoint` writes."""
+
+    def bad(what):
+        return ValueError(f"`{name}`: {where} {what}, which no training run writes: the file is corrupted")
+
+    step = out["step"]
+    if step.shape != () or step.dtype.kind not in "iu" or int(step) < 0:
+        raise bad(f"holds the step {step!r} (a checkpoint holds one integer >= 0)")
+    losses = out["losses"]
+    if losses.ndim != 1 or losses.dtype.kind != "f" or losses.shape[0] < int(step):
+        raise bad(f"holds losses of shape {losses.shape} and dtype {losses.dtype} for step {int(step)}")
+    s_steps, s_KQ, s_ov = out["snapshot_steps"], out["snapshot_KQ"], out["snapshot_ov"]
+    n = s_steps.shape[0] if s_steps.ndim == 1 else -1
+    if (
+        n < 0
+        or s_steps.dtype.kind not in "iu"
+        or s_KQ.ndim != 4
+        or s_ov.ndim != 3
+        or s_KQ.shape[0] != n
+        or s_ov.shape[0] != n
+        or s_KQ.dtype.kind != "f"
+        or s_ov.dtype.kind != "f"
+        or s_KQ.shape[1:3] != (s_ov.shape[1], s_ov.shape[2])
+        or s_KQ.shape[3] != s_ov.shape[2]
+    ):
+        raise bad(
+            f"holds snapshots of shapes {s_steps.shape}, {s_KQ.shape}, {s_ov.shape} "
+            "(a checkpoint holds S steps, S x H x D x D and S x H x D circuits)"
+        )
+
+
 @dataclass(frozen=True)
 class Checkpoint(FrozenResult):
     """A resumable training state read by :func:`load_checkpoint` (arrays read-only).
@@ -535,15 +567,17 @@ def load_checkpoint(path, *, name: str = "resume") -> Checkpoint:
         ``path`` is missing or not a readable checkpoint (named as ``name``: the caller's argument, `resume` for
         :func:`train`).
     """
+    from reduced_dynamics.io import read_npz
+
     if isinstance(path, np.ndarray) or not isinstance(path, (str, os.PathLike)):
         raise ValueError(f"`{name}` must be a path (str or os.PathLike) of a checkpoint, got {type(path).__name__}")
     path = Path(path)
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         raise ValueError(f"`{name}` needs a checkpoint, but {str(path)!r} does not exist")
+    out = read_npz(path, name=name, scalars=False)  # a regular file whose members' headers declare what they hold
     try:
-        with np.load(path) as z:
-            out = {k: z[k] for k in z.files}
         check_resume_state(out["theta"], out["m"], out["v"], where=repr(str(path)), name=name)
+        _check_checkpoint_layout(out, where=repr(str(path)), name=name)
         return Checkpoint(
             config=TrainConfig.from_dict(json.loads(str(out["config"]))),
             theta=out["theta"].astype(np.float64),
@@ -568,6 +602,57 @@ def load_checkpoint(path, *, name: str = "resume") -> Checkpoint:
 
 
 CHECKPOINT_NAME = "checkpoint.npz"
+
+
+def _check_adam_moments(m, v, step: int, beta1: float, beta2: float, *, where: str) -> None:
+    """Refuse Adam moments no run of ``step`` updates writes: every entry has m² <= C v (Cauchy-Schwarz).
+
+    m and v are the exponential averages (1 - β1) Σ β1^j g and (1 - β2) Σ β2^j g² of the same gradients, so
+    m² <= (1 - β1)² / (1 - β2) · Σ_{j < step} (β1² / β2)^j · v. A checkpoint with m = 1e200 and v = 0 made the
+    first resumed step overflow: exit 3 ("try a smaller --lr") for a corrupted file.
+    """
+    r = beta1 * beta1 / beta2
+    terms = float(step) if r == 1.0 else (1.0 - r**step) / (1.0 - r) if r < 1.0 else math.inf
+    bound = (1.0 - beta1) ** 2 / (1.0 - beta2) * terms
+    if not math.isfinite(bound):
+        return
+    with np.errstate(all="ignore"):
+        bad = m * m > bound * v * (1.0 + 1e-6) + 1e-300
+    if np.any(bad):
+        raise ValueError(
+            f"`resume`: {where} holds Adam moments that no run of {step} steps writes (first moment² above "
+            f"{bound:.3g} times the second moment): the file is corrupted; train again (`force`) or use another `out`"
+        )
+
+
+def _check_resumed_params(model, shapes, theta, ck, *, where: str) -> None:
+    """Refuse checkpointed parameters that are not this run's: their number, or circuits that overflow.
+
+    A finite but huge ``theta`` (1e200) failed later, naming the library's ``KQ``; a wrong size failed with
+    numpy's reshape message.
+    """
+    n = sum(math.prod(s) for s in shapes.values())
+    if theta.size != n:
+        raise ValueError(
+            f"`resume`: {where} holds {theta.size} parameters; this run's model has {n}: the file is corrupted"
+        )
+    try:
+        with np.errstate(all="ignore"):
+            KQ, ov = model.circuits(unflatten_params(theta, shapes))
+        finite = bool(np.all(np.isfinite(KQ)) and np.all(np.isfinite(ov)))
+    except (ValueError, OverflowError, FloatingPointError):
+        finite = False
+    if not finite:
+        raise ValueError(
+            f"`resume`: {where} holds parameters (largest |entry| {float(np.max(np.abs(theta))):.3g}) whose circuits "
+            "overflow to non-finite values, which no training run writes: the file is corrupted; train again "
+            "(`force`) or use another `out`"
+        )
+    H, D = ck.snapshot_KQ.shape[1], ck.snapshot_KQ.shape[2]
+    if ck.snapshot_KQ.shape[0] and (H, D) != tuple(np.shape(KQ))[:2]:
+        raise ValueError(
+            f"`resume`: {where} holds snapshots of {H} heads of size {D}, not this run's: the file is corrupted"
+        )
 
 
 # ------------------------------------------------------------------- trainer
@@ -656,6 +741,9 @@ def train(
         if ck.step > config.steps:
             raise ValueError(f"`steps` must be >= the checkpoint's step {ck.step}, got {config.steps}")
         theta, m, v, step, rng = ck.theta.copy(), ck.m.copy(), ck.v.copy(), ck.step, ck.rng
+        _check_resumed_params(model, shapes, theta, ck, where=repr(str(ckpt_path)))
+        if config.optimizer == "adam":
+            _check_adam_moments(m, v, ck.step, config.beta1, config.beta2, where=repr(str(ckpt_path)))
         losses = np.full(config.steps, np.nan)
         losses[:step] = ck.losses[:step]
         s_steps, s_KQ, s_ov = list(ck.snapshot_steps), list(ck.snapshot_KQ), list(ck.snapshot_ov)

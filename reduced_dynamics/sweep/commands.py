@@ -16,6 +16,7 @@ error line, before any point runs.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import dataclasses
 import hashlib
@@ -136,17 +137,27 @@ def _subparser(command: str):
     return _PARSERS[command]
 
 
+_ACTIONS: dict = {}
+
+
 def _actions(command: str) -> dict:
     """dest -> argparse action of the command's options (``--help`` excluded)."""
-    _, sub = _subparser(command)
-    return {a.dest: a for a in sub._actions if a.option_strings and a.dest != "help"}
+    if command not in _ACTIONS:
+        _, sub = _subparser(command)
+        _ACTIONS[command] = {a.dest: a for a in sub._actions if a.option_strings and a.dest != "help"}
+    return dict(_ACTIONS[command])
+
+
+_PARAMETERS: dict = {}
 
 
 def parameters(command: str) -> dict:
     """dest -> flag of every option a sweep of ``command`` may set (a ``ValueError`` naming ``command`` if unknown)."""
     command = sweep_command(command).name
-    excluded = set(EXCLUDED_PARAMS) | set(SWEEP_COMMANDS[command].excluded)
-    return {d: a.option_strings[-1] for d, a in _actions(command).items() if d not in excluded}
+    if command not in _PARAMETERS:
+        excluded = set(EXCLUDED_PARAMS) | set(SWEEP_COMMANDS[command].excluded)
+        _PARAMETERS[command] = {d: a.option_strings[-1] for d, a in _actions(command).items() if d not in excluded}
+    return dict(_PARAMETERS[command])
 
 
 def _format_value(value) -> str:
@@ -287,39 +298,337 @@ def validate(command: str, params: Mapping, *, dry_run: bool = True) -> Invocati
         The command's own error, with the flag named (as the command line would print it).
     """
     from reduced_dynamics._validation import check_bool
-    from reduced_dynamics.cli import _common
-    from reduced_dynamics.cli._common import rename_params
 
     sweep_command(command)
     dry_run = check_bool("dry_run", dry_run)
     argv = to_argv(command, params)
     args = _parse(command, argv + ["--json", "--quiet"])
     if dry_run:
-        mod = args._module
-        saved = getattr(mod, "Progress", None)
-        if saved is None:
-            raise ValueError(f"`command` {command!r} cannot be validated before running (it has no Progress)")
-        mod.Progress = _Stop
-        out = io.StringIO()
-        try:
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-                mod.main(args)
-        except _Validated:
-            pass
-        except (ValueError, OverflowError) as exc:
-            text = str(exc).splitlines()[0] if str(exc).strip() else exc.__class__.__name__
-            raise ValueError(f"{command}: {rename_params(text, args._flags)}") from None
-        else:
-            raise ValueError(f"`command` {command!r} ran to completion during validation (it has no Progress)")
-        finally:
-            mod.Progress = saved
-            _common.close_all()
+        _dry_run(command, args)
+    return _invocation(command, params, argv, vars(args))
+
+
+def _dry_run(command: str, args) -> None:
+    """Run the command's ``main`` on ``args`` up to its ``Progress`` (every input check); raise its error."""
+    from reduced_dynamics.cli import _common
+    from reduced_dynamics.cli._common import rename_params
+
+    mod = args._module
+    saved = getattr(mod, "Progress", None)
+    if saved is None:
+        raise ValueError(f"`command` {command!r} cannot be validated before running (it has no Progress)")
+    mod.Progress = _Stop
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            mod.main(args)
+    except _Validated:
+        pass
+    except (ValueError, OverflowError) as exc:
+        text = str(exc).splitlines()[0] if str(exc).strip() else exc.__class__.__name__
+        raise ValueError(f"{command}: {rename_params(text, vars(args).get('_flags') or {})}") from None
+    else:
+        raise ValueError(f"`command` {command!r} ran to completion during validation (it has no Progress)")
+    finally:
+        mod.Progress = saved
+        _common.close_all()
+
+
+def _invocation(command: str, params: Mapping, argv: list, values: Mapping) -> Invocation:
+    """The :class:`Invocation` of a point whose parsed (and validated) arguments are ``values``."""
     excluded = set(EXCLUDED_PARAMS) | set(SWEEP_COMMANDS[command].excluded)
-    config = {k: v for k, v in sorted(vars(args).items()) if not k.startswith("_") and k not in excluded}
+    config = {k: v for k, v in sorted(values.items()) if not k.startswith("_") and k not in excluded}
     config.pop("command", None)
     version = package_version()
     key = hashlib.sha256(_canonical({"command": command, "config": config, "version": version}).encode()).hexdigest()
     return Invocation(command, dict(params), (command, *argv, "--json", "--quiet"), config, version, key)
+
+
+# --------------------------------------------------------------------------- validating a grid fast
+
+_MISSING = ("missing",)
+
+
+def _freeze(value):
+    """A hashable stand-in of an argument's value: equal for equal values of the same types (1, 1.0 and True differ)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return (type(value).__name__, repr(value))
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(_freeze(v) for v in value))
+    if isinstance(value, (set, frozenset)):
+        return (type(value).__name__, tuple(sorted((_freeze(v) for v in value), key=repr)))
+    if isinstance(value, dict):
+        return ("dict", tuple(sorted(((_freeze(k), _freeze(v)) for k, v in value.items()), key=repr)))
+    return ("object", id(value))  # a module or a function: the same object for every point
+
+
+class _TracedArgs(argparse.Namespace):
+    """The parsed arguments of a point, recording what the command's ``main`` reads and writes before its ``Progress``.
+
+    ``_rd_reads``: name -> frozen value of every attribute read before it was written (``_MISSING`` if absent);
+    ``_rd_writes``: name -> value set by ``main``; ``_rd_checks``: the calls of
+    :func:`reduced_dynamics.cli._common.check_option` (one option checked alone: recorded instead of its value);
+    ``_rd_whole``: the whole namespace was read (``vars(args)``), or an attribute deleted: nothing can be reused.
+    """
+
+    __slots__ = ("_rd_reads", "_rd_writes", "_rd_checks", "_rd_whole", "_rd_fz")
+
+    def __init__(self, values: dict, freeze=_freeze):
+        object.__getattribute__(self, "__dict__").update(values)
+        for name, v in (
+            ("_rd_reads", {}),
+            ("_rd_writes", {}),
+            ("_rd_checks", []),
+            ("_rd_whole", False),
+            ("_rd_fz", freeze),
+        ):
+            object.__setattr__(self, name, v)
+
+    def __getattribute__(self, name):
+        if name.startswith("_rd_") or (name.startswith("__") and name != "__dict__"):
+            return object.__getattribute__(self, name)
+        values = object.__getattribute__(self, "__dict__")
+        if name == "__dict__":
+            object.__setattr__(self, "_rd_whole", True)
+            return values
+        reads = object.__getattribute__(self, "_rd_reads")
+        if name not in reads and name not in object.__getattribute__(self, "_rd_writes"):
+            reads[name] = object.__getattribute__(self, "_rd_fz")(values[name]) if name in values else _MISSING
+        return object.__getattribute__(self, name)
+
+    def __setattr__(self, name, value):
+        object.__getattribute__(self, "_rd_writes")[name] = value
+        object.__getattribute__(self, "__dict__")[name] = value
+
+    def __delattr__(self, name):
+        object.__setattr__(self, "_rd_whole", True)
+        del object.__getattribute__(self, "__dict__")[name]
+
+    def _rd_check(self, dest, check, params):
+        """Run and record ``check(value of dest, *params)`` without recording the value as read."""
+        values = object.__getattribute__(self, "__dict__")
+        result = check(values[dest], *params)
+        if result is not None:  # a check whose result is used: the value itself is a dependency
+            reads = object.__getattribute__(self, "_rd_reads")
+            if dest not in reads and dest not in object.__getattribute__(self, "_rd_writes"):
+                reads[dest] = object.__getattribute__(self, "_rd_fz")(values[dest])
+            return result
+        if dest not in object.__getattribute__(self, "_rd_writes"):
+            object.__getattribute__(self, "_rd_checks").append((dest, check, params))
+        return None
+
+
+#: most runs of a command's checks a :class:`PointValidator` records for reuse
+MEMO_MAX = 200_000
+
+
+class PointValidator:
+    """Validate the points of one grid as :func:`validate` does, reusing work shared between points.
+
+    Two things make a grid of a million points take seconds instead of minutes, each giving exactly what
+    :func:`validate` gives (argv, configuration, key, and the refusal of every point it refuses):
+
+    - the command line is parsed once for the fixed parameters and once per (parameter, value) of the
+      axes; a point's arguments are the fixed ones updated with its axes' values (argparse converts each
+      option on its own; the one cross-option rule, an option given twice, cannot occur in a spec);
+    - the command's ``main`` runs up to its ``Progress`` on a point whose arguments record what it reads
+      (:class:`_TracedArgs`). A later point giving the same values to everything that run read makes the
+      same run (``main`` is a function of its arguments and of files that do not change during the
+      validation), so it is not run again: its writes to the arguments are applied and the checks of single
+      options it made through :func:`~reduced_dynamics.cli._common.check_option` are replayed on the
+      point's own values (``--seed``, ``--prompts``: a grid differing in those only runs ``main`` once).
+
+    A run that reads the whole namespace, deletes an attribute or changes a value in place is not reused.
+
+    Parameters
+    ----------
+    command : str
+        A sweepable command.
+    fixed : mapping
+        The parameters every point shares (a spec's ``[fixed]``).
+    """
+
+    def __init__(self, command: str, fixed: Mapping):
+        sweep_command(command)
+        self.command = command
+        self.fixed = dict(fixed)
+        self._fixed_argv = to_argv(command, self.fixed)
+        base = vars(_parse(command, self._fixed_argv + ["--json", "--quiet"]))
+        self._base_seen = frozenset(base.pop("_seen_options", ()))
+        self._base = base
+        self._frozen: dict = {}  # id -> (object, frozen): shared argument objects frozen once
+        self._base_frozen = {a: self._fz(v) for a, v in base.items()}
+        self._lists = {a for a, v in base.items() if isinstance(v, list)}
+        self._acts = _actions(command)
+        self._deltas: dict = {}
+        self._seen_sets: dict = {}
+        self._memo: dict = {}  # tuple of names read -> {tuple of their frozen values: (writes, checks)}
+        self.runs = 0  # runs of `main` (the rest were reused)
+        self.reused = 0
+        self._entries = 0
+        self._excluded = set(EXCLUDED_PARAMS) | set(SWEEP_COMMANDS[command].excluded) | {"command"}
+        self._version = package_version()
+        self._frame = (
+            f'{{"command":{json.dumps(command)},"config":{{',
+            f'}},"version":{json.dumps(self._version)}}}',
+        )
+        self._names: dict = {}
+        self._base_pieces = self._pieces_of(base)
+
+    def _converted(self, name, value):
+        """The parsed value of a number given to a plain int/float option, as argparse converts it; else None."""
+        import argparse
+
+        dest = str(name).replace("-", "_")
+        act = self._acts.get(dest)
+        if (
+            act is None
+            or not isinstance(act, argparse._StoreAction)
+            or act.nargs is not None
+            or act.choices is not None
+            or isinstance(value, bool)
+            or not ((act.type is int and type(value) is int) or (act.type is float and type(value) in (int, float)))
+        ):
+            return None
+        return dest, act.type(_format_value(value))
+
+    def _delta(self, name, value):
+        """(argv fragment, changed arguments, their frozen values, typed dests) of one axis value, parsed once."""
+        k = (name, repr(value), type(value).__name__)
+        hit = self._deltas.get(k)
+        if hit is None:
+            frag = to_argv(self.command, {name: value})
+            conv = self._converted(name, value) if frag else None
+            if conv is not None:  # what argparse gives, without its per-call cost (a million seeds)
+                seen, changed = frozenset({conv[0]}) - self._base_seen, {conv[0]: conv[1]}
+            elif frag:
+                parsed = vars(_parse(self.command, self._fixed_argv + frag + ["--json", "--quiet"]))
+                seen = frozenset(parsed.pop("_seen_options", ())) - self._base_seen
+                base = self._base
+                changed = {
+                    a: v
+                    for a, v in parsed.items()
+                    if a not in base or (v is not base[a] and (type(v) is not type(base[a]) or v != base[a]))
+                }
+            else:
+                seen, changed = frozenset(), {}
+            hit = (frag, changed, {a: self._fz(v) for a, v in changed.items()}, seen, self._pieces_of(changed))
+            if len(self._deltas) < 4_000_000:
+                self._deltas[k] = hit
+        return hit
+
+    def _fz(self, value):
+        if value is None or isinstance(value, (bool, int, float, str, list, set)):  # a point's own objects
+            return _freeze(value)
+        got = self._frozen.get(id(value))
+        if got is None or got[0] is not value:
+            got = self._frozen[id(value)] = (value, _freeze(value))
+        return got[1]
+
+    def validate(self, params: Mapping) -> Invocation:
+        """The :class:`Invocation` of the point ``params`` (the fixed parameters and the point's axis values).
+
+        Raises
+        ------
+        ValueError
+            As :func:`validate`.
+        """
+        argv = list(self._fixed_argv)
+        values = dict(self._base)
+        frozen = dict(self._base_frozen)
+        pieces = dict(self._base_pieces)
+        seen = self._base_seen
+        lists = self._lists
+        for name, value in params.items():
+            if name in self.fixed:
+                continue
+            frag, changed, changed_frozen, typed, changed_pieces = self._delta(name, value)
+            argv += frag
+            values.update(changed)
+            frozen.update(changed_frozen)
+            pieces.update(changed_pieces)
+            if typed:
+                seen = seen | typed
+            if changed:
+                lists = lists | {a for a, v in changed.items() if isinstance(v, list)}
+        for a in lists:  # a list of a point is its own (main may keep it)
+            if isinstance(values[a], list):
+                values[a] = list(values[a])
+        seen_frozen = self._seen_sets.get(seen)
+        if seen_frozen is None:
+            seen_frozen = self._seen_sets[seen] = _freeze(set(seen))
+        values["_seen_options"] = set(seen)
+        frozen["_seen_options"] = seen_frozen
+        for names, table in self._memo.items():
+            entry = table.get(tuple([frozen.get(a, _MISSING) for a in names]))
+            if entry is not None:
+                writes, checks, write_pieces = entry
+                values.update(writes)  # (a checked option is never one main wrote: see _TracedArgs._rd_check)
+                try:
+                    for dest, check, cparams in checks:
+                        check(values[dest], *cparams)
+                except (ValueError, OverflowError) as exc:
+                    from reduced_dynamics.cli._common import rename_params
+
+                    text = str(exc).splitlines()[0] if str(exc).strip() else exc.__class__.__name__
+                    raise ValueError(f"{self.command}: {rename_params(text, values.get('_flags') or {})}") from None
+                pieces.update(write_pieces)
+                self.reused += 1
+                return self._invocation(params, argv, values, pieces)
+        return self._run(params, argv, values)
+
+    def _pieces_of(self, values: Mapping) -> dict:
+        """name -> ``"name":value`` of the canonical JSON, for the configuration's entries of ``values``."""
+        return {
+            k: f"{json.dumps(k)}:{_canonical(v)}"
+            for k, v in values.items()
+            if not k.startswith("_") and k not in self._excluded
+        }
+
+    def _invocation(self, params, argv, values, pieces) -> Invocation:
+        """:func:`_invocation`, its canonical JSON joined from the pieces of the point's values."""
+        ks = tuple(pieces)
+        names = self._names.get(ks)
+        if names is None:
+            names = self._names[ks] = sorted(ks)
+        config = {k: values[k] for k in names}
+        head, tail = self._frame
+        text = head + ",".join([pieces[k] for k in names]) + tail
+        key = hashlib.sha256(text.encode()).hexdigest()
+        return Invocation(
+            self.command, dict(params), (self.command, *argv, "--json", "--quiet"), config, self._version, key
+        )
+
+    def _recording(self) -> bool:
+        """Whether a run is recorded: not beyond :data:`MEMO_MAX` records, nor once runs are rarely reused
+        (a grid whose every point differs in what the checks read: recording would only cost memory)."""
+        if self._entries >= MEMO_MAX:
+            return False
+        return self.runs < 2000 or self.reused >= self.runs
+
+    def _run(self, params, argv, values) -> Invocation:
+        record = self._recording()
+        # a value changed in place would be a write the record misses (the configuration holds the lists)
+        before = (
+            {a: _freeze(v) for a, v in values.items() if isinstance(v, (list, set, dict)) and a[0] != "_"}
+            if record
+            else {}
+        )
+        args = _TracedArgs(values, self._fz)
+        self.runs += 1
+        _dry_run(self.command, args)
+        reads = object.__getattribute__(args, "_rd_reads")
+        writes = object.__getattribute__(args, "_rd_writes")
+        checks = object.__getattribute__(args, "_rd_checks")
+        after = object.__getattribute__(args, "__dict__")
+        in_place = any(a not in writes and _freeze(after.get(a)) != f for a, f in before.items())
+        if record and not object.__getattribute__(args, "_rd_whole") and not in_place:
+            names = tuple(sorted(reads))
+            frozen = tuple(reads[a] for a in names)
+            self._memo.setdefault(names, {})[frozen] = (dict(writes), tuple(checks), self._pieces_of(writes))
+            self._entries += 1
+        after = dict(after)
+        return self._invocation(params, argv, after, self._pieces_of(after))
 
 
 # --------------------------------------------------------------------------- running one point

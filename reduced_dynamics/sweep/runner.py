@@ -57,8 +57,9 @@ def plan_sweep(spec, *, quick: bool = False, progress: Callable[[int, int], None
     quick : bool
         Use the spec's ``[quick]`` sizes.
     progress : callable, optional
-        Called as ``progress(validated, total)`` after each point (validating a point
-        takes about a millisecond: a large grid takes minutes).
+        Called as ``progress(validated, total)`` after each point (the command's checks run once per
+        distinct combination of what they read, ``commands.PointValidator``;
+        a point whose checks cannot be reused takes about a millisecond).
 
     Returns
     -------
@@ -71,7 +72,7 @@ def plan_sweep(spec, *, quick: bool = False, progress: Callable[[int, int], None
         point, prefixed with the point's varying parameters.
     """
     from reduced_dynamics._validation import check_bool
-    from reduced_dynamics.sweep.commands import validate
+    from reduced_dynamics.sweep.commands import PointValidator
     from reduced_dynamics.sweep.spec import SweepSpec, load_spec
 
     quick = check_bool("quick", quick)
@@ -82,9 +83,13 @@ def plan_sweep(spec, *, quick: bool = False, progress: Callable[[int, int], None
     invs, seen = [], set()
     axis_names = spec.axis_names
     total = spec.n_points
+    try:
+        validator = PointValidator(spec.command, spec.fixed)
+    except ValueError as exc:
+        raise ValueError(str(exc)) from None
     for i, params in enumerate(spec.iter_points(), start=1):
         try:
-            inv = validate(spec.command, params)
+            inv = validator.validate(params)
         except ValueError as exc:
             where = ", ".join(f"{k}={params[k]!r}" for k in axis_names if k in params)
             raise ValueError(f"point ({where}): {exc}" if where else str(exc)) from None

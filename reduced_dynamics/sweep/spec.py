@@ -52,6 +52,8 @@ MAX_POINTS = 1_000_000
 
 
 def _err(where: str, text: str) -> ValueError:
+    if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in where):  # a key of control characters: shown escaped,
+        where = repr(where)[1:-1]  # on the one error line (a newline cut it; an escape sequence reached the terminal)
     return ValueError(f"`{where}` {text}")
 
 
@@ -269,7 +271,7 @@ def load_spec(spec, *, quick: bool = False, name=None) -> SweepSpec:
     source = dict(data)
     if "quick" in data:
         if not isinstance(data["quick"], Mapping):
-            raise _err("quick", f"must be a table, got {data['quick']!r}")
+            raise _err("[quick]", f"must be a table, got {data['quick']!r}")
         bad = sorted(set(data["quick"]) - _QUICK_KEYS)
         if bad:
             raise _err(f"quick.{bad[0]}", f"is not a key of [quick] (keys: {sorted(_QUICK_KEYS)})")
@@ -278,7 +280,7 @@ def load_spec(spec, *, quick: bool = False, name=None) -> SweepSpec:
         if q is None:
             raise _err("quick", "table is missing from the spec: it has no --quick size")
         if not isinstance(q, Mapping):
-            raise _err("quick", f"must be a table, got {q!r}")
+            raise _err("[quick]", f"must be a table, got {q!r}")
         bad = sorted(set(q) - _QUICK_KEYS)
         if bad:
             raise _err(f"quick.{bad[0]}", f"is not a key of [quick] (keys: {sorted(_QUICK_KEYS)})")
@@ -371,4 +373,9 @@ def load_spec(spec, *, quick: bool = False, name=None) -> SweepSpec:
     out = SweepSpec(command, nm, fixed_out, tuple(axes), tuple(zips), seeds, bool(quick), source)
     if out.n_points > MAX_POINTS:
         raise _err("axes", f"make {out.n_points} points, more than {MAX_POINTS}")
+    if not quick and "quick" in source:  # a broken [quick] is refused now, not when --quick is first used
+        try:
+            load_spec(source, quick=True, name=nm)
+        except ValueError as exc:
+            raise ValueError(f"`[quick]` makes a bad spec: {exc}") from None
     return out

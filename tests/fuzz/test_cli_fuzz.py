@@ -88,7 +88,16 @@ POSITIONAL = {
     "analyze": (
         "FILE",
         "{tmp}/model.npz",
-        ["{tmp}/missing.npz", "{tmp}/afile", "{tmp}/exists_dir", "", "{tmp}/other.npz"],
+        [
+            "{tmp}/missing.npz",
+            "{tmp}/afile",
+            "{tmp}/exists_dir",
+            "",
+            "{tmp}/other.npz",
+            "{tmp}/fifo.npz",
+            "{tmp}/huge_member.npz",
+            "{tmp}/truncated.npz",
+        ],
     ),
 }
 #: the checkpoint `analyze` reads in the example folder: circuits KQ (H, D, D), ov (H, D) of d = 2, H = 2
@@ -796,7 +805,94 @@ def _example_dir(root: Path) -> str:
     np.save(Path(tmp, "object.npy"), np.array([[1, None]] * 5, dtype=object), allow_pickle=True)
     Path(tmp, "truncated.npy").write_bytes(Path(tmp, "sigma5.npy").read_bytes()[:150])
     shutil.copytree(_tiny_sweep(root), Path(tmp, "tiny_sweep"))
+    os.mkfifo(Path(tmp, "fifo.npz"))
+    _npz_with_huge_member(Path(tmp, "huge_member.npz"), {k: np.array(v) for k, v in TINY_MODEL.items()}, "KQ")
+    Path(tmp, "truncated.npz").write_bytes(Path(tmp, "model.npz").read_bytes()[:200])
     return tmp
+
+
+def _npz_with_huge_member(path: Path, arrays: dict, huge: str) -> None:
+    """An .npz whose member ``huge`` is a 64-byte .npy whose header declares 100000 x 100000 float64."""
+    import io
+    import zipfile
+
+    with zipfile.ZipFile(path, "w") as zf:
+        for k, v in arrays.items():
+            buf = io.BytesIO()
+            if k == huge:
+                header = {"descr": "<f8", "fortran_order": False, "shape": (100_000, 100_000)}
+                np.lib.format.write_array_header_1_0(buf, header)
+                buf.write(b"\0" * 64)
+            else:
+                np.save(buf, v)
+            zf.writestr(k + ".npy", buf.getvalue())
+
+
+_CHECKPOINT: list[Path] = []
+
+#: hostile checkpoints for `train --resume` (issue 23): name -> how the valid one is changed
+RESUME_KINDS = (
+    "theta_1e200",
+    "theta_nan",
+    "m_nan",
+    "v_inf",
+    "m_1e200_v_0",
+    "rng_seed",
+    "rng_garbage",
+    "step_negative",
+    "theta_short",
+    "truncated",
+    "text",
+    "fifo",
+    "npy",
+    "huge_member",
+)
+
+
+def _checkpoint(root: Path) -> Path:
+    """A run folder of `train` (the BASE options), made once per session by the real command."""
+    if not _CHECKPOINT:
+        base = Path(tempfile.mkdtemp(dir=root)) / "run"
+        cmd = [sys.executable, "-m", "reduced_dynamics", "train", *[a for kv in BASE["train"] for a in kv if a]]
+        subprocess.run([*cmd, "--out", str(base), "--quiet"], env=_env(), check=True, capture_output=True, timeout=120)
+        _CHECKPOINT.append(base)
+    return _CHECKPOINT[0]
+
+
+def _resume_dir(root: Path, tmp: str, kind: str) -> str:
+    """``{tmp}/ck_<kind>``: the run folder with its checkpoint made hostile (and no final files)."""
+    src = _checkpoint(root)
+    d = Path(tmp, f"ck_{kind}")
+    d.mkdir()
+    ck = d / "checkpoint.npz"
+    with np.load(src / "checkpoint.npz") as z:
+        arrays = {k: z[k] for k in z.files}
+    state = json.loads(str(arrays["rng_state"]))
+    changes = {
+        "theta_1e200": {"theta": np.full_like(arrays["theta"], 1e200)},
+        "theta_nan": {"theta": arrays["theta"] * np.nan},
+        "m_nan": {"m": arrays["m"] * np.nan},
+        "v_inf": {"v": arrays["v"] + np.inf},
+        "m_1e200_v_0": {"m": np.full_like(arrays["m"], 1e200), "v": np.zeros_like(arrays["v"])},
+        "rng_seed": {"rng_state": np.array(json.dumps({**state, "bit_generator": "seed"}))},
+        "rng_garbage": {"rng_state": np.array(json.dumps({**state, "state": "garbage"}))},
+        "step_negative": {"step": np.array(-5)},
+        "theta_short": {k: arrays[k][:2] for k in ("theta", "m", "v")},
+    }
+    if kind in changes:
+        np.savez(ck, **{**arrays, **changes[kind]})
+    elif kind == "truncated":
+        ck.write_bytes((src / "checkpoint.npz").read_bytes()[:300])
+    elif kind == "text":
+        ck.write_text("not a checkpoint\n")
+    elif kind == "fifo":
+        os.mkfifo(ck)
+    elif kind == "npy":
+        np.save(d / "x.npy", np.ones(3))
+        os.replace(d / "x.npy", ck)
+    elif kind == "huge_member":
+        _npz_with_huge_member(ck, arrays, "theta")
+    return str(d)
 
 
 # ----------------------------------------------------------------------------- the tests
@@ -862,6 +958,16 @@ ISSUE23_CASES = [
     ("risk-affine-activation-c-1e6", "risk", ["--activation", "affine", "--activation-c", "1e6"], "contract", True),
     ("risk-tasks-sigma2-1e12", "risk", ["--d", "6", "--tasks", "1-4,3-6", "--sigma2", "1e12"], "contract", True),
     ("risk-sigma-sigma2-0", "risk", ["--sigma-eigs", "1,2,3,4,5", "--sigma2", "0"], "ok", True),
+    *[
+        (f"train-resume-{kind}", "train", ["--out", f"{{tmp}}/ck_{kind}", "--resume", "--steps", "6"], "reject", True)
+        for kind in RESUME_KINDS
+    ],
+    # a finished run (no step left): the huge parameters were first used by the final report ("`KQ` must ...")
+    ("train-resume-theta_1e200-finished", "train", ["--out", "{tmp}/ck_theta_1e200", "--resume"], "reject", True),
+    *[
+        (f"analyze-{kind}", "analyze", ["{tmp}/" + kind], "reject", True)
+        for kind in ("fifo.npz", "huge_member.npz", "truncated.npz", "other.npz", "afile")
+    ],
     ("train-64-tasks", "train", ["--d", "64", "--heads", "1", "--tasks", ",".join(map(str, range(1, 65)))], "ok", True),
 ]
 
@@ -939,10 +1045,16 @@ ISSUE_CASES = _issue_cases()
 def test_issue_inputs(command, options, expect, json_output, runner, tmp_path):
     """The inputs issue 9 reports as misbehaving keep the contract; the README's lists and the saddle run."""
     tmp = _example_dir(tmp_path)
+    for o in options:
+        if "{tmp}/ck_" in o:
+            _resume_dir(tmp_path, tmp, o.split("/ck_", 1)[1])
     argv = [a.format(tmp=tmp) for a in _with(command, options, json_output=json_output)]
-    inv = Invocation(
-        command, argv, fuzzed={o.split("=")[0] for o in options if o.startswith("--")}, json="--json" in argv
-    )
+    if command == "analyze" and options and options[0].startswith("{tmp}/"):  # the FILE under test, not the valid one
+        argv = [a for a in argv if a != POSITIONAL["analyze"][1].format(tmp=tmp)]
+    fuzzed = {o.split("=")[0] for o in options if o.startswith("--")}
+    if command in POSITIONAL and options and not options[0].startswith("--"):
+        fuzzed.add(POSITIONAL[command][0])  # the positional argument under test (`FILE`)
+    inv = Invocation(command, argv, fuzzed=fuzzed, json="--json" in argv)
     if expect == "reject":
         inv.reject.append("issue 9: this input must be rejected")
     out = runner(argv, tmp)
