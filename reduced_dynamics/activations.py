@@ -194,11 +194,11 @@ def check_normaliser(s: np.ndarray, where: str, *, tol: float = 1e-12) -> None:
     if isinstance(tol, bool) or not isinstance(tol, (int, float, np.integer, np.floating)) or not 0 <= tol < 1:
         raise ValueError(f"`tol` must be a number in [0, 1), got {tol!r}")
     if not np.all(np.isfinite(s)):
-        raise ValueError(f"{where}: the attention normaliser `s` overflowed (non-finite); lower the scale of `omega`")
+        raise ValueError(f"{where}: the attention normaliser s overflowed (non-finite); lower the scale of `omega`")
     lo = float(s.min()) if s.size else 1.0
     if lo <= tol:
         raise ValueError(
-            f"{where}: the attention normaliser (`s`: Σ_j f(ω s_j)) reached {lo:.3g} ≤ {tol:g}: the activation's "
+            f"{where}: the attention normaliser s = Σ_j f(ω s_j) reached {lo:.3g} ≤ {tol:g}: the activation's "
             "weights are negative or sum to zero here (affine f = 1 + Cx with C ω s < -1); use a smaller `omega` "
             "or `activation_c` (the C of f)"
         )

@@ -395,7 +395,7 @@ def read_npz(path, *, name: str, scalars: bool = True, max_bytes: int = NPY_MAX_
         with zipfile.ZipFile(path) as zf:
             for info in zf.infolist():  # every header first: nothing is allocated for a file that is refused
                 if not info.filename.endswith(".npy"):
-                    raise _NpyRefusal(f"holds {info.filename!r}, not a .npy array, in {where!r}")
+                    raise _NpyRefusal(f"it holds {info.filename!r}, not a .npy array")
                 with zf.open(info) as fh:
                     version = fmt.read_magic(fh)
                     if version == (1, 0):
@@ -405,18 +405,16 @@ def read_npz(path, *, name: str, scalars: bool = True, max_bytes: int = NPY_MAX_
                     else:
                         raise ValueError(f"unsupported .npy version {version}")
                     if dtype.hasobject or dtype.kind not in "biufcUS":
-                        raise _NpyRefusal(
-                            f"holds objects ({info.filename!r}, dtype {dtype}), which are not read, in {where!r}"
-                        )
+                        raise _NpyRefusal(f"{info.filename!r} holds objects (dtype {dtype}), which are not read")
                     nbytes = math.prod(int(n) for n in shape) * dtype.itemsize
                     if nbytes > info.file_size - fh.tell():
                         raise _NpyRefusal(
-                            f"is corrupted: {info.filename!r} declares {nbytes} bytes of data (shape "
-                            f"{tuple(shape)}) and holds {info.file_size}, in {where!r}"
+                            f"{info.filename!r} declares {nbytes} bytes of data (shape {tuple(shape)}) and "
+                            f"holds {info.file_size}: the file is corrupted"
                         )
                     total += nbytes
                     if total > max_bytes:
-                        raise _NpyRefusal(f"declares more than the {max_bytes} bytes of data read, in {where!r}")
+                        raise _NpyRefusal(f"it declares more than the {max_bytes} bytes of data read")
         out = {}
         with np.load(path, allow_pickle=False) as z:
             for k in z.files:
@@ -424,7 +422,7 @@ def read_npz(path, *, name: str, scalars: bool = True, max_bytes: int = NPY_MAX_
                 out[k] = a.item() if scalars and a.ndim == 0 else a
         return out
     except _NpyRefusal as exc:
-        raise ValueError(f"`{name}` {exc}") from None
+        raise ValueError(f"`{name}` is not a readable .npz file: {where!r} ({exc})") from None
     except (OSError, ValueError, EOFError, SyntaxError, TypeError, KeyError, zipfile.BadZipFile) as exc:
         why = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ValueError(f"`{name}` is not a readable .npz file: {where!r} ({why})") from None

@@ -438,9 +438,9 @@ def check_resume_state(theta, m, v, *, where: str, name: str = "resume") -> None
             f"{m.shape}, {v.shape}; a checkpoint holds three flat arrays of one size"
         )
     for label, a in (
-        ("parameters (`theta`)", theta),
-        ("first Adam moments (`m`)", m),
-        ("second Adam moments (`v`)", v),
+        ("parameters (theta)", theta),
+        ("first Adam moments (m)", m),
+        ("second Adam moments (v)", v),
     ):
         if a.dtype.kind != "f" or not np.all(np.isfinite(a)):
             raise ValueError(
@@ -449,7 +449,7 @@ def check_resume_state(theta, m, v, *, where: str, name: str = "resume") -> None
             )
     if np.any(v < 0):
         raise ValueError(
-            f"`{name}`: {where} holds negative second Adam moments (`v`), which no training run writes: the file is "
+            f"`{name}`: {where} holds negative second Adam moments (v), which no training run writes: the file is "
             "corrupted; train again (`force`) or use another `out`"
         )
 
@@ -772,7 +772,7 @@ def train(
 
     def snap(k):
         if (not s_steps or s_steps[-1] < k) and k in sched_set:
-            KQ, ov = model.circuits(P)
+            KQ, ov = model._circuits(P)  # unchecked: a diverged step is reported by the next loss, not here
             s_steps.append(k)
             s_KQ.append(np.array(KQ))
             s_ov.append(np.array(ov))

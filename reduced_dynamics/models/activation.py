@@ -13,6 +13,7 @@ docs/theory.md#other-activations
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -70,7 +71,12 @@ class ActivationModel(ScalarHeadsModel):
         from reduced_dynamics.activation_dynamics.flow import manifold_profile
 
         g = self._check_manifold_gamma(gamma)
-        M = float(manifold_profile(g, self.setting).M[0])
+        try:
+            M = float(manifold_profile(g, self.setting).M[0])
+        except ValueError as exc:  # manifold_profile refuses a quadratic in M without a finite minimiser
+            if "quadratic in M" not in str(exc):
+                raise
+            M = math.nan
         if not np.isfinite(M):
             raise ValueError(
                 f"`setting.activation_c` {self.setting.activation_c:g} leaves the two-head point of the solution "

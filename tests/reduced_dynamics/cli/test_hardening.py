@@ -549,7 +549,7 @@ def test_a_run_never_checkpoints_a_non_finite_state(tmp_path, monkeypatch):
     from reduced_dynamics import Setting
     from reduced_dynamics.model import training
 
-    real = training.adam_update
+    real = training._adam_update  # the trainer's step (adam_update is its checked public form)
     calls = {"n": 0}
 
     def poisoned(theta, grad, m, v, t, **kw):
@@ -558,7 +558,7 @@ def test_a_run_never_checkpoints_a_non_finite_state(tmp_path, monkeypatch):
         if calls["n"] == 3:
             theta[0] = np.nan
 
-    monkeypatch.setattr(training, "adam_update", poisoned)
+    monkeypatch.setattr(training, "_adam_update", poisoned)
     config = training.TrainConfig(setting=Setting(d=2, L=4), seed=0, n_heads=2, steps=6, batch=8)
     res = training.train(config, out=tmp_path, checkpoint_every=1)
     assert res.status == 2 and res.step == 3
