@@ -308,7 +308,6 @@ def read_npy(path, *, name: str, shape: tuple | None = None, max_bytes: int = NP
         ):
             raise ValueError(f"`shape` must be None or a tuple of non-negative integers, got {shape!r:.60}")
     max_bytes = check_positive_int("max_bytes", max_bytes)
-    fmt = np.lib.format
     where = str(path)
     try:
         st = os.stat(path)
@@ -326,13 +325,7 @@ def read_npy(path, *, name: str, shape: tuple | None = None, max_bytes: int = NP
         with open(path, "rb") as fh:
             if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):  # replaced between the two looks
                 raise ValueError("not a regular file")
-            version = fmt.read_magic(fh)
-            if version == (1, 0):
-                dshape, fortran, dtype = fmt.read_array_header_1_0(fh, max_header_size=10_000)
-            elif version in ((2, 0), (3, 0)):
-                dshape, fortran, dtype = fmt.read_array_header_2_0(fh, max_header_size=10_000)
-            else:
-                raise ValueError(f"unsupported .npy version {version}")
+            dshape, fortran, dtype = _npy_header(fh)
             if dtype.kind not in "iuf" or dtype.hasobject or dtype.fields is not None:
                 raise _NpyRefusal(f"must hold a real numeric array, got dtype {dtype} in {where!r}")
             if shape is not None and tuple(dshape) != tuple(shape):
@@ -388,7 +381,6 @@ def read_npz(path, *, name: str, scalars: bool = True, max_bytes: int = NPY_MAX_
     import zipfile
 
     path = check_path(name, path, kind="file")
-    fmt = np.lib.format
     where = str(path)
     try:
         total = 0
@@ -397,13 +389,7 @@ def read_npz(path, *, name: str, scalars: bool = True, max_bytes: int = NPY_MAX_
                 if not info.filename.endswith(".npy"):
                     raise _NpyRefusal(f"it holds {info.filename!r}, not a .npy array")
                 with zf.open(info) as fh:
-                    version = fmt.read_magic(fh)
-                    if version == (1, 0):
-                        shape, _, dtype = fmt.read_array_header_1_0(fh, max_header_size=10_000)
-                    elif version in ((2, 0), (3, 0)):
-                        shape, _, dtype = fmt.read_array_header_2_0(fh, max_header_size=10_000)
-                    else:
-                        raise ValueError(f"unsupported .npy version {version}")
+                    shape, _, dtype = _npy_header(fh)
                     if dtype.hasobject or dtype.kind not in "biufcUS":
                         raise _NpyRefusal(f"{info.filename!r} holds objects (dtype {dtype}), which are not read")
                     nbytes = math.prod(int(n) for n in shape) * dtype.itemsize
@@ -426,6 +412,17 @@ def read_npz(path, *, name: str, scalars: bool = True, max_bytes: int = NPY_MAX_
     except (OSError, ValueError, EOFError, SyntaxError, TypeError, KeyError, zipfile.BadZipFile) as exc:
         why = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ValueError(f"`{name}` is not a readable .npz file: {where!r} ({why})") from None
+
+
+def _npy_header(fh) -> tuple:
+    """``(shape, fortran_order, dtype)`` from the ``.npy`` header at the position of ``fh`` (nothing else read)."""
+    fmt = np.lib.format
+    version = fmt.read_magic(fh)
+    if version == (1, 0):
+        return fmt.read_array_header_1_0(fh, max_header_size=10_000)
+    if version in ((2, 0), (3, 0)):
+        return fmt.read_array_header_2_0(fh, max_header_size=10_000)
+    raise ValueError(f"unsupported .npy version {version}")
 
 
 class _NpyRefusal(Exception):

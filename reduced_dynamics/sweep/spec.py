@@ -356,15 +356,9 @@ def load_spec(spec, *, quick: bool = False, name=None) -> SweepSpec:
             raise _err("seeds", f"and `seed` in [{seen['seed']}] both set the seed: give one")
         seeds = tuple(_seeds(data["seeds"]))
     nm = name if name is not None else data.get("name", stem or "sweep")
-    if (
-        not isinstance(nm, str)
-        or not nm
-        or len(nm) > 200
-        or any(c in nm for c in "/\\\0")
-        or any(ord(c) < 32 or ord(c) == 127 for c in nm)
-        or nm.startswith(".")
-        or nm != nm.strip()
-    ):
+    from reduced_dynamics.sweep.store import safe_name
+
+    if not safe_name(nm):
         raise _err(
             "name",
             f"must be a file-name-safe string: 1 to 200 characters, no '/', '\\', control characters (newline, "

@@ -72,17 +72,22 @@ def _well_formed(record: dict) -> bool:
     )
 
 
+def safe_name(name) -> bool:
+    """Whether ``name`` may be a sweep's name, a file name in the store: a string of 1 to 200 characters
+    without '/', '\\', NUL or other control characters, no leading '.', no surrounding spaces."""
+    return (
+        isinstance(name, str)
+        and 0 < len(name) <= 200
+        and not any(c in name for c in "/\\\0")
+        and not any(ord(c) < 32 or ord(c) == 127 for c in name)
+        and not name.startswith(".")
+        and name == name.strip()
+    )
+
+
 def _check_name(name) -> str:
     """A sweep's name as a file-name-safe string (the rules of a spec's ``name``), else a ``ValueError`` naming ``name``."""
-    if (
-        not isinstance(name, str)
-        or not name
-        or len(name) > 200
-        or any(c in name for c in "/\\\0")
-        or any(ord(c) < 32 or ord(c) == 127 for c in name)
-        or name.startswith(".")
-        or name != name.strip()
-    ):
+    if not safe_name(name):
         raise ValueError(
             "`name` must be a file-name-safe string: 1 to 200 characters, no '/', '\\', control characters, "
             f"leading '.' or surrounding spaces, got {name!r:.80}"
