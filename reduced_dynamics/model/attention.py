@@ -59,7 +59,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from reduced_dynamics._validation import check_nonnegative_float, check_positive_int
-from reduced_dynamics.activations import Activation, check_normaliser, get_activation
+from reduced_dynamics.activations import Activation, as_activation, check_normaliser
 from reduced_dynamics.estimation.prompts import Prompts, as_generator
 from reduced_dynamics.estimation.prompts import sample_tokens as sample_tokens  # internal training sampler, re-exported
 from reduced_dynamics.setting import D_MAX
@@ -180,13 +180,12 @@ def _as_activation(activation) -> Activation:
     """An :class:`Activation` from an Activation, a registry name, or ``None`` (``exp``)."""
     if activation is None:
         return Activation("exp")
-    if isinstance(activation, Activation):
-        return get_activation(activation.name, activation.c)
-    if isinstance(activation, str):
-        return get_activation(activation)
-    raise ValueError(
-        f"`activation` must be an Activation or one of 'exp', 'affine', 'square', 'tanh', got {activation!r}"
-    )
+    try:
+        return as_activation(activation)
+    except TypeError:  # this module's contract: a ValueError for every bad activation
+        raise ValueError(
+            f"`activation` must be an Activation or one of 'exp', 'affine', 'square', 'tanh', got {activation!r}"
+        ) from None
 
 
 def _weights(S: np.ndarray, act: Activation, where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
