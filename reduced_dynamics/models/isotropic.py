@@ -292,7 +292,7 @@ class IsotropicBatchKernel(BatchKernel):
         w, m = y[:H], y[H:]
         E = self.exp_matrix(w)
         a = m * w
-        ga = np.einsum("hkn,jkn->jhn", E, np.stack((a, m)))  # (E a, E m), each (H, N)
+        ga = np.einsum("hkn,jkn->jhn", E, np.concatenate((a, m)).reshape(2, H, -1))  # (E a, E m), each (H, N)
         u = a[0] - 1.0
         for h in range(1, H):
             u = u + a[h]
