@@ -99,6 +99,14 @@ def test_exact_risk_loads_only_what_it_needs():
     assert others == ["reduced_dynamics.cli.exact_risk"]  # no other command's module
 
 
+def test_run_n_init_loads_no_scipy_and_no_numpy_ma():
+    """The batched flow (`run --n-init 48`) needs numpy and the engine: no scipy (the batched Radau is the
+    package's own), nothing of HEAVY, and not numpy.ma (np.unique would load it: ~5 ms of the command's start-up)."""
+    mods = loaded(_cli(["run", "--n-init", "48", "--t-end", "1", "--quiet", "--json"]))
+    assert heavy(mods) == []
+    assert "reduced_dynamics.flow._batch" in mods and "numpy.ma" not in mods
+
+
 @pytest.mark.parametrize("package", ["reduced_dynamics", "reduced_dynamics.crosscheck", "reduced_dynamics.multitask"])
 def test_every_exported_name_resolves_and_is_listed(package):
     """In a fresh process: dir() lists every name of __all__ before any is loaded; each resolves; a wrong name is an AttributeError."""
