@@ -417,13 +417,6 @@ class Runner:
         }
 
 
-@pytest.fixture(scope="module")
-def runner():
-    r = Runner(fresh=os.environ.get("RD_FUZZ_FRESH") == "1")
-    yield r
-    r.close()
-
-
 # ----------------------------------------------------------------------------- invocations and the contract
 
 
