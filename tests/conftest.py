@@ -31,12 +31,10 @@ settings.load_profile("deterministic")
 
 
 # ------------------------------------------------------------------------------------------------------
-# One quick run of each figure for the whole suite
+# Work shared by the tests of a session (and by its pytest-xdist workers: a folder beside theirs, one lock
+# file per item), made once instead of once per test
 # ------------------------------------------------------------------------------------------------------
-# The golden suite (tests/test_golden.py) compares every figure's quick data with its recorded values and
-# tests/reduced_dynamics/figures/ checks the files it writes and that its plot embeds: both look at the
-# same ``FIGURES[name].run(quick=True, seed=0)``, made here once per test session and shared by the
-# pytest-xdist workers (a folder beside theirs, one lock file per figure), instead of once per test.
+_HERE = Path(__file__).resolve().parent
 
 
 @contextlib.contextmanager
@@ -68,15 +66,85 @@ def no_hang():
     signal.signal(signal.SIGALRM, old)
 
 
+def _session_cache(tmp_path_factory, name: str) -> Path:
+    """A folder for this test session, shared by its pytest-xdist workers (beside their own folders)."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # shared by the workers of this session
+    return root / name
+
+
+# ------------------------------------------------------------------------------------------------------
+# One run of each golden CLI case for the whole suite
+# ------------------------------------------------------------------------------------------------------
+# tests/test_golden.py compares each recorded case of tests/golden/cli_baseline.json with a new run (and two more
+# of its tests look at the runs of the moved and the stationary-stop cases); tests/proofs_check/ reads the numbers
+# of the `check --quick --only NAME` cases (the same ``CHECKS[NAME](Setting(), quick=True)`` the check tests
+# called themselves, written to the case's --out file in full precision). Each case is run once per session,
+# by ``record.run_case`` (in this process, or as ``python -m reduced_dynamics`` with GOLDEN_SUBPROCESS=1), and
+# its normalised record (JSON) is shared by the workers.
+
+
+def golden_record_module():
+    """tests/golden/record.py as the module ``golden_record`` (loaded once)."""
+    name = "golden_record"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, _HERE / "golden" / "record.py")
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[name])
+    return sys.modules[name]
+
+
+@pytest.fixture(scope="session")
+def golden_case(tmp_path_factory):
+    """``golden_case(case) -> dict``: the normalised record of a new run of ``record.CASES[case]`` (as
+    ``record.run_case`` returns it: ``exit``, ``json`` or ``stdout``, ``files``), made once per session.
+    Read-only: copy it before changing it."""
+    subprocess_mode = os.environ.get("GOLDEN_SUBPROCESS", "") not in ("", "0")
+    cache = _session_cache(tmp_path_factory, "golden-cases" + ("-subprocess" if subprocess_mode else ""))
+
+    def get(case: str) -> dict:
+        done = cache / f"{case}.json"
+        with _locked(cache / f"{case}.lock"):
+            if not done.is_file():
+                record = golden_record_module()
+                doc = record.run_case(record.CASES[case], subprocess_mode=subprocess_mode)
+                tmp = done.with_suffix(".tmp")
+                tmp.write_text(json.dumps(doc), encoding="utf-8")
+                os.replace(tmp, done)
+        return json.loads(done.read_text(encoding="utf-8"))
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def quick_check(golden_case):
+    """``quick_check(name) -> dict``: the result of ``proofs_check.checks.CHECKS[name](Setting(), quick=True)``
+    as the golden case ``check_quick_<name>`` wrote it to its --out file (``name``, ``passed``, ``error``,
+    ``measured``, ``data`` ... in full precision; times dropped), from the session's one run of that case."""
+
+    def get(name: str) -> dict:
+        (result,) = golden_case(f"check_quick_{name}")["files"]["check.json"]["checks"]
+        assert result["name"] == name
+        return result
+
+    return get
+
+
+# ------------------------------------------------------------------------------------------------------
+# One quick run of each figure for the whole suite
+# ------------------------------------------------------------------------------------------------------
+# The golden suite (tests/test_golden.py) compares every figure's quick data with its recorded values and
+# tests/reduced_dynamics/figures/ checks the files it writes and that its plot embeds: both look at the
+# same ``FIGURES[name].run(quick=True, seed=0)``, made here once per test session.
+
+
 @pytest.fixture(scope="session")
 def quick_figure(tmp_path_factory):
     """``quick_figure(name) -> (folder, run)``: the folder holding ``name``'s quick PNG and ``.npz`` (seed 0)
     and its run as a dict (``name``, ``png``, ``data_file``, ``key_numbers`` as JSON). Read-only: copy
     the files before changing them."""
-    root = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        root = root.parent  # shared by the workers of this session
-    cache = root / "quick-figures-seed0"
+    cache = _session_cache(tmp_path_factory, "quick-figures-seed0")
 
     def get(name: str):
         folder = cache / name
@@ -104,7 +172,6 @@ def quick_figure(tmp_path_factory):
 # ------------------------------------------------------------------------------------------------------
 # The fast lane: `make test-fast` runs `pytest -m "not slow"`
 # ------------------------------------------------------------------------------------------------------
-_HERE = Path(__file__).resolve().parent
 
 
 def _ids(name: str) -> frozenset[str]:

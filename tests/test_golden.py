@@ -10,7 +10,9 @@ which must keep every printed number.
 
 Each CLI case (one test id per case, ``test_cli_case[<case>]``) re-runs the recorded ``argv``
 through ``reduced_dynamics.cli.main`` in this process (``GOLDEN_SUBPROCESS=1``: as
-``python -m reduced_dynamics``) and compares with the record:
+``python -m reduced_dynamics``), once per session by the ``golden_case`` fixture (tests/conftest.py; the
+tests of the moved and stationary-stop cases and those of tests/proofs_check/ read the same run), and
+compares with the record:
 
 * the exit status, exactly;
 * every recorded key of every JSON object is still there (or under its new name in
@@ -50,7 +52,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
-import os
 import re
 import sys
 from pathlib import Path
@@ -62,7 +63,7 @@ GOLDEN = Path(__file__).resolve().parent / "golden"
 
 
 def _load_record():
-    name = "golden_record"
+    name = "golden_record"  # the name tests/conftest.py's golden_case fixture loads it under
     if name not in sys.modules:
         spec = importlib.util.spec_from_file_location(name, GOLDEN / "record.py")
         sys.modules[name] = importlib.util.module_from_spec(spec)
@@ -198,8 +199,6 @@ TEXT_NUMBER_KEYS = frozenset({"predicted", "measured", "tolerance", "stdout"})
 
 #: top-level keys of a record that are not outputs
 META_KEYS = frozenset({"argv"})
-
-SUBPROCESS = os.environ.get("GOLDEN_SUBPROCESS", "") not in ("", "0")
 
 MAX_REPORTED = 40
 
@@ -468,18 +467,18 @@ def test_stream_moved_numbers_are_monte_carlo_numbers_within_their_error():
 
 
 @pytest.mark.parametrize("case", sorted(CLI_BASELINE))
-def test_cli_case(case):
+def test_cli_case(golden_case, case):
     expected = CLI_BASELINE[case]
-    actual = record.run_case(expected["argv"], subprocess_mode=SUBPROCESS)
+    actual = golden_case(case)  # record.run_case(expected["argv"]), once per session (tests/conftest.py)
     assert_same(case, expected, actual, TOLERANCES.get(case, RTOL))
 
 
 @pytest.mark.parametrize("case", sorted(MOVED))
-def test_moved_cases_stop_where_the_theory_says(case):
+def test_moved_cases_stop_where_the_theory_says(golden_case, case):
     """The moved statuses are right: the run ends at a stationary point (|∇L| at the stationarity
     threshold 1e-10 of ``integrate``, to 1e-3: the event is located on the dense output to 1e-5 of |∇L|, so
     it may be met just above 1e-10), at a time before t_end, with exit 0."""
-    actual = record.run_case(CLI_BASELINE[case]["argv"], subprocess_mode=SUBPROCESS)
+    actual = golden_case(case)  # the run test_cli_case compares with the recording
     out = actual["json"]
     assert actual["exit"] == 0 and out["status"] == 1 and out["success"] is True
     assert out["grad_norm"] == pytest.approx(1e-10, rel=1e-3)  # the event is located to 1e-5 of |∇L|
@@ -487,12 +486,12 @@ def test_moved_cases_stop_where_the_theory_says(case):
 
 
 @pytest.mark.parametrize("case", stationary_stop_cases())
-def test_stationary_stop_times_are_stationary_events(case):
+def test_stationary_stop_times_are_stationary_events(golden_case, case):
     """Each stationary stop time (not compared with the recording: STATIONARY_STOP_REASON) is right: each
     trajectory of status 1 ends where |∇L| is the stationarity threshold 1e-10 of ``integrate`` (to 1e-3),
     before t_end; the others at t_end."""
     recorded = CLI_BASELINE[case]["json"]
-    actual = record.run_case(CLI_BASELINE[case]["argv"], subprocess_mode=SUBPROCESS)
+    actual = golden_case(case)  # the run test_cli_case compares with the recording
     out = actual["json"]
     assert actual["exit"] == 0 and out["status"] == recorded["status"]
     if isinstance(out["status"], list):

@@ -31,16 +31,11 @@ import math
 import os
 import re
 import signal
-import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_cli_fuzz import Runner  # the fork server: one process per invocation, bounded
 
 from reduced_dynamics.sweep.commands import SWEEP_COMMANDS, _actions, parameters
 
@@ -423,14 +418,7 @@ def _record(case, toml_text, out, problems):
             f.write(json.dumps(row) + "\n")
 
 
-@pytest.fixture(scope="module")
-def runner():
-    r = Runner()
-    yield r
-    r.close()
-
-
-def test_sweep_spec_fuzz(runner, tmp_path_factory):
+def test_sweep_spec_fuzz(runner, tmp_path_factory):  # runner: the fork server of tests/fuzz/conftest.py
     """Generated hostile specs: every `sweep --dry-run` and `plan_sweep` keeps the contract (module docstring)."""
     failures, tried = [], []
 

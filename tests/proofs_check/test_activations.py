@@ -8,13 +8,18 @@ import proofs_check.activations as pa
 from reduced_dynamics import Setting
 
 
-def test_quick_check_passes_with_numbers():
-    r = pa.check_activations(Setting(), quick=True)
-    assert r.error is None and r.passed, r.measured
-    per = r.data["per_activation"]
+def test_quick_check_passes_with_numbers(quick_check):
+    """``check_activations(Setting(), quick=True)``, read from the session's run of ``check --quick --only
+    activations`` (tests/conftest.py: the golden case check_quick_activations, its --out file in full precision)."""
+    from proofs_check.checks import CHECKS
+
+    assert CHECKS["activations"] is pa.check_activations
+    r = quick_check("activations")
+    assert r["error"] is None and r["passed"], r["measured"]
+    per = r["data"]["per_activation"]
     assert set(per) == {"exp", "affine", "square", "tanh"}
     assert per["tanh"]["flow"]["gamma"] == pytest.approx(per["tanh"]["flow"]["gamma_drift_law"], rel=0.03)
-    assert r.data["reduction_rel_err"] < 1e-10 and r.data["moments_rel_err"] < 1e-9
+    assert r["data"]["reduction_rel_err"] < 1e-10 and r["data"]["moments_rel_err"] < 1e-9
     assert per["square"]["flow"]["gamma"] == pytest.approx(per["square"]["flow"]["gamma_drift_law"], rel=0.03)
 
 

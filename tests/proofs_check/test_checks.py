@@ -28,9 +28,13 @@ def test_registry_has_required_names():
 
 
 @pytest.mark.parametrize("check", [check_approximation, check_optimality, check_approx_vs_exact, check_single_head])
-def test_quick_checks_pass(check):
-    res = check(PAPER, quick=True)
-    assert res.passed, res
+def test_quick_checks_pass(quick_check, check):
+    """``check(PAPER, quick=True)`` passes, read from the session's run of ``check --quick --only NAME`` (the
+    golden case check_quick_NAME, tests/conftest.py; PAPER is the CLI's default setting)."""
+    name = check.__name__.removeprefix("check_")
+    assert CHECKS[name] is check and PAPER == Setting()
+    res = quick_check(name)
+    assert res["error"] is None and res["passed"], res
 
 
 def test_approximation_error_is_second_order_in_gamma():

@@ -12,18 +12,22 @@ from proofs_check.preconditioned import check_preconditioned, check_sigma
 from reduced_dynamics import Setting
 
 
-def test_quick_check_passes_with_numbers():
-    r = check_preconditioned(Setting(), quick=True)
-    assert r.error is None and r.passed, r.measured
-    rows = r.data["flow"]
+def test_quick_check_passes_with_numbers(quick_check):
+    """``check_preconditioned(Setting(), quick=True)``, read from the session's run of ``check --quick --only
+    preconditioned`` (tests/conftest.py: the golden case check_quick_preconditioned, its --out file in full
+    precision)."""
+    assert CHECKS["preconditioned"] is check_preconditioned
+    r = quick_check("preconditioned")
+    assert r["error"] is None and r["passed"], r["measured"]
+    rows = r["data"]["flow"]
     assert [row["L"] for row in rows] == [40, 160]
     assert rows[0]["distance_sigma_inv"] > rows[1]["distance_sigma_inv"]
     assert all(row["distance_limit"] < 2e-3 for row in rows)
-    assert abs(r.data["mc"]["risk"] - r.data["mc"]["expansion"]) < 3 * r.data["mc"]["stderr"]
-    lp = r.data["limit_predictor"]
+    mc = r["data"]["mc"]
+    assert abs(mc["risk"] - mc["expansion"]) < 3 * mc["stderr"]
+    lp = r["data"]["limit_predictor"]
     assert abs(lp["reduced_minus_limit"]) < 1e-3  # the end state is the limit predictor up to O(γ⁴)
     assert lp["sigma_inv_minus_limit"] > 3 * lp["sigma_inv_minus_limit_se"]  # Σ⁻¹ itself is worse at L = 40
-    assert "preconditioned" in CHECKS
 
 
 def test_default_covariance_and_given_covariance():

@@ -17,8 +17,17 @@ from reduced_dynamics.precond.metrics import scale_free_distance
 
 
 @pytest.fixture(scope="module")
-def data():
-    return precond_flow_data(Setting(d=5, L=40, sigma2=0.1), quick=True, seed=0)
+def data(quick_figure):
+    """``precond_flow_data(Setting(d=5, L=40, sigma2=0.1), quick=True, seed=0)``, made once per
+    session by the ``quick_figure`` fixture (tests/conftest.py; shared with tests/test_golden.py) and read back
+    from its ``.npz`` (what the plot draws)."""
+    from reduced_dynamics.figures._base import load_data
+    from reduced_dynamics.figures.registry import FIGURES
+
+    assert FIGURES["precond_flow"].data_function is precond_flow_data
+    assert FIGURES["precond_flow"].quick_setting == Setting(d=5, L=40, sigma2=0.1)
+    folder, _ = quick_figure("precond_flow")
+    return load_data(folder / "precond_flow.npz")
 
 
 def test_end_states_sit_at_the_derived_limit(data):

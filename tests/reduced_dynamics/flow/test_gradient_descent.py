@@ -23,7 +23,8 @@ CASES = {
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_gradient_descent_tracks_flow(name):
     """GD with step η is an Euler scheme of the flow: the gap at the end (t = 20 on L̃, t = 5 on the others,
-    where the state moves by O(1)) shrinks ~linearly in η (slope 1 ± 0.2)."""
+    where the state moves by O(1)) shrinks ~linearly in η (slope 1 ± 0.2). The steps 8e-3, 4e-3, 2e-3 are in the
+    linear regime (measured slopes 0.978-1.003 per model, as at 4e-3, 2e-3, 1e-3, which cost twice the steps)."""
     setting, objective = CASES[name]
     m = reduced_model(setting, n_heads=2, objective=objective)
     y0 = m.initial_state(seed=1, scale=0.05)
@@ -31,7 +32,7 @@ def test_gradient_descent_tracks_flow(name):
     ref = integrate(m, y0, t_end=t_end, rtol=1e-11, atol=1e-13, n_times=3)
     assert ref.success and np.max(np.abs(ref.states[-1] - y0)) > 0.5
     errs = []
-    etas = [4e-3, 2e-3, 1e-3]
+    etas = [8e-3, 4e-3, 2e-3]
     for eta in etas:
         gd = gradient_descent(m, y0, eta=eta, n_steps=int(round(t_end / eta)))
         assert gd.success and gd.t[-1] == pytest.approx(t_end)

@@ -14,6 +14,7 @@ that broke the contract, per callable.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
 
@@ -46,9 +47,18 @@ FUZZ_BUDGET = 2000
 MODEL = at.init_mt_attention(2, T, init_scale=0.1, seed=0)
 
 
-#: the generated (lambdified) one-head functions, made once: their entries fuzz the arguments of the callables
-GEN_MT = dv.generated_mt_functions(1, T)
-GEN_SMT = sd.generated_sigma_mt_functions(1, TS)
+#: the generated (lambdified) one-head functions, made once, when their entries first run (not when the module is
+#: collected: two sympy derivations, ~2.5 s in every pytest process): their entries fuzz the arguments of the callables
+@functools.cache
+def gen_mt():
+    return dv.generated_mt_functions(1, T)
+
+
+@functools.cache
+def gen_smt():
+    return sd.generated_sigma_mt_functions(1, TS)
+
+
 #: the symbolic derivations are fuzzed in `setting` (and `C`), not in `H`: every valid H (1..8) is a
 #: derivation of seconds to minutes; the checks of H are those of check_positive_int (tests of _validation)
 NOT_H = ("setting",)
@@ -172,7 +182,7 @@ ENTRIES = [
     E("generated_mt_functions", dv.generated_mt_functions, 2, fuzz=NOT_H, H=1, setting=T),
     E(
         "GeneratedMultitask.loss",
-        lambda omega, mu: GEN_MT.loss(omega, mu),
+        lambda omega, mu: gen_mt().loss(omega, mu),
         2,
         omega=[[0.2, -0.1]],
         mu=[[0.5, 0.4]],
@@ -197,7 +207,7 @@ ENTRIES = [
     ),
     E(
         "GeneratedSigmaTasks.loss",
-        lambda B, mu, Sigma: GEN_SMT.loss(B, mu, Sigma),
+        lambda B, mu, Sigma: gen_smt().loss(B, mu, Sigma),
         3,
         B=[np.eye(2) * 0.2],
         mu=[[0.5, 0.4]],
