@@ -335,6 +335,12 @@ class GramBlock:
     def __getitem__(self, sl) -> GramBlock:
         return GramBlock(self.r2[sl], self.diag[:, sl], self.off[:, sl], None if self.g is None else self.g[:, sl])
 
+    def astype64(self) -> GramBlock:
+        """The same numbers in float64 (the arrays themselves when they already are)."""
+        f = np.float64
+        g = None if self.g is None else self.g.astype(f, copy=False)
+        return GramBlock(self.r2, self.diag.astype(f, copy=False), self.off.astype(f, copy=False), g)
+
     @property
     def R(self) -> np.ndarray:
         """The Bartlett factors, upper triangular, shape (m, d, d)."""
@@ -463,26 +469,172 @@ def _dot_rows(a, b):
     return acc
 
 
+def _ridge_soa32(blk: GramBlock, lam):
+    r"""``h = (G + λI)⁻¹ e₁`` in the precision of the block (float32 here), lists of (m,) rows, and the flagged prompts.
+
+    The single-precision ridge kernel: the reverse Cholesky factorisation :math:`M = G + \lambda I = U U^\top`
+    (``U`` upper triangular, pivots from the last index down), so that :math:`U^{-1} e_1 = e_1 / U_{11}` and ``h``
+    comes out of one substitution, :math:`U^\top h = e_1 / U_{11}`. Returns ``(R, h, bad)``: the rows ``R[i][j]``
+    (``i <= j``) of the Bartlett factor, the rows of ``h``, and a boolean (m,) array of the prompts whose pivot
+    ratios :math:`\prod_j U_{jj}^2 / M_{jj}` (Hadamard's ratio ``det M / ∏ M_jj``, in ``(0, 1]``) fall below
+    ``2⁻⁶``, or are not finite: ill-conditioned ``M``, which :func:`gram_losses` evaluates again in float64.
+    """
+    d = blk.diag.shape[0]
+    R = [[None] * d for _ in range(d)]
+    k = 0
+    for i in range(d):
+        R[i][i] = blk.diag[i]
+        for j in range(i + 1, d):
+            R[i][j] = blk.off[k]
+            k += 1
+    lam = blk.diag.dtype.type(lam)
+    # M = RᵀR + λI, lower triangle: M[i][j] = Σ_{q<=j} R[q][i] R[q][j] (j <= i)
+    M = [[None] * d for _ in range(d)]
+    for i in range(d):
+        for j in range(i + 1):
+            acc = R[0][i] * R[0][j]
+            for q in range(1, j + 1):
+                acc += R[q][i] * R[q][j]
+            if i == j:
+                acc += lam
+            M[i][j] = acc
+    # reverse Cholesky M = U Uᵀ: U[i][j] (i < j), inv[j] = 1 / U_jj, from j = d-1 down
+    U = [[None] * d for _ in range(d)]
+    inv = [None] * d
+    det = mdiag = None
+    for j in range(d - 1, -1, -1):
+        piv = M[j][j]
+        if j < d - 1:
+            piv = piv - U[j][j + 1] * U[j][j + 1]
+            for q in range(j + 2, d):
+                piv -= U[j][q] * U[j][q]
+        det = piv if det is None else det * piv
+        mdiag = M[j][j] if mdiag is None else mdiag * M[j][j]
+        r = np.sqrt(piv)
+        inv[j] = np.reciprocal(r, out=r)
+        for i in range(j):
+            acc = M[j][i]
+            if j < d - 1:
+                acc = acc - U[i][j + 1] * U[j][j + 1]
+                for q in range(j + 2, d):
+                    acc -= U[i][q] * U[j][q]
+            U[i][j] = acc * inv[j]
+    # Uᵀ h = e₁ / U_00 (Uᵀ lower triangular)
+    h = [None] * d
+    h[0] = inv[0] * inv[0]
+    for i in range(1, d):
+        acc = U[0][i] * h[0]
+        for q in range(1, i):
+            acc += U[q][i] * h[q]
+        acc *= -inv[i]
+        h[i] = acc
+    mdiag *= mdiag.dtype.type(2.0**-6)
+    bad = ~(det >= mdiag)
+    return R, h, bad
+
+
+def _rows_dot(a, b):
+    """``Σ_i a[i] b[i]`` over lists (or first axes) of (m,) rows."""
+    acc = a[0] * b[0]
+    for i in range(1, len(a)):
+        acc += a[i] * b[i]
+    return acc
+
+
+def _ridge_losses32(blk: GramBlock, lam, *, d, sigma2, r2, r):
+    """Per-prompt ridge losses of a float32 Gram block (float64 (m,) array); see :func:`gram_losses`."""
+    f32 = np.float32
+    R, h, bad = _ridge_soa32(blk, lam)
+    if blk.g is None:
+        # r² λ²|h|²/d + σ²(1 + r²|Rh|²)
+        lh2 = _rows_dot(h, h)
+        lh2 *= f32(lam * lam / d)
+        Rh2 = None
+        for i in range(d):
+            acc = R[i][i] * h[i]
+            for j in range(i + 1, d):
+                acc += R[i][j] * h[j]
+            acc *= acc
+            if Rh2 is None:
+                Rh2 = acc
+            else:
+                Rh2 += acc
+        Rh2 *= f32(sigma2)
+        loss = (lh2 + Rh2).astype(np.float64)
+        loss *= r2
+        loss += sigma2
+    else:
+        # y_q − ŷ = r hᵀ(λβ − Rᵀu) + σ ε_q with β = g[:d]/√d, u = σ g[d:2d]
+        g = blk.g
+        lb = g[:d] * f32(lam / math.sqrt(d))
+        u = g[d : 2 * d] * f32(math.sqrt(sigma2))
+        t = None
+        for i in range(d):
+            w = lb[i] - R[0][i] * u[0]
+            for k in range(1, i + 1):
+                w -= R[k][i] * u[k]
+            w *= h[i]
+            if t is None:
+                t = w
+            else:
+                t += w
+        t *= r.astype(f32)
+        t += g[2 * d] * f32(math.sqrt(sigma2))
+        loss = t.astype(np.float64)
+        loss *= loss
+    if bad.any():  # ill-conditioned (or non-finite) prompts: the float64 kernel on the same numbers
+        rows = np.flatnonzero(bad)
+        sub = blk[rows].astype64()
+        out = np.empty((rows.size, 1))
+        gram_losses([("ridge", lam)], sub, d=d, sigma2=sigma2, out=out)
+        loss[rows] = out[:, 0]
+    return loss
+
+
+#: the single-precision ridge kernel serves ``2⁻⁶⁰ <= λ <= 2⁶⁰`` (float32 range with room); other λ use float64
+_LAM32 = (2.0**-60, 2.0**60)
+
+
 def gram_losses(specs, blk: GramBlock, *, d, sigma2, out, kernel="auto"):
-    """Per-prompt losses of Bayes ridge / ŷ = 0 on one Gram block (into ``out``, shape (m, P))."""
+    """Per-prompt losses of Bayes ridge / ŷ = 0 on one Gram block (into ``out``, shape (m, P)).
+
+    A float64 block (:func:`draw_gram`) is evaluated in float64. A float32 block (:func:`draw_gram32`,
+    ``precision="single"``) runs ridge in float32 (:func:`_ridge_soa32`, ``d <= SOA_MAX_D``,
+    ``2⁻⁶⁰ <= λ <= 2⁶⁰``), with its ill-conditioned prompts evaluated again in float64; otherwise
+    (and for ŷ = 0) in float64 on the same numbers.
+    """
+    single = blk.diag.dtype == np.float32
+    if single and (kernel == "lapack" or d > SOA_MAX_D):
+        return gram_losses(specs, blk.astype64(), d=d, sigma2=sigma2, out=out, kernel=kernel)
     r2, g = blk.r2, blk.g
     conditional = g is None
     sig = math.sqrt(sigma2)
     r = np.sqrt(r2)
     if not conditional:
-        beta = g[:d] * (1.0 / math.sqrt(d))
-        u = g[d : 2 * d] * sig
-        eps_q = g[2 * d] * sig
+        if single:
+            beta0 = g[0].astype(np.float64) * (1.0 / math.sqrt(d))
+            eps_q = g[2 * d].astype(np.float64) * sig
+        else:
+            beta = g[:d] * (1.0 / math.sqrt(d))
+            u = g[d : 2 * d] * sig
+            eps_q = g[2 * d] * sig
+            beta0 = beta[0]
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         for j, sp in enumerate(specs):
             if sp[0] == "zero":
                 if conditional:
                     out[:, j] = r2 / d + sigma2
                 else:
-                    e = r * beta[0] + eps_q
+                    e = r * beta0 + eps_q
                     out[:, j] = e * e
                 continue
             lam = sp[1]
+            if single:
+                if _LAM32[0] <= lam <= _LAM32[1]:
+                    out[:, j] = _ridge_losses32(blk, lam, d=d, sigma2=sigma2, r2=r2, r=r)
+                else:
+                    gram_losses([sp], blk.astype64(), d=d, sigma2=sigma2, out=out[:, j : j + 1], kernel=kernel)
+                continue
             h, Rh = ridge_h(blk, lam, kernel=kernel)
             lh = h * lam  # λh = e₁ − Gh stays O(1) however large λ is
             if conditional:
@@ -493,14 +645,19 @@ def gram_losses(specs, blk: GramBlock, *, d, sigma2, out, kernel="auto"):
     return out
 
 
-def draw_gram32(rng, m, *, d, L, conditional) -> GramBlock:
+def draw_gram32(rng, m, *, d, L, conditional, into=None) -> GramBlock:
     r"""One block of the Gram sampler's single-precision stream (``precision="single"``, stream version 3).
 
     The same statistics as :func:`draw_gram`. Draw order: ``r² ~ χ²_d`` (``2 Γ(d/2)``, m), the
     Bartlett diagonal :math:`R_{ii}^2 \sim \chi^2_{L-i}` (``2 Γ((L-i)/2)``, m per row,
     ``i = 0..d-1``), then one :func:`normals32` call of ``(d(d-1)/2 + 2d + 1) m`` normals (without
     the last ``(2d+1) m`` when ``conditional``): the strict upper triangle (row-major), then
-    β√d, u/σ, ε_q. The normals are float32 values, stored (and the ridge kernel run) in float64.
+    β√d, u/σ, ε_q. ``r2`` is stored in float64; the diagonal (rounded to float32) and the normals
+    in float32, for the float32 ridge kernel of :func:`gram_losses`.
+
+    ``into``: optional ``(r2, diag, z)`` arrays of shapes (m,), (d, m) and (rows, m) (views into
+    the columns of larger buffers, so that several blocks are evaluated together) to write the
+    block into instead of new arrays; then the block of those views is returned.
     """
     r2 = _chi2(rng, d, m)
     diag = np.empty((d, m))
@@ -510,5 +667,13 @@ def draw_gram32(rng, m, *, d, L, conditional) -> GramBlock:
     np.sqrt(diag, out=diag)
     n_off = d * (d - 1) // 2
     rows = n_off + (0 if conditional else 2 * d + 1)
-    z = normals32(rng, np.empty((rows, m), np.float32)).astype(np.float64)
+    z = normals32(rng, np.empty((rows, m), np.float32))
+    if into is None:
+        diag = diag.astype(np.float32)
+    else:
+        r2_o, diag_o, z_o = into
+        r2_o[...] = r2
+        diag_o[...] = diag
+        z_o[...] = z
+        r2, diag, z = r2_o, diag_o, z_o
     return GramBlock(r2, diag, z[:n_off], None if conditional else z[n_off:])
