@@ -212,11 +212,27 @@ def _head_exp(s, omega, out):
     """
     np.multiply(s, out.dtype.type(omega), out=out)
     np.exp(out, out=out)
+    return _head_rows(s, omega, out)
+
+
+def _head_exp_flipped(s, omega, z):
+    r""":func:`_head_exp` for ``ω`` when ``z`` holds the rows of ``-ω`` (overwritten): ``exp(ω s) = 1/exp(-ω s)``.
+
+    One pass instead of two (``exp`` is the costly one). A row of ``z`` that was max-shifted gives a
+    scaled row, which leaves the softmax unchanged; rows whose sum leaves the range are recomputed
+    max-shifted, as in :func:`_head_exp`. The single-precision path only (the double-precision stream
+    keeps its version-2 arithmetic).
+    """
+    np.reciprocal(z, out=z)
+    return _head_rows(s, omega, z)
+
+
+def _head_rows(s, omega, out):
+    """Row sums of ``out`` (``exp(ω s)`` per row, up to a per-row factor); out-of-range rows recomputed shifted."""
     Z = np.einsum("nl->n", out).astype(np.float64, copy=False)
     tiny, huge = (_TINY, _HUGE) if out.dtype == np.float64 else (_TINY32, _HUGE32)
-    bad = ~((Z > tiny) & (Z < huge))
-    if bad.any():
-        rows = np.flatnonzero(bad)
+    if not (Z.min() > tiny and Z.max() < huge):  # (NaN fails both) some rows out of range
+        rows = np.flatnonzero(~((Z > tiny) & (Z < huge)))
         zr = s[rows] * out.dtype.type(omega)
         zr -= zr.max(axis=1, keepdims=True)
         np.exp(zr, out=zr)
@@ -233,6 +249,7 @@ def stats_losses(specs, s, r2, y, yq, *, d, sigma2, out, work):
     """
     m, L = s.shape
     conditional = y is None
+    single = s.dtype == np.float32
     cache = {}
 
     def f64(a):  # per-prompt scalars are combined in float64 whatever the precision of s, y
@@ -261,7 +278,7 @@ def stats_losses(specs, s, r2, y, yq, *, d, sigma2, out, work):
     if any(sp[0] == "heads" for sp in specs) and (
         not work or work[0].shape[0] < m or work[0].shape[1] != L or work[0].dtype != s.dtype
     ):
-        work[:] = [np.empty((m, L), s.dtype), np.empty((m, L), s.dtype)]  # exp(ω s) of one head, the weights w
+        work[:] = [np.empty((m, L), s.dtype) for _ in range(3)]  # exp(ω s) of one head, the weights w, scratch
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         for j, sp in enumerate(specs):
             kind = sp[0]
@@ -285,20 +302,27 @@ def stats_losses(specs, s, r2, y, yq, *, d, sigma2, out, work):
                         out[:, j] = e * e
             else:  # softmax heads
                 omegas, mus = sp[1], sp[2]
+                z = None
                 if conditional:
                     w = work[1][:m]
                     for h, (o, mu) in enumerate(zip(omegas, mus)):
-                        z, Z = _head_exp(s, o, work[0][:m])
-                        z *= (mu / Z).astype(s.dtype)[:, None]
-                        if h == 0:
-                            w[...] = z
+                        if single and h > 0 and o == -omegas[h - 1] and o != 0:  # the pair ω, -ω: one exp
+                            z, Z = _head_exp_flipped(s, o, z)
                         else:
-                            w += z
+                            z, Z = _head_exp(s, o, work[0][:m])
+                        c = (mu / Z).astype(s.dtype)[:, None]
+                        if h == 0:
+                            np.multiply(z, c, out=w)
+                        else:
+                            w += np.multiply(z, c, out=work[2][:m])
                     out[:, j] = cond(dot(w, s), dot(w, w))
                 else:
                     pred = np.zeros(m)
-                    for o, mu in zip(omegas, mus):
-                        z, Z = _head_exp(s, o, work[0][:m])
+                    for h, (o, mu) in enumerate(zip(omegas, mus)):
+                        if single and h > 0 and o == -omegas[h - 1] and o != 0:
+                            z, Z = _head_exp_flipped(s, o, z)
+                        else:
+                            z, Z = _head_exp(s, o, work[0][:m])
                         pred += mu * dot(z, y) / Z
                     e = yq - pred
                     out[:, j] = e * e
