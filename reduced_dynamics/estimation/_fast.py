@@ -157,8 +157,8 @@ def _chi2(rng, k, m) -> np.ndarray:
     return g
 
 
-def draw_stats32(rng, s, y, yq, r2, *, d, sigma2, conditional, normals=None) -> None:
-    """The single-precision statistics stream: fill ``s``, ``y`` (float32, (m, L)), ``yq``, ``r2`` (float64, (m,)).
+def draw_stats32(rng, s, y, yq, r2, *, d, sigma2, conditional, normals=None, y_scale=None) -> None:
+    r"""The single-precision statistics stream: fill ``s``, ``y`` (float32, (m, L)), ``yq``, ``r2`` (float64, (m,)).
 
     Same statistics as ``sample_prompts(..., stats_only=True)`` (module docstring of
     :mod:`reduced_dynamics.estimation.prompts`). Draw order (the stream contract of
@@ -169,6 +169,12 @@ def draw_stats32(rng, s, y, yq, r2, *, d, sigma2, conditional, normals=None) -> 
 
     ``normals``: optional float32 work buffer of at least ``2 m L + 2 m`` entries (``s`` and
     ``y`` may be views of it, as :func:`stats_buffers` makes them).
+
+    ``y_scale``: optional float64 (m,) array. Given, ``y`` is left unscaled,
+    :math:`y_l / c = \text{noise}_l + (\beta_1 / c) a_l` with
+    :math:`c = \sqrt{|\beta_\perp|^2 + \sigma^2}` written to ``y_scale`` (one pass over the
+    (m, L) block less; :func:`stats_losses` takes the factor into its per-prompt sums), unless some
+    ``c`` is 0 (``σ² = 0``, ``d = 1``): then ``y`` is scaled and ``y_scale`` is 1.
     """
     m, L = s.shape
     r2[...] = _chi2(rng, d, m)
@@ -183,8 +189,15 @@ def draw_stats32(rng, s, y, yq, r2, *, d, sigma2, conditional, normals=None) -> 
         a, noise = g[:nm].reshape(m, L), g[nm : 2 * nm].reshape(m, L)
         beta1 = g[2 * nm : 2 * nm + m].astype(np.float64)
         beta1 *= 1.0 / math.sqrt(d)
-        np.multiply(noise, np.sqrt(bperp2 + sigma2).astype(np.float32)[:, None], out=y)
-        y += beta1.astype(np.float32)[:, None] * a
+        c = np.sqrt(bperp2 + sigma2)
+        if y_scale is None or not c.min() > 0:  # (c = 0 only without noise, d = 1: y = β₁ a, scaled)
+            np.multiply(noise, c.astype(np.float32)[:, None], out=y)
+            y += beta1.astype(np.float32)[:, None] * a
+            if y_scale is not None:
+                y_scale[...] = 1.0
+        else:
+            y_scale[...] = c
+            np.add(noise, (beta1 / c).astype(np.float32)[:, None] * a, out=y)
         if s.__array_interface__["data"][0] != a.__array_interface__["data"][0]:  # s is not the buffer's head
             np.copyto(s, a)
         yq[...] = beta1 * np.sqrt(r2) + math.sqrt(sigma2) * g[2 * nm + m :].astype(np.float64)
@@ -255,11 +268,13 @@ def _head_rows(s, omega, out):
     return out, Z
 
 
-def stats_losses(specs, s, r2, y, yq, *, d, sigma2, out, work):
+def stats_losses(specs, s, r2, y, yq, *, d, sigma2, out, work, y_scale=None):
     """Per-prompt losses of the fused predictors ``specs`` on one block (into ``out``, shape (m, P)).
 
     ``y``/``yq`` None means conditional (Rao–Blackwellised) losses. ``work`` is a list of
-    scratch arrays (allocated on first use and reused).
+    scratch arrays (allocated on first use and reused). ``y_scale`` (float64, (m,)): the labels
+    are ``y_scale[:, None] * y`` (:func:`draw_stats32`); every use of ``y`` is a sum over the
+    context, which takes the factor.
     """
     m, L = s.shape
     conditional = y is None
@@ -272,6 +287,12 @@ def stats_losses(specs, s, r2, y, yq, *, d, sigma2, out, work):
     def dot(a, b):
         return f64(np.einsum("nl,nl->n", a, b))
 
+    def ydot(a):  # Σ_l a_l y_l
+        v = dot(a, y)
+        if y_scale is not None:
+            v *= y_scale
+        return v
+
     def get(key):
         if key not in cache:
             if key == "S1":
@@ -279,9 +300,12 @@ def stats_losses(specs, s, r2, y, yq, *, d, sigma2, out, work):
             elif key == "S2":
                 cache[key] = dot(s, s)
             elif key == "Sy":
-                cache[key] = dot(s, y)
+                cache[key] = ydot(s)
             elif key == "Y1":
-                cache[key] = f64(np.einsum("nl->n", y))
+                v = f64(np.einsum("nl->n", y))
+                if y_scale is not None:
+                    v *= y_scale
+                cache[key] = v
         return cache[key]
 
     c_perp = (d - 1) / d + sigma2
@@ -337,7 +361,7 @@ def stats_losses(specs, s, r2, y, yq, *, d, sigma2, out, work):
                             z, Z = _head_exp_flipped(s, o, z)
                         else:
                             z, Z = _head_exp(s, o, work[0][:m])
-                        pred += mu * dot(z, y) / Z
+                        pred += mu * ydot(z) / Z
                     e = yq - pred
                     out[:, j] = e * e
     return out

@@ -776,6 +776,7 @@ def _fast_loop(sampler, specs, moments, n, B, n_blocks, seed, setting, condition
             s, y = np.empty((B, L)), None if conditional else np.empty((B, L))
         r2 = np.empty(B)
         yq = None if conditional else np.empty(B)
+        y_scale = np.empty(B) if (single and not conditional) else None  # y drawn unscaled (draw_stats32)
         work = []
     for i in range(n_blocks):
         mb = min(B, n - i * B)
@@ -787,7 +788,18 @@ def _fast_loop(sampler, specs, moments, n, B, n_blocks, seed, setting, condition
                 nm = mb * L
                 bs = g[:nm].reshape(mb, L)
                 by = None if conditional else g[nm : 2 * nm].reshape(mb, L)
-                draw_stats32(rng, bs, by, byq, br2, d=d, sigma2=sigma2, conditional=conditional, normals=g)
+                draw_stats32(
+                    rng,
+                    bs,
+                    by,
+                    byq,
+                    br2,
+                    d=d,
+                    sigma2=sigma2,
+                    conditional=conditional,
+                    normals=g,
+                    y_scale=None if y_scale is None else y_scale[:mb],
+                )
             else:
                 bs, by = s[:mb], None if conditional else y[:mb]
                 _draw_stats_into(rng, bs, by, byq, br2, d=d, sigma2=sigma2, covariates_only=conditional)
@@ -803,6 +815,7 @@ def _fast_loop(sampler, specs, moments, n, B, n_blocks, seed, setting, condition
                     sigma2=sigma2,
                     out=out[sl],
                     work=work,
+                    y_scale=None if y_scale is None else y_scale[sl],
                 )
         else:
             blk = draw_gram(rng, mb, d=d, L=L, conditional=conditional)
