@@ -148,11 +148,14 @@ def normals32(rng, out) -> np.ndarray:
     return out
 
 
-def _chi2(rng, k, m) -> np.ndarray:
-    """``m`` χ²_k variates (``2 Γ(k/2)``; zeros for ``k = 0``)."""
+def _chi2(rng, k, m, out=None) -> np.ndarray:
+    """``m`` χ²_k variates (``2 Γ(k/2)``; zeros for ``k = 0``), into ``out`` (contiguous float64) if given."""
     if k <= 0:
-        return np.zeros(m)
-    g = rng.standard_gamma(k / 2.0, size=m)
+        if out is None:
+            return np.zeros(m)
+        out[...] = 0.0
+        return out
+    g = rng.standard_gamma(k / 2.0, size=m, out=out)
     g *= 2.0
     return g
 
@@ -177,7 +180,11 @@ def draw_stats32(rng, s, y, yq, r2, *, d, sigma2, conditional, normals=None, y_s
     ``c`` is 0 (``σ² = 0``, ``d = 1``): then ``y`` is scaled and ``y_scale`` is 1.
     """
     m, L = s.shape
-    r2[...] = _chi2(rng, d, m)
+    if r2.flags.c_contiguous:
+        _chi2(rng, d, m, out=r2)
+    else:
+        r2[...] = _chi2(rng, d, m)
+    r = np.sqrt(r2)
     if conditional:
         normals32(rng, s)
     else:
@@ -200,8 +207,8 @@ def draw_stats32(rng, s, y, yq, r2, *, d, sigma2, conditional, normals=None, y_s
             np.add(noise, (beta1 / c).astype(np.float32)[:, None] * a, out=y)
         if s.__array_interface__["data"][0] != a.__array_interface__["data"][0]:  # s is not the buffer's head
             np.copyto(s, a)
-        yq[...] = beta1 * np.sqrt(r2) + math.sqrt(sigma2) * g[2 * nm + m :].astype(np.float64)
-    s *= np.sqrt(r2).astype(np.float32)[:, None]
+        yq[...] = beta1 * r + math.sqrt(sigma2) * g[2 * nm + m :].astype(np.float64)
+    s *= r.astype(np.float32)[:, None]
 
 
 def stats_buffers(B, L):
@@ -330,14 +337,14 @@ def stats_losses(specs, s, r2, y, yq, *, d, sigma2, out, work, y_scale=None):
                         out[:, j] = cond(c * S2, c * c * S2)
                     else:
                         e = yq - c * get("Sy")
-                        out[:, j] = e * e
+                        np.multiply(e, e, out=out[:, j])
                 else:
                     if conditional:
                         Sc = get("S2") - get("S1") ** 2 / L
                         out[:, j] = cond(c * Sc, c * c * Sc)
                     else:
                         e = yq - c * (get("Sy") - get("S1") * get("Y1") / L)
-                        out[:, j] = e * e
+                        np.multiply(e, e, out=out[:, j])
             else:  # softmax heads
                 omegas, mus = sp[1], sp[2]
                 z = None
@@ -363,7 +370,7 @@ def stats_losses(specs, s, r2, y, yq, *, d, sigma2, out, work, y_scale=None):
                             z, Z = _head_exp(s, o, work[0][:m])
                         pred += mu * ydot(z) / Z
                     e = yq - pred
-                    out[:, j] = e * e
+                    np.multiply(e, e, out=out[:, j])
     return out
 
 
@@ -688,7 +695,7 @@ def gram_losses(specs, blk: GramBlock, *, d, sigma2, out, kernel="auto"):
                     out[:, j] = r2 / d + sigma2
                 else:
                     e = r * beta0 + eps_q
-                    out[:, j] = e * e
+                    np.multiply(e, e, out=out[:, j])
                 continue
             lam = sp[1]
             if single:
@@ -724,7 +731,7 @@ def draw_gram32(rng, m, *, d, L, conditional, into=None) -> GramBlock:
     r2 = _chi2(rng, d, m)
     diag = np.empty((d, m))
     for i in range(d):
-        diag[i] = rng.standard_gamma((L - i) / 2.0, size=m)
+        rng.standard_gamma((L - i) / 2.0, out=diag[i])
     diag *= 2.0
     np.sqrt(diag, out=diag)
     n_off = d * (d - 1) // 2
