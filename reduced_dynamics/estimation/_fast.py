@@ -728,21 +728,20 @@ def draw_gram32(rng, m, *, d, L, conditional, into=None) -> GramBlock:
     the columns of larger buffers, so that several blocks are evaluated together) to write the
     block into instead of new arrays; then the block of those views is returned.
     """
-    r2 = _chi2(rng, d, m)
+    if into is None:
+        r2, diag32 = np.empty(m), np.empty((d, m), np.float32)
+    else:
+        r2, diag32, z_o = into
+    _chi2(rng, d, m, out=r2)
     diag = np.empty((d, m))
     for i in range(d):
         rng.standard_gamma((L - i) / 2.0, out=diag[i])
     diag *= 2.0
-    np.sqrt(diag, out=diag)
+    np.sqrt(diag, out=diag32, casting="same_kind")  # the float64 root, rounded to float32
     n_off = d * (d - 1) // 2
     rows = n_off + (0 if conditional else 2 * d + 1)
     z = normals32(rng, np.empty((rows, m), np.float32))
-    if into is None:
-        diag = diag.astype(np.float32)
-    else:
-        r2_o, diag_o, z_o = into
-        r2_o[...] = r2
-        diag_o[...] = diag
+    if into is not None:
         z_o[...] = z
-        r2, diag, z = r2_o, diag_o, z_o
-    return GramBlock(r2, diag, z[:n_off], None if conditional else z[n_off:])
+        z = z_o
+    return GramBlock(r2, diag32, z[:n_off], None if conditional else z[n_off:])
