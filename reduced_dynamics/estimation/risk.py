@@ -581,10 +581,12 @@ def estimate_risks(
     precision : {"auto", "double", "single"}, default "auto"
         ``"single"`` draws the normals of the ``"stats"`` and ``"gram"`` samplers as float32
         Box–Muller normals from raw SFC64 words (``reduced_dynamics.estimation._fast.normals32``;
-        its own stream, tails cut at 5.65 σ) and evaluates the package's predictors on the
-        statistics sampler in float32, combining the per-prompt sums in float64 (the ridge
-        kernel of the ``"gram"`` sampler stays float64); about 2× faster at d = 5, L = 40
-        (``benchmarks/bench_risk.py``). ``"double"``: float64 ziggurat normals (the stream of
+        its own stream, tails cut at 5.65 σ) and evaluates the package's predictors in float32,
+        combining the per-prompt sums in float64: on the statistics sampler, and Bayes ridge on
+        the ``"gram"`` sampler (an unrolled float32 Cholesky kernel for ``d <= 8``; prompts whose
+        ``G + λI`` has Hadamard ratio ``det / ∏ diag < 2⁻⁶`` are evaluated again in float64,
+        and so is every prompt for ``λ`` outside ``[2⁻⁶⁰, 2⁶⁰]``); about 2.5× faster at
+        d = 5, L = 40 (``benchmarks/bench_risk.py``). ``"double"``: float64 ziggurat normals (the stream of
         ``backend="numba"``). ``"auto"``: ``"single"`` where it exists (the package's predictor
         classes on the ``"stats"`` or ``"gram"`` sampler, numpy backend), else ``"double"``;
         ``RiskResult.precision`` records the choice. The rounding
@@ -822,7 +824,10 @@ def _fast_loop(sampler, specs, moments, n, B, n_blocks, seed, setting, condition
             for a in range(0, mb, max_prompts):
                 sl = slice(a, min(a + max_prompts, mb))
                 gram_losses(specs, blk if mb <= max_prompts else blk[sl], d=d, sigma2=sigma2, out=out[sl])
-        moments.add_columns(out_t[:, :mb])
+        if single:
+            moments.add_columns(out_t[:, :mb])
+        else:  # the double-precision streams keep their version-2 numbers bit for bit
+            moments.add(np.ascontiguousarray(out_t[:, :mb].T))
 
 
 #: blocks of the single-precision Gram stream evaluated together (each drawn from its own stream, merged in
