@@ -660,8 +660,8 @@ def _ridge_losses32(blk: GramBlock, lam, *, d, sigma2, r2, r):
     return loss
 
 
-#: the single-precision ridge kernel serves ``2⁻⁶⁰ <= λ <= 2⁶⁰`` (float32 range with room); other λ use float64
-_LAM32 = (2.0**-60, 2.0**60)
+#: the single-precision ridge kernel serves ``2⁻²⁰ <= λ <= 2²⁰`` (λ²|h|² and |h|² stay normal float32 numbers); other λ use float64
+_LAM32 = (2.0**-20, 2.0**20)
 
 
 def gram_losses(specs, blk: GramBlock, *, d, sigma2, out, kernel="auto"):
@@ -669,7 +669,7 @@ def gram_losses(specs, blk: GramBlock, *, d, sigma2, out, kernel="auto"):
 
     A float64 block (:func:`draw_gram`) is evaluated in float64. A float32 block (:func:`draw_gram32`,
     ``precision="single"``) runs ridge in float32 (:func:`_ridge_soa32`, ``d <= SOA_MAX_D``,
-    ``2⁻⁶⁰ <= λ <= 2⁶⁰``), with its ill-conditioned prompts evaluated again in float64; otherwise
+    ``2⁻²⁰ <= λ <= 2²⁰``), with its ill-conditioned prompts evaluated again in float64; otherwise
     (and for ŷ = 0) in float64 on the same numbers.
     """
     single = blk.diag.dtype == np.float32

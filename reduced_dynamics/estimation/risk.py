@@ -585,7 +585,7 @@ def estimate_risks(
         combining the per-prompt sums in float64: on the statistics sampler, and Bayes ridge on
         the ``"gram"`` sampler (an unrolled float32 Cholesky kernel for ``d <= 8``; prompts whose
         ``G + λI`` has Hadamard ratio ``det / ∏ diag < 2⁻⁶`` are evaluated again in float64,
-        and so is every prompt for ``λ`` outside ``[2⁻⁶⁰, 2⁶⁰]``); about 2.5× faster at
+        and so is every prompt for ``λ`` outside ``[2⁻²⁰, 2²⁰]``); about 2.5× faster at
         d = 5, L = 40 (``benchmarks/bench_risk.py``). ``"double"``: float64 ziggurat normals (the stream of
         ``backend="numba"``). ``"auto"``: ``"single"`` where it exists (the package's predictor
         classes on the ``"stats"`` or ``"gram"`` sampler, numpy backend), else ``"double"``;

@@ -438,3 +438,14 @@ def test_single_precision_pair_of_opposite_heads_matches_float64(conditional, om
     tol = 2e-5 if omega < 1 else 2e-4
     assert np.max(np.abs(a - b)) / b.mean() < tol
     assert abs(a.mean() - b.mean()) < 1e-3 * b.std() / math.sqrt(m)
+
+
+@pytest.mark.parametrize("lam", [1e-7, 3e6])
+def test_float32_gram_block_outside_the_kernels_lambda_range_is_evaluated_in_float64(lam):
+    """λ outside [2⁻²⁰, 2²⁰] (λ²|h|² or |h|² would leave float32's normal range): the float64 kernel."""
+    m = 3000
+    blk = _fast.draw_gram32(np.random.default_rng(13), m, d=D, L=L, conditional=True)
+    setting0 = dict(d=D, sigma2=0.0)  # no noise: the loss is r²λ²|h|²/d alone
+    got = _fast.gram_losses([("ridge", lam)], blk, out=np.empty((m, 1)), **setting0)[:, 0]
+    ref = _ridge_losses_by_lapack(blk, lam, D, 0.0)
+    np.testing.assert_allclose(got, ref, rtol=1e-9)
