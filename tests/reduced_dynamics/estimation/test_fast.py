@@ -5,7 +5,10 @@
 * ridge on the Gram sampler against the Rao–Blackwellised full-covariate reference;
 * the unrolled ridge kernel against batched LAPACK on the same block;
 * the single-precision stream: Box–Muller normals (moments, KS), float32 vs float64 arithmetic on
-  identical normals, and the exact GD / debiased-GD risks (proofs_check.closed_forms.gd_risk) within 3 SE.
+  identical normals, and the exact GD / debiased-GD risks (proofs_check.closed_forms.gd_risk) within 3 SE;
+* the single-precision kernels: the float32 ridge kernel against a float64 LAPACK solve of the same block
+  (with its float64 fallback for ill-conditioned prompts and λ outside its range), the heads ω, −ω
+  (reciprocal rows) against float64.
 """
 
 from __future__ import annotations
