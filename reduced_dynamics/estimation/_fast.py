@@ -587,7 +587,9 @@ def _ridge_soa32(blk: GramBlock, lam):
                 acc = acc - U[i][j + 1] * U[j][j + 1]
                 for q in range(j + 2, d):
                     acc -= U[i][q] * U[j][q]
-            U[i][j] = acc * inv[j]
+            U[i][j] = np.multiply(acc, inv[j], out=acc)
+            M[j][i] = None  # freed as used: the next arrays reuse cache-hot memory
+        M[j][j] = None
     # Uᵀ h = e₁ / U_00 (Uᵀ lower triangular)
     h = [None] * d
     h[0] = inv[0] * inv[0]
@@ -595,10 +597,10 @@ def _ridge_soa32(blk: GramBlock, lam):
         acc = U[0][i] * h[0]
         for q in range(1, i):
             acc += U[q][i] * h[q]
+            U[q][i] = None
         acc *= -inv[i]
         h[i] = acc
-    mdiag *= mdiag.dtype.type(2.0**-6)
-    bad = ~(det >= mdiag)
+    bad = ~(det >= mdiag * mdiag.dtype.type(2.0**-6))
     return R, h, bad
 
 

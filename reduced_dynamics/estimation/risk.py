@@ -832,7 +832,7 @@ def _fast_loop(sampler, specs, moments, n, B, n_blocks, seed, setting, condition
 
 #: blocks of the single-precision Gram stream evaluated together (each drawn from its own stream, merged in
 #: block order): the unrolled float32 ridge kernel makes a few hundred numpy calls per evaluation
-GRAM32_GROUP = 4
+GRAM32_GROUP = 8
 
 
 def _gram32_loop(specs, moments, n, B, n_blocks, seed, setting, conditional, max_prompts) -> None:
