@@ -74,6 +74,7 @@ from reduced_dynamics.estimation.predictors import (
 #: a row of ``exp(ω s_l)`` whose sum leaves ``[_TINY, _HUGE]`` is recomputed max-shifted (float32: ``_TINY32``...)
 _TINY, _HUGE = 1e-280, 1e280
 _TINY32, _HUGE32 = 1e-30, 1e30
+_LOG2E = 1.0 / math.log(2.0)
 
 
 # ------------------------------------------------------------------ specs
@@ -147,17 +148,20 @@ def normals32(rng, out) -> np.ndarray:
     return out
 
 
-def _chi2(rng, k, m) -> np.ndarray:
-    """``m`` χ²_k variates (``2 Γ(k/2)``; zeros for ``k = 0``)."""
+def _chi2(rng, k, m, out=None) -> np.ndarray:
+    """``m`` χ²_k variates (``2 Γ(k/2)``; zeros for ``k = 0``), into ``out`` (contiguous float64) if given."""
     if k <= 0:
-        return np.zeros(m)
-    g = rng.standard_gamma(k / 2.0, size=m)
+        if out is None:
+            return np.zeros(m)
+        out[...] = 0.0
+        return out
+    g = rng.standard_gamma(k / 2.0, size=m, out=out)
     g *= 2.0
     return g
 
 
-def draw_stats32(rng, s, y, yq, r2, *, d, sigma2, conditional, normals=None) -> None:
-    """The single-precision statistics stream: fill ``s``, ``y`` (float32, (m, L)), ``yq``, ``r2`` (float64, (m,)).
+def draw_stats32(rng, s, y, yq, r2, *, d, sigma2, conditional, normals=None, y_scale=None) -> None:
+    r"""The single-precision statistics stream: fill ``s``, ``y`` (float32, (m, L)), ``yq``, ``r2`` (float64, (m,)).
 
     Same statistics as ``sample_prompts(..., stats_only=True)`` (module docstring of
     :mod:`reduced_dynamics.estimation.prompts`). Draw order (the stream contract of
@@ -168,9 +172,19 @@ def draw_stats32(rng, s, y, yq, r2, *, d, sigma2, conditional, normals=None) -> 
 
     ``normals``: optional float32 work buffer of at least ``2 m L + 2 m`` entries (``s`` and
     ``y`` may be views of it, as :func:`stats_buffers` makes them).
+
+    ``y_scale``: optional float64 (m,) array. Given, ``y`` is left unscaled,
+    :math:`y_l / c = \text{noise}_l + (\beta_1 / c) a_l` with
+    :math:`c = \sqrt{|\beta_\perp|^2 + \sigma^2}` written to ``y_scale`` (one pass over the
+    (m, L) block less; :func:`stats_losses` takes the factor into its per-prompt sums), unless some
+    ``c`` is 0 (``σ² = 0``, ``d = 1``): then ``y`` is scaled and ``y_scale`` is 1.
     """
     m, L = s.shape
-    r2[...] = _chi2(rng, d, m)
+    if r2.flags.c_contiguous:
+        _chi2(rng, d, m, out=r2)
+    else:
+        r2[...] = _chi2(rng, d, m)
+    r = np.sqrt(r2)
     if conditional:
         normals32(rng, s)
     else:
@@ -182,12 +196,19 @@ def draw_stats32(rng, s, y, yq, r2, *, d, sigma2, conditional, normals=None) -> 
         a, noise = g[:nm].reshape(m, L), g[nm : 2 * nm].reshape(m, L)
         beta1 = g[2 * nm : 2 * nm + m].astype(np.float64)
         beta1 *= 1.0 / math.sqrt(d)
-        np.multiply(noise, np.sqrt(bperp2 + sigma2).astype(np.float32)[:, None], out=y)
-        y += beta1.astype(np.float32)[:, None] * a
+        c = np.sqrt(bperp2 + sigma2)
+        if y_scale is None or not c.min() > 0:  # (c = 0 only without noise, d = 1: y = β₁ a, scaled)
+            np.multiply(noise, c.astype(np.float32)[:, None], out=y)
+            y += beta1.astype(np.float32)[:, None] * a
+            if y_scale is not None:
+                y_scale[...] = 1.0
+        else:
+            y_scale[...] = c
+            np.add(noise, (beta1 / c).astype(np.float32)[:, None] * a, out=y)
         if s.__array_interface__["data"][0] != a.__array_interface__["data"][0]:  # s is not the buffer's head
             np.copyto(s, a)
-        yq[...] = beta1 * np.sqrt(r2) + math.sqrt(sigma2) * g[2 * nm + m :].astype(np.float64)
-    s *= np.sqrt(r2).astype(np.float32)[:, None]
+        yq[...] = beta1 * r + math.sqrt(sigma2) * g[2 * nm + m :].astype(np.float64)
+    s *= r.astype(np.float32)[:, None]
 
 
 def stats_buffers(B, L):
@@ -207,16 +228,45 @@ def _head_exp(s, omega, out):
     r"""``exp(ω s)`` per row and its row sums; rows where that is out of range are max-shifted.
 
     A row is recomputed with the shift :math:`\omega \max_l s_l` (or ``min`` for ω < 0)
-    when its unshifted sum is not in ``[1e-280, 1e280]``; the decision is per prompt, so the
-    result does not depend on how a block is sliced. The softmax is the same either way.
+    when its unshifted sum is not in ``[1e-280, 1e280]`` (float32: ``[1e-30, 1e30]``); the decision
+    is per prompt, so the result does not depend on how a block is sliced. The softmax is the same
+    either way. In float32 (``precision="single"``) the rows are ``2^{(ω \log_2 e) s}``
+    (``np.exp2``, half the cost of ``np.exp`` here; the same accuracy: the exponent's rounding costs
+    ``|ω s|·6e-8`` either way).
     """
-    np.multiply(s, out.dtype.type(omega), out=out)
-    np.exp(out, out=out)
+    _scaled_exp(s, omega, out)
+    return _head_rows(s, omega, out)
+
+
+def _scaled_exp(s, omega, out):
+    """``out = exp(ω s)``: float64 ``np.exp``; float32 ``np.exp2`` of ``(ω log₂e) s``."""
+    if out.dtype == np.float32:
+        np.multiply(s, np.float32(omega * _LOG2E), out=out)
+        np.exp2(out, out=out)
+    else:
+        np.multiply(s, omega, out=out)
+        np.exp(out, out=out)
+    return out
+
+
+def _head_exp_flipped(s, omega, z):
+    r""":func:`_head_exp` for ``ω`` when ``z`` holds the rows of ``-ω`` (overwritten): ``exp(ω s) = 1/exp(-ω s)``.
+
+    One pass instead of two. A row of ``z`` that was max-shifted gives a scaled row, which leaves the
+    softmax unchanged; rows whose sum leaves the range are recomputed max-shifted, as in
+    :func:`_head_exp`. The single-precision path only (the double-precision stream keeps its
+    version-2 arithmetic).
+    """
+    np.reciprocal(z, out=z)
+    return _head_rows(s, omega, z)
+
+
+def _head_rows(s, omega, out):
+    """Row sums of ``out`` (``exp(ω s)`` per row, up to a per-row factor); out-of-range rows recomputed shifted."""
     Z = np.einsum("nl->n", out).astype(np.float64, copy=False)
     tiny, huge = (_TINY, _HUGE) if out.dtype == np.float64 else (_TINY32, _HUGE32)
-    bad = ~((Z > tiny) & (Z < huge))
-    if bad.any():
-        rows = np.flatnonzero(bad)
+    if not (Z.min() > tiny and Z.max() < huge):  # (NaN fails both) some rows out of range
+        rows = np.flatnonzero(~((Z > tiny) & (Z < huge)))
         zr = s[rows] * out.dtype.type(omega)
         zr -= zr.max(axis=1, keepdims=True)
         np.exp(zr, out=zr)
@@ -225,14 +275,17 @@ def _head_exp(s, omega, out):
     return out, Z
 
 
-def stats_losses(specs, s, r2, y, yq, *, d, sigma2, out, work):
+def stats_losses(specs, s, r2, y, yq, *, d, sigma2, out, work, y_scale=None):
     """Per-prompt losses of the fused predictors ``specs`` on one block (into ``out``, shape (m, P)).
 
     ``y``/``yq`` None means conditional (Rao–Blackwellised) losses. ``work`` is a list of
-    scratch arrays (allocated on first use and reused).
+    scratch arrays (allocated on first use and reused). ``y_scale`` (float64, (m,)): the labels
+    are ``y_scale[:, None] * y`` (:func:`draw_stats32`); every use of ``y`` is a sum over the
+    context, which takes the factor.
     """
     m, L = s.shape
     conditional = y is None
+    single = s.dtype == np.float32
     cache = {}
 
     def f64(a):  # per-prompt scalars are combined in float64 whatever the precision of s, y
@@ -241,6 +294,12 @@ def stats_losses(specs, s, r2, y, yq, *, d, sigma2, out, work):
     def dot(a, b):
         return f64(np.einsum("nl,nl->n", a, b))
 
+    def ydot(a):  # Σ_l a_l y_l
+        v = dot(a, y)
+        if y_scale is not None:
+            v *= y_scale
+        return v
+
     def get(key):
         if key not in cache:
             if key == "S1":
@@ -248,9 +307,12 @@ def stats_losses(specs, s, r2, y, yq, *, d, sigma2, out, work):
             elif key == "S2":
                 cache[key] = dot(s, s)
             elif key == "Sy":
-                cache[key] = dot(s, y)
+                cache[key] = ydot(s)
             elif key == "Y1":
-                cache[key] = f64(np.einsum("nl->n", y))
+                v = f64(np.einsum("nl->n", y))
+                if y_scale is not None:
+                    v *= y_scale
+                cache[key] = v
         return cache[key]
 
     c_perp = (d - 1) / d + sigma2
@@ -261,7 +323,7 @@ def stats_losses(specs, s, r2, y, yq, *, d, sigma2, out, work):
     if any(sp[0] == "heads" for sp in specs) and (
         not work or work[0].shape[0] < m or work[0].shape[1] != L or work[0].dtype != s.dtype
     ):
-        work[:] = [np.empty((m, L), s.dtype), np.empty((m, L), s.dtype)]  # exp(ω s) of one head, the weights w
+        work[:] = [np.empty((m, L), s.dtype) for _ in range(3)]  # exp(ω s) of one head, the weights w, scratch
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         for j, sp in enumerate(specs):
             kind = sp[0]
@@ -275,33 +337,40 @@ def stats_losses(specs, s, r2, y, yq, *, d, sigma2, out, work):
                         out[:, j] = cond(c * S2, c * c * S2)
                     else:
                         e = yq - c * get("Sy")
-                        out[:, j] = e * e
+                        np.multiply(e, e, out=out[:, j])
                 else:
                     if conditional:
                         Sc = get("S2") - get("S1") ** 2 / L
                         out[:, j] = cond(c * Sc, c * c * Sc)
                     else:
                         e = yq - c * (get("Sy") - get("S1") * get("Y1") / L)
-                        out[:, j] = e * e
+                        np.multiply(e, e, out=out[:, j])
             else:  # softmax heads
                 omegas, mus = sp[1], sp[2]
+                z = None
                 if conditional:
                     w = work[1][:m]
                     for h, (o, mu) in enumerate(zip(omegas, mus)):
-                        z, Z = _head_exp(s, o, work[0][:m])
-                        z *= (mu / Z).astype(s.dtype)[:, None]
-                        if h == 0:
-                            w[...] = z
+                        if single and h > 0 and o == -omegas[h - 1] and o != 0:  # the pair ω, -ω: one exp
+                            z, Z = _head_exp_flipped(s, o, z)
                         else:
-                            w += z
+                            z, Z = _head_exp(s, o, work[0][:m])
+                        c = (mu / Z).astype(s.dtype)[:, None]
+                        if h == 0:
+                            np.multiply(z, c, out=w)
+                        else:
+                            w += np.multiply(z, c, out=work[2][:m])
                     out[:, j] = cond(dot(w, s), dot(w, w))
                 else:
                     pred = np.zeros(m)
-                    for o, mu in zip(omegas, mus):
-                        z, Z = _head_exp(s, o, work[0][:m])
-                        pred += mu * dot(z, y) / Z
+                    for h, (o, mu) in enumerate(zip(omegas, mus)):
+                        if single and h > 0 and o == -omegas[h - 1] and o != 0:
+                            z, Z = _head_exp_flipped(s, o, z)
+                        else:
+                            z, Z = _head_exp(s, o, work[0][:m])
+                        pred += mu * ydot(z) / Z
                     e = yq - pred
-                    out[:, j] = e * e
+                    np.multiply(e, e, out=out[:, j])
     return out
 
 
@@ -334,6 +403,12 @@ class GramBlock:
 
     def __getitem__(self, sl) -> GramBlock:
         return GramBlock(self.r2[sl], self.diag[:, sl], self.off[:, sl], None if self.g is None else self.g[:, sl])
+
+    def astype64(self) -> GramBlock:
+        """The same numbers in float64 (the arrays themselves when they already are)."""
+        f = np.float64
+        g = None if self.g is None else self.g.astype(f, copy=False)
+        return GramBlock(self.r2, self.diag.astype(f, copy=False), self.off.astype(f, copy=False), g)
 
     @property
     def R(self) -> np.ndarray:
@@ -463,26 +538,174 @@ def _dot_rows(a, b):
     return acc
 
 
+def _ridge_soa32(blk: GramBlock, lam):
+    r"""``h = (G + λI)⁻¹ e₁`` in the precision of the block (float32 here), lists of (m,) rows, and the flagged prompts.
+
+    The single-precision ridge kernel: the reverse Cholesky factorisation :math:`M = G + \lambda I = U U^\top`
+    (``U`` upper triangular, pivots from the last index down), so that :math:`U^{-1} e_1 = e_1 / U_{11}` and ``h``
+    comes out of one substitution, :math:`U^\top h = e_1 / U_{11}`. Returns ``(R, h, bad)``: the rows ``R[i][j]``
+    (``i <= j``) of the Bartlett factor, the rows of ``h``, and a boolean (m,) array of the prompts whose pivot
+    ratios :math:`\prod_j U_{jj}^2 / M_{jj}` (Hadamard's ratio ``det M / ∏ M_jj``, in ``(0, 1]``) fall below
+    ``2⁻⁶``, or are not finite: ill-conditioned ``M``, which :func:`gram_losses` evaluates again in float64.
+    """
+    d = blk.diag.shape[0]
+    R = [[None] * d for _ in range(d)]
+    k = 0
+    for i in range(d):
+        R[i][i] = blk.diag[i]
+        for j in range(i + 1, d):
+            R[i][j] = blk.off[k]
+            k += 1
+    lam = blk.diag.dtype.type(lam)
+    # M = RᵀR + λI, lower triangle: M[i][j] = Σ_{q<=j} R[q][i] R[q][j] (j <= i)
+    M = [[None] * d for _ in range(d)]
+    for i in range(d):
+        for j in range(i + 1):
+            acc = R[0][i] * R[0][j]
+            for q in range(1, j + 1):
+                acc += R[q][i] * R[q][j]
+            if i == j:
+                acc += lam
+            M[i][j] = acc
+    # reverse Cholesky M = U Uᵀ: U[i][j] (i < j), inv[j] = 1 / U_jj, from j = d-1 down
+    U = [[None] * d for _ in range(d)]
+    inv = [None] * d
+    det = mdiag = None
+    for j in range(d - 1, -1, -1):
+        piv = M[j][j]
+        if j < d - 1:
+            piv = piv - U[j][j + 1] * U[j][j + 1]
+            for q in range(j + 2, d):
+                piv -= U[j][q] * U[j][q]
+        det = piv if det is None else det * piv
+        mdiag = M[j][j] if mdiag is None else mdiag * M[j][j]
+        r = np.sqrt(piv)
+        inv[j] = np.reciprocal(r, out=r)
+        for i in range(j):
+            acc = M[j][i]
+            if j < d - 1:
+                acc = acc - U[i][j + 1] * U[j][j + 1]
+                for q in range(j + 2, d):
+                    acc -= U[i][q] * U[j][q]
+            U[i][j] = np.multiply(acc, inv[j], out=acc)
+            M[j][i] = None  # freed as used: the next arrays reuse cache-hot memory
+        M[j][j] = None
+    # Uᵀ h = e₁ / U_00 (Uᵀ lower triangular)
+    h = [None] * d
+    h[0] = inv[0] * inv[0]
+    for i in range(1, d):
+        acc = U[0][i] * h[0]
+        for q in range(1, i):
+            acc += U[q][i] * h[q]
+            U[q][i] = None
+        acc *= -inv[i]
+        h[i] = acc
+    bad = ~(det >= mdiag * mdiag.dtype.type(2.0**-6))
+    return R, h, bad
+
+
+def _rows_dot(a, b):
+    """``Σ_i a[i] b[i]`` over lists (or first axes) of (m,) rows."""
+    acc = a[0] * b[0]
+    for i in range(1, len(a)):
+        acc += a[i] * b[i]
+    return acc
+
+
+def _ridge_losses32(blk: GramBlock, lam, *, d, sigma2, r2, r):
+    """Per-prompt ridge losses of a float32 Gram block (float64 (m,) array); see :func:`gram_losses`."""
+    f32 = np.float32
+    R, h, bad = _ridge_soa32(blk, lam)
+    if blk.g is None:
+        # r² λ²|h|²/d + σ²(1 + r²|Rh|²)
+        lh2 = _rows_dot(h, h)
+        lh2 *= f32(lam * lam / d)
+        Rh2 = None
+        for i in range(d):
+            acc = R[i][i] * h[i]
+            for j in range(i + 1, d):
+                acc += R[i][j] * h[j]
+            acc *= acc
+            if Rh2 is None:
+                Rh2 = acc
+            else:
+                Rh2 += acc
+        Rh2 *= f32(sigma2)
+        loss = (lh2 + Rh2).astype(np.float64)
+        loss *= r2
+        loss += sigma2
+    else:
+        # y_q − ŷ = r hᵀ(λβ − Rᵀu) + σ ε_q with β = g[:d]/√d, u = σ g[d:2d]
+        g = blk.g
+        lb = g[:d] * f32(lam / math.sqrt(d))
+        u = g[d : 2 * d] * f32(math.sqrt(sigma2))
+        t = None
+        for i in range(d):
+            w = lb[i] - R[0][i] * u[0]
+            for k in range(1, i + 1):
+                w -= R[k][i] * u[k]
+            w *= h[i]
+            if t is None:
+                t = w
+            else:
+                t += w
+        t *= r.astype(f32)
+        t += g[2 * d] * f32(math.sqrt(sigma2))
+        loss = t.astype(np.float64)
+        loss *= loss
+    if bad.any():  # ill-conditioned (or non-finite) prompts: the float64 kernel on the same numbers
+        rows = np.flatnonzero(bad)
+        sub = blk[rows].astype64()
+        out = np.empty((rows.size, 1))
+        gram_losses([("ridge", lam)], sub, d=d, sigma2=sigma2, out=out)
+        loss[rows] = out[:, 0]
+    return loss
+
+
+#: the single-precision ridge kernel serves ``2⁻²⁰ <= λ <= 2²⁰`` (λ²|h|² and |h|² stay normal float32 numbers); other λ use float64
+_LAM32 = (2.0**-20, 2.0**20)
+
+
 def gram_losses(specs, blk: GramBlock, *, d, sigma2, out, kernel="auto"):
-    """Per-prompt losses of Bayes ridge / ŷ = 0 on one Gram block (into ``out``, shape (m, P))."""
+    """Per-prompt losses of Bayes ridge / ŷ = 0 on one Gram block (into ``out``, shape (m, P)).
+
+    A float64 block (:func:`draw_gram`) is evaluated in float64. A float32 block (:func:`draw_gram32`,
+    ``precision="single"``) runs ridge in float32 (:func:`_ridge_soa32`, ``d <= SOA_MAX_D``,
+    ``2⁻²⁰ <= λ <= 2²⁰``), with its ill-conditioned prompts evaluated again in float64; otherwise
+    (and for ŷ = 0) in float64 on the same numbers.
+    """
+    single = blk.diag.dtype == np.float32
+    if single and (kernel == "lapack" or d > SOA_MAX_D):
+        return gram_losses(specs, blk.astype64(), d=d, sigma2=sigma2, out=out, kernel=kernel)
     r2, g = blk.r2, blk.g
     conditional = g is None
     sig = math.sqrt(sigma2)
     r = np.sqrt(r2)
     if not conditional:
-        beta = g[:d] * (1.0 / math.sqrt(d))
-        u = g[d : 2 * d] * sig
-        eps_q = g[2 * d] * sig
+        if single:
+            beta0 = g[0].astype(np.float64) * (1.0 / math.sqrt(d))
+            eps_q = g[2 * d].astype(np.float64) * sig
+        else:
+            beta = g[:d] * (1.0 / math.sqrt(d))
+            u = g[d : 2 * d] * sig
+            eps_q = g[2 * d] * sig
+            beta0 = beta[0]
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         for j, sp in enumerate(specs):
             if sp[0] == "zero":
                 if conditional:
                     out[:, j] = r2 / d + sigma2
                 else:
-                    e = r * beta[0] + eps_q
-                    out[:, j] = e * e
+                    e = r * beta0 + eps_q
+                    np.multiply(e, e, out=out[:, j])
                 continue
             lam = sp[1]
+            if single:
+                if _LAM32[0] <= lam <= _LAM32[1]:
+                    out[:, j] = _ridge_losses32(blk, lam, d=d, sigma2=sigma2, r2=r2, r=r)
+                else:
+                    gram_losses([sp], blk.astype64(), d=d, sigma2=sigma2, out=out[:, j : j + 1], kernel=kernel)
+                continue
             h, Rh = ridge_h(blk, lam, kernel=kernel)
             lh = h * lam  # λh = e₁ − Gh stays O(1) however large λ is
             if conditional:
@@ -493,22 +716,34 @@ def gram_losses(specs, blk: GramBlock, *, d, sigma2, out, kernel="auto"):
     return out
 
 
-def draw_gram32(rng, m, *, d, L, conditional) -> GramBlock:
+def draw_gram32(rng, m, *, d, L, conditional, into=None) -> GramBlock:
     r"""One block of the Gram sampler's single-precision stream (``precision="single"``, stream version 3).
 
     The same statistics as :func:`draw_gram`. Draw order: ``r² ~ χ²_d`` (``2 Γ(d/2)``, m), the
     Bartlett diagonal :math:`R_{ii}^2 \sim \chi^2_{L-i}` (``2 Γ((L-i)/2)``, m per row,
     ``i = 0..d-1``), then one :func:`normals32` call of ``(d(d-1)/2 + 2d + 1) m`` normals (without
     the last ``(2d+1) m`` when ``conditional``): the strict upper triangle (row-major), then
-    β√d, u/σ, ε_q. The normals are float32 values, stored (and the ridge kernel run) in float64.
+    β√d, u/σ, ε_q. ``r2`` is stored in float64; the diagonal (rounded to float32) and the normals
+    in float32, for the float32 ridge kernel of :func:`gram_losses`.
+
+    ``into``: optional ``(r2, diag, z)`` arrays of shapes (m,), (d, m) and (rows, m) (views into
+    the columns of larger buffers, so that several blocks are evaluated together) to write the
+    block into instead of new arrays; then the block of those views is returned.
     """
-    r2 = _chi2(rng, d, m)
+    if into is None:
+        r2, diag32 = np.empty(m), np.empty((d, m), np.float32)
+    else:
+        r2, diag32, z_o = into
+    _chi2(rng, d, m, out=r2)
     diag = np.empty((d, m))
     for i in range(d):
-        diag[i] = rng.standard_gamma((L - i) / 2.0, size=m)
+        rng.standard_gamma((L - i) / 2.0, out=diag[i])
     diag *= 2.0
-    np.sqrt(diag, out=diag)
+    np.sqrt(diag, out=diag32, casting="same_kind")  # the float64 root, rounded to float32
     n_off = d * (d - 1) // 2
     rows = n_off + (0 if conditional else 2 * d + 1)
-    z = normals32(rng, np.empty((rows, m), np.float32)).astype(np.float64)
-    return GramBlock(r2, diag, z[:n_off], None if conditional else z[n_off:])
+    z = normals32(rng, np.empty((rows, m), np.float32))
+    if into is not None:
+        z_o[...] = z
+        z = z_o
+    return GramBlock(r2, diag32, z[:n_off], None if conditional else z[n_off:])

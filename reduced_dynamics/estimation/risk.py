@@ -61,6 +61,7 @@ import numpy as np
 from reduced_dynamics._results import FrozenResult
 from reduced_dynamics._validation import check_finite_float, check_positive_int
 from reduced_dynamics.estimation._fast import (
+    GramBlock,
     draw_gram,
     draw_gram32,
     draw_stats32,
@@ -463,7 +464,20 @@ class _Moments:
             return
         bmean = blk.mean(axis=0)
         c = blk - bmean
-        bM2 = np.einsum("ip,iq->pq", c, c)
+        self._merge(mb, bmean, np.einsum("ip,iq->pq", c, c))
+
+    def add_columns(self, blk_t) -> None:
+        """Merge the columns of ``blk_t`` (shape ``(P, m)``, one row per predictor): :meth:`add` of
+        ``blk_t.T`` up to rounding (pairwise row sums and a BLAS product; several times faster)."""
+        mb = blk_t.shape[1]
+        if mb == 0:
+            return
+        bmean = blk_t.sum(axis=1)
+        bmean /= mb
+        c = blk_t - bmean[:, None]
+        self._merge(mb, bmean, c @ c.T)
+
+    def _merge(self, mb, bmean, bM2) -> None:
         new = self.count + mb
         delta = bmean - self.mean
         self.mean = self.mean + delta * (mb / new)
@@ -567,10 +581,12 @@ def estimate_risks(
     precision : {"auto", "double", "single"}, default "auto"
         ``"single"`` draws the normals of the ``"stats"`` and ``"gram"`` samplers as float32
         Box–Muller normals from raw SFC64 words (``reduced_dynamics.estimation._fast.normals32``;
-        its own stream, tails cut at 5.65 σ) and evaluates the package's predictors on the
-        statistics sampler in float32, combining the per-prompt sums in float64 (the ridge
-        kernel of the ``"gram"`` sampler stays float64); about 2× faster at d = 5, L = 40
-        (``benchmarks/bench_risk.py``). ``"double"``: float64 ziggurat normals (the stream of
+        its own stream, tails cut at 5.65 σ) and evaluates the package's predictors in float32,
+        combining the per-prompt sums in float64: on the statistics sampler, and Bayes ridge on
+        the ``"gram"`` sampler (an unrolled float32 Cholesky kernel for ``d <= 8``; prompts whose
+        ``G + λI`` has Hadamard ratio ``det / ∏ diag < 2⁻⁶`` are evaluated again in float64,
+        and so is every prompt for ``λ`` outside ``[2⁻²⁰, 2²⁰]``); about 2.5× faster at
+        d = 5, L = 40 (``benchmarks/bench_risk.py``). ``"double"``: float64 ziggurat normals (the stream of
         ``backend="numba"``). ``"auto"``: ``"single"`` where it exists (the package's predictor
         classes on the ``"stats"`` or ``"gram"`` sampler, numpy backend), else ``"double"``;
         ``RiskResult.precision`` records the choice. The rounding
@@ -751,8 +767,10 @@ def _estimate_risks(
 def _fast_loop(sampler, specs, moments, n, B, n_blocks, seed, setting, conditional, max_prompts, precision) -> None:
     """The fused path: draw block ``i`` from its own stream, evaluate it in slices, merge it (in block order)."""
     d, L, sigma2 = setting.d, setting.L, float(setting.sigma2)
-    out = np.empty((B, len(specs)))
+    out_t = np.empty((len(specs), B))  # one row per predictor: the kernels write contiguous rows
     single = precision == "single"
+    if single and sampler == "gram":
+        return _gram32_loop(specs, moments, n, B, n_blocks, seed, setting, conditional, max_prompts)
     if sampler == "stats":
         if single:  # s and y are views of the normals buffer: the context normals are drawn in place
             g = stats_buffers(B, L)
@@ -760,17 +778,30 @@ def _fast_loop(sampler, specs, moments, n, B, n_blocks, seed, setting, condition
             s, y = np.empty((B, L)), None if conditional else np.empty((B, L))
         r2 = np.empty(B)
         yq = None if conditional else np.empty(B)
+        y_scale = np.empty(B) if (single and not conditional) else None  # y drawn unscaled (draw_stats32)
         work = []
     for i in range(n_blocks):
         mb = min(B, n - i * B)
         rng = _block_rng(seed, i)
+        out = out_t[:, :mb].T
         if sampler == "stats":
             br2, byq = r2[:mb], None if conditional else yq[:mb]
             if single:
                 nm = mb * L
                 bs = g[:nm].reshape(mb, L)
                 by = None if conditional else g[nm : 2 * nm].reshape(mb, L)
-                draw_stats32(rng, bs, by, byq, br2, d=d, sigma2=sigma2, conditional=conditional, normals=g)
+                draw_stats32(
+                    rng,
+                    bs,
+                    by,
+                    byq,
+                    br2,
+                    d=d,
+                    sigma2=sigma2,
+                    conditional=conditional,
+                    normals=g,
+                    y_scale=None if y_scale is None else y_scale[:mb],
+                )
             else:
                 bs, by = s[:mb], None if conditional else y[:mb]
                 _draw_stats_into(rng, bs, by, byq, br2, d=d, sigma2=sigma2, covariates_only=conditional)
@@ -786,13 +817,56 @@ def _fast_loop(sampler, specs, moments, n, B, n_blocks, seed, setting, condition
                     sigma2=sigma2,
                     out=out[sl],
                     work=work,
+                    y_scale=None if y_scale is None else y_scale[sl],
                 )
         else:
-            blk = (draw_gram32 if single else draw_gram)(rng, mb, d=d, L=L, conditional=conditional)
+            blk = draw_gram(rng, mb, d=d, L=L, conditional=conditional)
             for a in range(0, mb, max_prompts):
                 sl = slice(a, min(a + max_prompts, mb))
                 gram_losses(specs, blk if mb <= max_prompts else blk[sl], d=d, sigma2=sigma2, out=out[sl])
-        moments.add(out[:mb])
+        if single:
+            moments.add_columns(out_t[:, :mb])
+        else:  # the double-precision streams keep their version-2 numbers bit for bit
+            moments.add(np.ascontiguousarray(out_t[:, :mb].T))
+
+
+#: blocks of the single-precision Gram stream evaluated together (each drawn from its own stream, merged in
+#: block order): the unrolled float32 ridge kernel makes a few hundred numpy calls per evaluation
+GRAM32_GROUP = 8
+
+
+def _gram32_loop(specs, moments, n, B, n_blocks, seed, setting, conditional, max_prompts) -> None:
+    """:func:`_fast_loop` of the single-precision Gram sampler: up to :data:`GRAM32_GROUP` blocks per evaluation.
+
+    The per-prompt losses do not depend on the grouping (the kernel is elementwise in the prompts), so the
+    result is that of one block at a time, bit for bit.
+    """
+    d, L, sigma2 = setting.d, setting.L, float(setting.sigma2)
+    k = max(1, min(GRAM32_GROUP, max_prompts // B, n_blocks))
+    n_off = d * (d - 1) // 2
+    rows = n_off + (0 if conditional else 2 * d + 1)
+    cap = k * B
+    r2, diag, z = np.empty(cap), np.empty((d, cap), np.float32), np.empty((rows, cap), np.float32)
+    out_t = np.empty((len(specs), cap))
+    for i0 in range(0, n_blocks, k):
+        sizes = []
+        off = 0
+        for i in range(i0, min(i0 + k, n_blocks)):
+            mb = min(B, n - i * B)
+            cols = slice(off, off + mb)
+            into = (r2[cols], diag[:, cols], z[:, cols])
+            draw_gram32(_block_rng(seed, i), mb, d=d, L=L, conditional=conditional, into=into)
+            sizes.append(mb)
+            off += mb
+        blk = GramBlock(r2[:off], diag[:, :off], z[:n_off, :off], None if conditional else z[n_off:, :off])
+        out = out_t[:, :off].T
+        for a in range(0, off, max_prompts):
+            sl = slice(a, min(a + max_prompts, off))
+            gram_losses(specs, blk if off <= max_prompts else blk[sl], d=d, sigma2=sigma2, out=out[sl])
+        off = 0
+        for mb in sizes:  # merged block by block, in block order
+            moments.add_columns(out_t[:, off : off + mb])
+            off += mb
 
 
 def _numba_loop(mod, sampler, specs, moments, n, B, n_blocks, seed, setting, conditional) -> None:

@@ -5,7 +5,10 @@
 * ridge on the Gram sampler against the Rao–Blackwellised full-covariate reference;
 * the unrolled ridge kernel against batched LAPACK on the same block;
 * the single-precision stream: Box–Muller normals (moments, KS), float32 vs float64 arithmetic on
-  identical normals, and the exact GD / debiased-GD risks (proofs_check.closed_forms.gd_risk) within 3 SE.
+  identical normals, and the exact GD / debiased-GD risks (proofs_check.closed_forms.gd_risk) within 3 SE;
+* the single-precision kernels: the float32 ridge kernel against a float64 LAPACK solve of the same block
+  (with its float64 fallback for ill-conditioned prompts and λ outside its range), the heads ω, −ω
+  (reciprocal rows) against float64.
 """
 
 from __future__ import annotations
@@ -369,3 +372,83 @@ def test_default_ridge_agrees_with_the_double_stream_within_monte_carlo_error(co
     a = estimate_risks([BayesRidge()], SETTING, seed=40, **kw)["bayes_ridge"]
     b = estimate_risks([BayesRidge()], SETTING, seed=41, precision="double", **kw)["bayes_ridge"]
     assert abs(a.risk - b.risk) < 3 * math.hypot(a.stderr, b.stderr)
+
+
+# ------------------------------------------------------------------ single-precision kernels (float32 ridge, ±ω heads)
+
+
+def _ridge_losses_by_lapack(blk, lam, d, sigma2):
+    """Per-prompt ridge losses of a Gram block in float64 by np.linalg.solve on G + λI (independent of _fast's kernels)."""
+    b = blk.astype64()
+    R = b.R
+    G = np.matmul(np.swapaxes(R, 1, 2), R)
+    m = G.shape[0]
+    h = np.linalg.solve(G + lam * np.eye(d), np.broadcast_to(np.eye(d)[:, :1], (m, d, 1)))[..., 0]
+    Rh = np.einsum("nij,nj->ni", R, h)
+    if b.g is None:
+        return b.r2 * lam**2 * (h * h).sum(1) / d + sigma2 * (1 + b.r2 * (Rh * Rh).sum(1))
+    g = b.g.T
+    beta, u, eps_q = g[:, :d] / math.sqrt(d), g[:, d : 2 * d] * math.sqrt(sigma2), g[:, 2 * d] * math.sqrt(sigma2)
+    e = np.sqrt(b.r2) * (lam * (h * beta).sum(1) - (Rh * u).sum(1)) + eps_q
+    return e * e
+
+
+@pytest.mark.parametrize("conditional", [False, True])
+@pytest.mark.parametrize(
+    "L_, lam, plain_tol, cond_tol",
+    [
+        (L, SIGMA2 * D, 2e-5, 1e-6),  # the paper's point: M well conditioned, nothing recomputed
+        (D, 1e-4, 1e-3, 1e-4),  # L = d, tiny λ: many prompts ill-conditioned, recomputed in float64
+    ],
+)
+def test_float32_ridge_kernel_matches_a_float64_solve_on_the_same_numbers(conditional, L_, lam, plain_tol, cond_tol):
+    """The float32 ridge kernel of the default stream against LAPACK in float64 on the same drawn block.
+
+    Plain losses (y_q − ŷ)² can be ~0, so their change is measured against the risk; conditional losses are
+    bounded below by σ², so against themselves. The flagged (ill-conditioned) prompts take the float64 kernel.
+    """
+    m = 20_000
+    blk = _fast.draw_gram32(np.random.default_rng(11), m, d=D, L=L_, conditional=conditional)
+    assert blk.diag.dtype == np.float32
+    got = _fast.gram_losses([("ridge", lam)], blk, d=D, sigma2=SIGMA2, out=np.empty((m, 1)))[:, 0]
+    ref = _ridge_losses_by_lapack(blk, lam, D, SIGMA2)
+    flagged = _fast._ridge_soa32(blk, lam)[2].mean()
+    assert (flagged > 0.1) if L_ == D else (flagged == 0.0), flagged
+    if conditional:
+        assert np.max(np.abs(got - ref) / ref) < cond_tol
+    else:
+        assert np.max(np.abs(got - ref)) < plain_tol * ref.mean()
+    assert abs(got.mean() - ref.mean()) < 1e-3 * ref.std() / math.sqrt(m)
+
+
+@pytest.mark.parametrize("conditional", [False, True])
+@pytest.mark.parametrize("omega", [0.1, 0.4, 300.0])  # 300: rows beyond exp's range, max-shifted
+def test_single_precision_pair_of_opposite_heads_matches_float64(conditional, omega):
+    """Heads ω, −ω (the manifold's two-head points): float32 takes exp(−ω s) as 1/exp(ω s); float64 computes both."""
+    m = 4096
+    s32, y32 = np.empty((m, L), np.float32), np.empty((m, L), np.float32)
+    yq, r2 = np.empty(m), np.empty(m)
+    _fast.draw_stats32(np.random.default_rng(12), s32, y32, yq, r2, d=D, sigma2=SIGMA2, conditional=False)
+    specs = [_fast.stats_spec(MultiHead((omega, -omega), (1.3, -0.7)))]
+    args = (None, None) if conditional else (y32, yq)
+    args64 = (None, None) if conditional else (y32.astype(np.float64), yq)
+    a = _fast.stats_losses(specs, s32, r2, *args, d=D, sigma2=SIGMA2, out=np.empty((m, 1)), work=[])
+    b = _fast.stats_losses(
+        specs, s32.astype(np.float64), r2, *args64, d=D, sigma2=SIGMA2, out=np.empty((m, 1)), work=[]
+    )
+    assert np.all(np.isfinite(a))
+    # as test_float32_arithmetic_matches_float64_on_identical_normals: exp loses |ω s|·6e-8 in float32
+    tol = 2e-5 if omega < 1 else 2e-4
+    assert np.max(np.abs(a - b)) / b.mean() < tol
+    assert abs(a.mean() - b.mean()) < 1e-3 * b.std() / math.sqrt(m)
+
+
+@pytest.mark.parametrize("lam", [1e-7, 3e6])
+def test_float32_gram_block_outside_the_kernels_lambda_range_is_evaluated_in_float64(lam):
+    """λ outside [2⁻²⁰, 2²⁰] (λ²|h|² or |h|² would leave float32's normal range): the float64 kernel."""
+    m = 3000
+    blk = _fast.draw_gram32(np.random.default_rng(13), m, d=D, L=L, conditional=True)
+    setting0 = dict(d=D, sigma2=0.0)  # no noise: the loss is r²λ²|h|²/d alone
+    got = _fast.gram_losses([("ridge", lam)], blk, out=np.empty((m, 1)), **setting0)[:, 0]
+    ref = _ridge_losses_by_lapack(blk, lam, D, 0.0)
+    np.testing.assert_allclose(got, ref, rtol=1e-9)
