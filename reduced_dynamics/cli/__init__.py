@@ -225,7 +225,7 @@ BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"
 
 
 def one_blas_thread_by_default() -> bool:
-    """Before numpy is loaded, and when the user set none of :data:`BLAS_THREAD_VARS`: ``OPENBLAS_NUM_THREADS=1``
+    """Before numpy is loaded, and when the user set none of ``BLAS_THREAD_VARS``: ``OPENBLAS_NUM_THREADS=1``
     (and the others) for this process. Returns whether it did.
 
     Every command's work is many small problems (batched 4 × 4 solves, d × d Gram products, (B, L, d) matmuls),
@@ -248,7 +248,7 @@ def main(argv=None) -> int:
     (one line on stderr naming the flag), 3 when a run fails numerically
     (``train`` diverged), 130 on Ctrl-C. Run as the command (``argv`` None), it limits the BLAS
     libraries to one thread unless the environment sets their thread counts
-    (:func:`one_blas_thread_by_default`).
+    (``one_blas_thread_by_default``).
     """
     if argv is None:
         one_blas_thread_by_default()
