@@ -169,6 +169,25 @@ def quick_figure(tmp_path_factory):
     return get
 
 
+@pytest.fixture(scope="session")
+def quick_figure_data(quick_figure):
+    """``quick_figure_data(name, data_function) -> dict``: the arrays of ``name``'s quick ``.npz`` (what the plot
+    draws), from :func:`quick_figure`; first checks that the registry makes that figure with ``data_function``
+    in the paper's setting (d = 5, L = 40, σ² = 0.1), so a test of ``data_function`` reads its own output."""
+
+    def get(name: str, data_function):
+        from reduced_dynamics.figures._base import load_data
+        from reduced_dynamics.figures.registry import FIGURES
+        from reduced_dynamics.setting import Setting
+
+        assert FIGURES[name].data_function is data_function
+        assert FIGURES[name].quick_setting == Setting(d=5, L=40, sigma2=0.1)
+        folder, _ = quick_figure(name)
+        return load_data(folder / f"{name}.npz")
+
+    return get
+
+
 # ------------------------------------------------------------------------------------------------------
 # The fast lane: `make test-fast` runs `pytest -m "not slow"`
 # ------------------------------------------------------------------------------------------------------

@@ -444,8 +444,10 @@ def draw_gram(rng, m, *, d, L, conditional) -> GramBlock:
     return GramBlock(r2, diag, off, g)
 
 
-def _ridge_soa(blk: GramBlock, lam):
-    """``h = (G + λI)⁻¹ e₁`` and ``R h`` by an unrolled Cholesky, vectorised over prompts: lists of (m,) rows."""
+def _bartlett_rows(blk: GramBlock, lam):
+    """The rows ``R[i][j]`` (``i <= j``, each (m,)) of the block's Bartlett factor and the lower triangle
+    ``M[i][j]`` (``j <= i``) of ``M = RᵀR + λI`` (``lam`` added as given: a float, or a number of the block's
+    dtype), for the unrolled ridge kernels."""
     d = blk.diag.shape[0]
     R = [[None] * d for _ in range(d)]
     k = 0
@@ -454,7 +456,7 @@ def _ridge_soa(blk: GramBlock, lam):
         for j in range(i + 1, d):
             R[i][j] = blk.off[k]
             k += 1
-    # M = RᵀR + λI, lower triangle: M[i][j] = Σ_{k<=j} R[k][i] R[k][j] (j <= i)
+    # M[i][j] = Σ_{q<=j} R[q][i] R[q][j] (j <= i)
     M = [[None] * d for _ in range(d)]
     for i in range(d):
         for j in range(i + 1):
@@ -464,6 +466,13 @@ def _ridge_soa(blk: GramBlock, lam):
             if i == j:
                 acc += lam
             M[i][j] = acc
+    return R, M
+
+
+def _ridge_soa(blk: GramBlock, lam):
+    """``h = (G + λI)⁻¹ e₁`` and ``R h`` by an unrolled Cholesky, vectorised over prompts: lists of (m,) rows."""
+    d = blk.diag.shape[0]
+    R, M = _bartlett_rows(blk, lam)
     # Cholesky M = C Cᵀ (C lower)
     C = [[None] * d for _ in range(d)]
     inv_diag = [None] * d
@@ -549,24 +558,7 @@ def _ridge_soa32(blk: GramBlock, lam):
     ``2⁻⁶``, or are not finite: ill-conditioned ``M``, which :func:`gram_losses` evaluates again in float64.
     """
     d = blk.diag.shape[0]
-    R = [[None] * d for _ in range(d)]
-    k = 0
-    for i in range(d):
-        R[i][i] = blk.diag[i]
-        for j in range(i + 1, d):
-            R[i][j] = blk.off[k]
-            k += 1
-    lam = blk.diag.dtype.type(lam)
-    # M = RᵀR + λI, lower triangle: M[i][j] = Σ_{q<=j} R[q][i] R[q][j] (j <= i)
-    M = [[None] * d for _ in range(d)]
-    for i in range(d):
-        for j in range(i + 1):
-            acc = R[0][i] * R[0][j]
-            for q in range(1, j + 1):
-                acc += R[q][i] * R[q][j]
-            if i == j:
-                acc += lam
-            M[i][j] = acc
+    R, M = _bartlett_rows(blk, blk.diag.dtype.type(lam))
     # reverse Cholesky M = U Uᵀ: U[i][j] (i < j), inv[j] = 1 / U_jj, from j = d-1 down
     U = [[None] * d for _ in range(d)]
     inv = [None] * d

@@ -17,17 +17,11 @@ from reduced_dynamics.precond.metrics import scale_free_distance
 
 
 @pytest.fixture(scope="module")
-def data(quick_figure):
+def data(quick_figure_data):
     """``precond_flow_data(Setting(d=5, L=40, sigma2=0.1), quick=True, seed=0)``, made once per
     session by the ``quick_figure`` fixture (tests/conftest.py; shared with tests/test_golden.py) and read back
     from its ``.npz`` (what the plot draws)."""
-    from reduced_dynamics.figures._base import load_data
-    from reduced_dynamics.figures.registry import FIGURES
-
-    assert FIGURES["precond_flow"].data_function is precond_flow_data
-    assert FIGURES["precond_flow"].quick_setting == Setting(d=5, L=40, sigma2=0.1)
-    folder, _ = quick_figure("precond_flow")
-    return load_data(folder / "precond_flow.npz")
+    return quick_figure_data("precond_flow", precond_flow_data)
 
 
 def test_end_states_sit_at_the_derived_limit(data):

@@ -12,17 +12,11 @@ from reduced_dynamics.precond.exact import optimal_dpgd
 
 
 @pytest.fixture(scope="module")
-def data(quick_figure):
+def data(quick_figure_data):
     """``precond_risk_data(Setting(d=5, L=40, sigma2=0.1), quick=True, seed=0)``, made once per
     session by the ``quick_figure`` fixture (tests/conftest.py; shared with tests/test_golden.py) and read back
     from its ``.npz`` (what the plot draws)."""
-    from reduced_dynamics.figures._base import load_data
-    from reduced_dynamics.figures.registry import FIGURES
-
-    assert FIGURES["precond_risk"].data_function is precond_risk_data
-    assert FIGURES["precond_risk"].quick_setting == Setting(d=5, L=40, sigma2=0.1)
-    folder, _ = quick_figure("precond_risk")
-    return load_data(folder / "precond_risk.npz")
+    return quick_figure_data("precond_risk", precond_risk_data)
 
 
 def test_monte_carlo_points_within_3_se_of_the_exact_curves(data):

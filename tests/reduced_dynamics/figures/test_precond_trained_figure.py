@@ -8,21 +8,14 @@ import numpy as np
 import pytest
 
 from reduced_dynamics.figures import precond_trained as fig_mod
-from reduced_dynamics.setting import PAPER_SETTING
 
 
 @pytest.fixture(scope="module")
-def quick(quick_figure):
+def quick(quick_figure_data):
     """``precond_trained_data(PAPER_SETTING, quick=True, seed=0)``, made once per
     session by the ``quick_figure`` fixture (tests/conftest.py; shared with tests/test_golden.py) and read back
     from its ``.npz`` (what the plot draws)."""
-    from reduced_dynamics.figures._base import load_data
-    from reduced_dynamics.figures.registry import FIGURES
-
-    assert FIGURES["precond_trained"].data_function is fig_mod.precond_trained_data
-    assert FIGURES["precond_trained"].quick_setting == PAPER_SETTING
-    folder, _ = quick_figure("precond_trained")
-    return load_data(folder / "precond_trained.npz")
+    return quick_figure_data("precond_trained", fig_mod.precond_trained_data)
 
 
 def test_exact_curves(quick):
