@@ -684,7 +684,9 @@ def limit_threads() -> None:
     if not _THREADS_LIMITED:
         from threadpoolctl import threadpool_limits
 
-        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        from reduced_dynamics.cli import BLAS_THREAD_VARS
+
+        for var in BLAS_THREAD_VARS:
             os.environ[var] = "1"
         threadpool_limits(1)
         _THREADS_LIMITED = True
