@@ -16,7 +16,7 @@ Contenders
   atol=1e-11)`` without a Jacobian, with a plain numpy right-hand side as a researcher would write it
   (``E = exp(d ωωᵀ)``, two matrix-vector products), the package's former default tolerances.
 * ``batch(B)``: :func:`reduced_dynamics.integrate` on a ``(B, 2H)`` array of starts with
-  ``method="batch-Radau"`` (the batched Radau IIA, default rtol 1e-7, atol 1e-10) on B = 256 starts
+  ``method="batch-Radau"`` (the batched Radau IIA, default rtol 1e-6, atol 1e-10) on B = 256 starts
   (``--quick``: 64).
 * ``loop of naive LSODA`` / ``loop of package``: the same B starts one after the other.
 * ``CLI run --n-init``: ``python -m reduced_dynamics run --n-init B --t-end ... --json`` in a subprocess, start-up

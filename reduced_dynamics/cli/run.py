@@ -101,7 +101,7 @@ def add_arguments(p):
         "--rtol",
         type=float,
         default=None,
-        help="relative tolerance, in [1e-13, 0.1] (default 1e-11 for LSODA, 1e-7 for batch-Radau, else 1e-8)",
+        help="relative tolerance, in [1e-13, 0.1] (default 1e-11 for LSODA, 1e-6 for batch-Radau, else 1e-8)",
     )
     p.add_argument(
         "--atol",

@@ -103,7 +103,7 @@ def lsoda_path(kern, y0, t_eval, rtol, atol):
             return t_eval.copy(), Y, int(Status.REACHED_T_END), info["message"], int(info["nje"][-1])
         k = max(1, int(np.searchsorted(t_eval, t_flag, side="left")))  # outputs t_eval[:k] are < t_flag
         Y_head = Y[:k]
-        nje_head = int(info["nje"][k - 1]) if k >= 2 else 0
+        nje_head = int(info["nje"][k - 2]) if k >= 2 else 0  # row j of odeint's info is output j + 1
     except Event as ev:
         t_flag = ev.t if kern.flag_t is None else min(ev.t, kern.flag_t)
         k = max(1, int(np.searchsorted(t_eval, t_flag, side="left")))

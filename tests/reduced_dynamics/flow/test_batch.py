@@ -22,22 +22,34 @@ def _stop_parts(model, res):
     return p["omega"], p["mu"]
 
 
-@pytest.mark.parametrize("H", [1, 2, 3])
-def test_batched_radau_matches_the_single_trajectory_reference_to_1e8(H):
-    """Default t_end = 1e5: every stop state of the batched Radau within 1e-8 of the single-trajectory run (LSODA,
-    a different method with its own error control), and (H = 2) trajectory 0 within 1e-8 of a Radau run at
-    rtol 1e-12; the statuses agree (H = 2 seed 4 stops at the single-head-like stationary point)."""
+@pytest.mark.parametrize(
+    ("H", "tols", "bound"),
+    [(1, None, 1e-7), (2, None, 1e-7), (3, None, 1e-7), (2, (1e-7, 1e-10), 1e-8)],
+    ids=["H1-default", "H2-default", "H3-default", "H2-rtol1e-7"],
+)
+def test_batched_radau_matches_the_single_trajectory_reference(H, tols, bound):
+    """Default t_end = 1e5: every stop state of the batched Radau within ``bound`` of the single-trajectory run
+    (LSODA at rtol 1e-11, a different method with its own error control) -- relative to the state's norm at the
+    default tolerances (rtol 1e-6: ~3e-8 measured), absolute at rtol 1e-7 (~1e-9 measured) -- and (H = 2)
+    trajectory 0 within ``bound`` of a Radau run at rtol 1e-12; the statuses agree (H = 2 seed 4 stops at the
+    single-head-like stationary point)."""
     m = reduced_model(S, n_heads=H)
     seeds = range(5)
     Y0 = _starts(m, seeds)
-    res = integrate(m, Y0, method="batch-Radau")
+    rtol, atol = tols or (None, None)
+    res = integrate(m, Y0, method="batch-Radau", rtol=rtol, atol=atol)
     assert res.method == "batch-Radau" and res.omega.shape == (5, 400, H)
+    assert (res.rtol, res.atol) == (tols or (1e-6, 1e-10))
+
+    def err(y, ref):
+        return np.max(np.abs(y - ref)) if tols else np.linalg.norm(y - ref) / np.linalg.norm(ref)
+
     omega_stop, mu_stop = _stop_parts(m, res)
     for i in seeds:
         ref = integrate(m, Y0[i])
         assert ref.method == "LSODA"
         assert res.status[i] == ref.status
-        assert np.max(np.abs(res.y_stop[i] - ref.y[:, -1])) < 1e-8
+        assert err(res.y_stop[i], ref.y[:, -1]) < bound
         if res.status[i] == 1:
             # the located event: |∇L̃| = 1e-10 at the stop state (its time is ill-conditioned: |∇L̃| decays
             # exponentially there, so a 1e-10 state error moves it by a few time units; 121.5 against 116.2)
@@ -45,18 +57,48 @@ def test_batched_radau_matches_the_single_trajectory_reference_to_1e8(H):
     if H != 2:
         return
     tight = integrate(m, Y0[0], method="Radau", rtol=1e-12, atol=1e-15)
-    assert np.max(np.abs(res.y_stop[0] - tight.y[:, -1])) < 1e-8
+    assert err(res.y_stop[0], tight.y[:, -1]) < bound
 
 
-def test_radau_and_lsoda_batches_agree_at_every_output_time():
+def test_near_stationary_trajectories_keep_their_status_at_the_default_rtol():
+    """At rtol 1e-6 the usual Newton tolerance leaves |∇L̃| of a converging trajectory near 1e-9 |y|: one start of
+    these 64 (paper setting, to t = 1e3) then never reached the stationarity threshold 1e-10 and reported
+    "reached t_end". Near a stationary point the stage equations are solved 100x more tightly
+    (``_batch._NEAR_NEWTON``): the statuses equal those of the single-trajectory runs (LSODA, rtol 1e-11)."""
+    m = reduced_model(S, n_heads=2)
+    Y0 = _starts(m, range(1000, 1064))
+    res = integrate(m, Y0, t_end=1e3, method="batch-Radau")
+    ref = integrate(m, Y0, t_end=1e3, method="LSODA")
+    assert ref.method == "LSODA"
+    np.testing.assert_array_equal(res.status, ref.status)
+    assert 10 <= int(np.sum(res.status == 1)) < 64  # both kinds of end are in the sample
+
+
+def test_near_stationary_newton_tolerance_is_what_keeps_the_status(monkeypatch):
+    """The previous test fails without the tighter Newton tolerance near stationary points (so it tests it)."""
+    from reduced_dynamics.flow import _batch
+
+    m = reduced_model(S, n_heads=2)
+    Y0 = _starts(m, range(1000, 1064))
+    monkeypatch.setattr(_batch, "_NEAR_NEWTON", 1.0)
+    res = integrate(m, Y0, t_end=1e3, method="batch-Radau")
+    ref = integrate(m, Y0, t_end=1e3, method="LSODA")
+    assert int(np.sum(res.status != ref.status)) >= 1
+
+
+@pytest.mark.parametrize(("rtol", "bound"), [(1e-7, 1e-7), (None, 1e-6)], ids=["rtol1e-7", "default"])
+def test_radau_and_lsoda_batches_agree_at_every_output_time(rtol, bound):
+    """Every output time (the dense output through the transients), against LSODA at rtol 1e-11; the states are
+    of order 1 (|ω| <= 0.62, |μ| <= 2.5). Measured: 1.7e-8 at rtol 1e-7, 2.6e-7 at the default rtol 1e-6 (the
+    issue's accuracy bound, 1e-6 relative, is the bound of the default)."""
     m = reduced_model(S, n_heads=3)
     Y0 = _starts(m, range(4))
-    a = integrate(m, Y0, t_end=1e3, method="batch-Radau")
+    a = integrate(m, Y0, t_end=1e3, method="batch-Radau", rtol=rtol)
     b = integrate(m, Y0, t_end=1e3, method="LSODA")
     assert b.method == "LSODA"
     np.testing.assert_array_equal(a.t, b.t)
-    np.testing.assert_allclose(a.omega, b.omega, atol=1e-7, rtol=0)
-    np.testing.assert_allclose(a.mu, b.mu, atol=1e-7, rtol=0)
+    np.testing.assert_allclose(a.omega, b.omega, atol=bound, rtol=0)
+    np.testing.assert_allclose(a.mu, b.mu, atol=bound, rtol=0)
 
 
 @pytest.mark.parametrize("method", ["batch-Radau", "LSODA"])

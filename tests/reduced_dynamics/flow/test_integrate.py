@@ -90,7 +90,7 @@ def test_default_method_and_tolerances_per_model():
     r = integrate(m, y0, t_end=1.0, method="Radau")
     assert (r.rtol, r.atol) == (1e-8, 1e-11)
     batch = integrate(m, np.stack([y0, -y0]), t_end=1.0, method="batch-Radau")
-    assert (batch.rtol, batch.atol) == (1e-7, 1e-10)
+    assert (batch.rtol, batch.atol) == (1e-6, 1e-10)
 
 
 # ------------------------------------------------------------------ output times
@@ -324,3 +324,18 @@ def test_two_output_times_are_zero_and_t_end(t_end):
     assert two.t.tolist() == [0.0, t_end] and two.final.t == t_end
     many = integrate(m, y0, t_end=t_end, n_times=50, method="Radau", rtol=1e-10, atol=1e-13)
     np.testing.assert_allclose(two.states[-1], many.states[-1], rtol=1e-7, atol=1e-10)
+
+
+def test_lsoda_stationary_flag_after_the_last_output_time():
+    """LSODA's first evaluation below the stationarity threshold can come after the last output time (its steps
+    overshoot t_end): the Jacobian count of the outputs before it was read one row past odeint's info arrays
+    (an IndexError from `integrate`). Found on this start of the paper's setting at rtol 1e-6; the run now stops
+    as stationary with the state of a tight Radau run."""
+    m = reduced_model(Setting(d=5, L=40, sigma2=0.1), n_heads=2)
+    y0 = np.array([-0.01738266398496882, -0.013366427931811324, -0.01361106708564987, -0.003516171312784098])
+    r = integrate(m, y0, t_end=1e3, method="LSODA", rtol=1e-6, atol=1e-10)
+    tight = integrate(m, y0, t_end=1e3, method="Radau", rtol=1e-12, atol=1e-15)
+    assert r.status == tight.status == 1
+    assert r.grad_norm[-1] == pytest.approx(1e-10, rel=1e-3)
+    assert np.max(np.abs(r.y_stop - tight.y_stop)) < 1e-6
+    assert 1 <= r.njev <= r.nfev
