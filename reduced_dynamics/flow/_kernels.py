@@ -54,13 +54,16 @@ class ModelKernel:
         self.last_t = 0.0
         self.last_y = None
         self.has_jac = model.has_hessian or model.use_fd_jacobian
+        # the model's unchecked one-state formulas where they mirror its grad and margin (ReducedModel._grad_one)
+        self._grad_one = model._hook("grad", "_grad_one")
+        self._margin_one = model._hook("margin", "_margin_one")
 
     def margin(self, y) -> float:
-        return float(self.model.margin(y))
+        return float(self._margin_one(y))
 
     def _grad(self, y):
         try:
-            return np.asarray(self.model.grad(y), dtype=np.float64)
+            return np.asarray(self._grad_one(y), dtype=np.float64)
         except (LossOverflowError, ValueError) as exc:
             raise OutOfDomain(str(exc)) from None
 

@@ -39,6 +39,8 @@ from reduced_dynamics.setting import Setting
 
 __all__ = ["ReducedModel", "Part"]
 
+_FLOAT_MAX = float(np.finfo(np.float64).max)
+
 
 class Part(tuple):
     """``(name, shape)`` of one named block of the state vector."""
@@ -141,6 +143,12 @@ class ReducedModel(abc.ABC):
                     out[ok] = np.asarray(fn(y[ok]), dtype=np.float64)
         out = np.where(np.isnan(out), -1.0, np.maximum(out, -np.finfo(np.float64).max))
         return float(out) if np.ndim(out) == 0 else out
+
+    @staticmethod
+    def _clamp_margin(out) -> float:
+        """One margin as :meth:`_margin_of` returns it: ``-1`` for NaN, at least ``-1.8e308``."""
+        out = float(out)
+        return -1.0 if out != out else max(out, -_FLOAT_MAX)
 
     def unpack(self, y) -> dict[str, np.ndarray]:
         """The named parts of ``y`` (shape ``(..., size)``), each of shape ``(..., *part.shape)`` (views)."""
@@ -435,6 +443,30 @@ class ReducedModel(abc.ABC):
         raise NotImplementedError(f"the {self.name} model has no trainer of its full model yet")
 
     # ------------------------------------------------------------------ integrator hooks
+    def _grad_one(self, y) -> np.ndarray:
+        """:meth:`grad` of one state from the integrator (float64, shape ``(size,)``).
+
+        The generic kernel calls it on every right-hand side; a model may override it to skip the checks
+        of its public formulas, with the same numbers bit for bit (and, at a non-finite state, the same
+        error: fall back to :meth:`grad`); tests/reduced_dynamics/models/test_contract.py compares them.
+        """
+        return self.grad(y)
+
+    def _margin_one(self, y) -> float:
+        """:meth:`margin` of one state from the integrator (as :meth:`_grad_one`)."""
+        return float(self.margin(y))
+
+    def _hook(self, public: str, fast: str):
+        """The bound hook ``fast`` (``"_grad_one"``) where it mirrors the ``public`` method (``"grad"``) this
+        object has, else ``public``: a subclass (or an instance attribute) that replaces ``public`` below the
+        class defining ``fast`` is what the integrator calls."""
+        if public in vars(self):
+            return getattr(self, public)
+        mro = type(self).__mro__
+        owner_fast = next(k for k in mro if fast in vars(k))
+        owner_public = next(k for k in mro if public in vars(k))
+        return getattr(self, fast if issubclass(owner_fast, owner_public) else public)
+
     def kernels(self, *, stationarity_tol: float, budget: int):
         """The single-trajectory kernel the integrator calls (a fast hook may replace the generic one)."""
         from reduced_dynamics.flow._kernels import ModelKernel

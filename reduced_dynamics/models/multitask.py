@@ -85,6 +85,34 @@ class MultitaskModel(ReducedModel):
 
         return self._margin_of(y, fn)
 
+    # the integrator's hooks (ReducedModel._grad_one): the same numbers on views of a checked state
+    def _views(self, y):
+        (H, d), N = self.parts[0].shape, self.parts[1].shape[1]
+        return y[: H * d].reshape(H, d), y[H * d :].reshape(H, N)
+
+    def _constants(self):
+        if getattr(self, "_consts", None) is None:
+            from reduced_dynamics.multitask.loss import support_mask
+
+            mask = support_mask(self.setting)
+            self._consts = (mask, mask.sum(axis=1), self.setting.c)
+        return self._consts
+
+    def _margin_one(self, y) -> float:
+        if not np.isfinite(y).all():
+            return super()._margin_one(y)
+        om = self._views(y)[0]
+        with np.errstate(over="ignore", invalid="ignore"):
+            return self._clamp_margin(0.95 * _EXP_MAX - (om @ om.T).max())
+
+    def _grad_one(self, y):
+        from reduced_dynamics.multitask.loss import _gradient_parts
+
+        if not np.isfinite(y).all():
+            return super()._grad_one(y)
+        g_omega, g_mu = _gradient_parts(*self._views(y), *self._constants())
+        return np.concatenate([g_omega.ravel(), g_mu.ravel()])
+
     def limit(self) -> dict:
         """The limit predictor of the flow with H heads (regime, per-task weights A, per-task loss)."""
         from reduced_dynamics.multitask.predictors import limit_predictor

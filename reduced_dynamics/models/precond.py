@@ -118,19 +118,54 @@ class PrecondModel(ReducedModel):
 
     def exponents(self, y):
         """The largest exponent ``max_hk ω_h ω_k τ_hk`` of one state."""
-        from reduced_dynamics.precond.loss import COVARIANCE_WHERE, D_MAX
+        from reduced_dynamics.precond.loss import _exponents
 
         om, _, W = self.split(y)
-        S = self.setting.covariance(d_max=D_MAX, where=COVARIANCE_WHERE)
-        H, d = self.n_heads, self.setting.d
-        Wh = np.broadcast_to(W, (H, d, d)) if W.ndim == 2 else W
-        with np.errstate(over="ignore", invalid="ignore"):
-            tau = np.einsum("hij,kij->hk", Wh @ S, S @ Wh)
-            expo = om[:, None] * om[None, :] * tau
-        return float(np.max(expo)) if np.all(np.isfinite(expo)) else np.inf
+        return _exponents(om, self._heads(W), self._covariance())[2]
 
     def margin(self, y):
         return self._margin_of(y, lambda y: each_state(y, lambda v: 0.95 * MAX_EXPONENT - self.exponents(v)))
+
+    def _covariance(self):
+        from reduced_dynamics.precond.loss import COVARIANCE_WHERE, D_MAX
+
+        return self.setting.covariance(d_max=D_MAX, where=COVARIANCE_WHERE)
+
+    def _heads(self, W):
+        H, d = self.n_heads, self.setting.d
+        return np.broadcast_to(W, (H, d, d)) if W.ndim == 2 else W
+
+    def _views(self, y):
+        """``(ω, μ, W_h)`` of one checked state, as views (``W_h`` of shape (H, d, d))."""
+        H = self.n_heads
+        return y[:H], y[H : 2 * H], self._heads(y[2 * H :].reshape(self.parts[2].shape))
+
+    def _constants(self):
+        """``(Σ, c_Σ)`` of the setting, made once for the integrator's hooks."""
+        if getattr(self, "_consts", None) is None:
+            from reduced_dynamics.precond.loss import c_sigma
+
+            self._consts = (self._covariance(), c_sigma(self.setting))
+        return self._consts
+
+    def _margin_one(self, y) -> float:
+        from reduced_dynamics.precond.loss import _exponents
+
+        if not np.isfinite(y).all():
+            return super()._margin_one(y)
+        om, _, Wh = self._views(y)
+        return self._clamp_margin(0.95 * MAX_EXPONENT - _exponents(om, Wh, self._constants()[0])[2])
+
+    def _grad_one(self, y):
+        from reduced_dynamics.precond.loss import _grad_parts, _kernel_parts
+
+        if not np.isfinite(y).all():
+            return super()._grad_one(y)
+        om, mu, Wh = self._views(y)
+        S, c = self._constants()
+        tau, K = _kernel_parts(om, Wh, S)
+        g_omega, g_mu, g_W = _grad_parts(om, mu, Wh, not self.per_head, S, tau, K, c, self.setting.d)
+        return np.concatenate([g_omega, g_mu, np.ravel(g_W)])
 
     def limit(self) -> dict:
         """The limit predictor (:func:`~reduced_dynamics.precond.flow.precond_limit`): Γ* = (Σ + κ_L I)⁻¹, κ_L, η, P, loss."""

@@ -187,15 +187,19 @@ def mt_gradient(omega, mu, setting: Setting) -> tuple[np.ndarray, np.ndarray]:
     """
     omega, mu = check_state(omega, mu, setting)
     mask = support_mask(setting)
-    size = mask.sum(axis=1)
+    g_omega, g_mu = _gradient_parts(omega, mu, mask, mask.sum(axis=1), setting.c)
+    return GradientPair(omega=g_omega, mu=g_mu)
+
+
+def _gradient_parts(omega, mu, mask, size, c):
+    """``(dL/dω, dL/dμ)`` of a checked state (:func:`mt_gradient`; the integrator's kernel calls it directly)."""
     A = np.swapaxes(mu, -1, -2) @ omega
     R = -2.0 * (1.0 - A) * mask / size[:, None]
     K = _kernel(omega)
     P = mu @ np.swapaxes(mu, -1, -2)
-    c = setting.c
     g_omega = mu @ R + 2.0 * c * (P * K) @ omega
     g_mu = omega @ np.swapaxes(R, -1, -2) + 2.0 * c * K @ mu
-    return GradientPair(omega=g_omega, mu=g_mu)
+    return g_omega, g_mu
 
 
 def limit_loss_per_task(A, setting: Setting) -> np.ndarray:

@@ -133,20 +133,32 @@ def _prepare(omega, mu, W, setting, where):
     else:
         raise ValueError(f"`W` must have shape ({d}, {d}) (shared) or ({H}, {d}, {d}) (one per head), got {W.shape}")
     S = setting.covariance(d_max=D_MAX, where=COVARIANCE_WHERE)
+    tau, K = _kernel_parts(omega, Wh, S)
+    c = c_sigma(setting)
+    return omega, mu, Wh, shared, S, tau, K, c, setting
+
+
+def _exponents(omega, Wh, S):
+    """``τ_hk = tr(Σ W_hᵀ Σ W_k)`` and the exponents ``ω_h ω_k τ_hk`` (H, H), and the largest exponent (inf if
+    one is not finite): the numbers of :func:`_prepare`, of the model's margin and of its integrator kernel."""
     with np.errstate(over="ignore", invalid="ignore"):
         SW = S @ Wh  # (H, d, d): Σ W_h
         WS = Wh @ S  # W_h Σ
         tau = np.einsum("hij,kij->hk", WS, SW)  # tr(Σ W_hᵀ Σ W_k) = <W_h Σ, Σ W_k>_F
         expo = omega[:, None] * omega[None, :] * tau
-    worst = float(np.max(expo)) if np.all(np.isfinite(expo)) else np.inf
+    worst = float(expo.max()) if np.isfinite(expo).all() else np.inf
+    return tau, expo, worst
+
+
+def _kernel_parts(omega, Wh, S):
+    """``τ`` and ``K = exp(ω_h ω_k τ_hk)``, or :class:`PrecondOverflowError` beyond ``MAX_EXPONENT``."""
+    tau, expo, worst = _exponents(omega, Wh, S)
     if worst > MAX_EXPONENT:
         raise PrecondOverflowError(
             f"`omega` or `W` too large: exp(ω_h ω_k tr(Σ W_hᵀ Σ W_k)) overflows: the largest exponent {worst:.4g} exceeds "
             f"{MAX_EXPONENT:g}; reduce |omega| or the scale of `W`"
         )
-    K = np.exp(expo)
-    c = c_sigma(setting)
-    return omega, mu, Wh, shared, S, tau, K, c, setting
+    return tau, np.exp(expo)
 
 
 def _bias_parts(omega, mu, Wh, S, d):
@@ -216,7 +228,13 @@ def precond_loss_grad(omega, mu, W, setting) -> PrecondGradient:
         As :func:`precond_loss`.
     """
     omega, mu, Wh, shared, S, tau, K, c, setting = _prepare(omega, mu, W, setting, "precond_loss_grad")
-    d = setting.d
+    g_omega, g_mu, g_W = _grad_parts(omega, mu, Wh, shared, S, tau, K, c, setting.d)
+    return PrecondGradient(omega=g_omega, mu=g_mu, W=g_W)
+
+
+def _grad_parts(omega, mu, Wh, shared, S, tau, K, c, d):
+    """The gradient ``(g_omega, g_mu, g_W)`` from the parts of :func:`_prepare` (checked input; the integrator's
+    kernel calls it on the parts of a state it has checked once), or :class:`PrecondOverflowError`."""
     with np.errstate(over="ignore", invalid="ignore"):
         _, P = _bias_parts(omega, mu, Wh, S, d)
         G = -(2.0 / d) * (S @ P @ S)
@@ -231,11 +249,11 @@ def precond_loss_grad(omega, mu, W, setting) -> PrecondGradient:
         if shared:
             g_W = g_W.sum(axis=0)
     for name, v in (("omega", g_omega), ("mu", g_mu), ("W", g_W)):
-        if not np.all(np.isfinite(v)):
+        if not np.isfinite(v).all():
             raise PrecondOverflowError(
                 f"`mu`, `omega` or `W` too large: the `{name}` gradient is not finite in float64"
             )
-    return PrecondGradient(omega=g_omega, mu=g_mu, W=g_W)
+    return g_omega, g_mu, g_W
 
 
 @dataclass(frozen=True, eq=False)

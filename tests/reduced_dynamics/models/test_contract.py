@@ -9,6 +9,8 @@ fails ``test_every_registered_model_has_a_case``.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -80,6 +82,71 @@ def test_hessian_matches_central_differences_of_the_gradient(name):
         fd[:, i] = (m.grad(y + e) - m.grad(y - e)) / (2 * h)
     assert np.max(np.abs(H - H.T)) <= 1e-13 * max(1.0, float(np.max(np.abs(H))))
     assert np.max(np.abs(H - fd)) / max(1.0, float(np.max(np.abs(H)))) < 1e-6
+
+
+def _outcome(fn, y):
+    """``fn(y)`` as ``("value", array)`` or ``("error", type, message)`` (overflow warnings of a huge state aside)."""
+    try:
+        with np.errstate(all="ignore"):
+            return ("value", np.asarray(fn(y), dtype=np.float64))
+    except (ValueError, ArithmeticError) as exc:
+        return ("error", type(exc), str(exc))
+
+
+def _float_margin(model, y) -> float:
+    return float(model.margin(y))
+
+
+def _same(a, b) -> bool:
+    if a[0] != b[0]:
+        return False
+    return (
+        a[1:] == b[1:] if a[0] == "error" else a[1].shape == b[1].shape and np.array_equal(a[1], b[1], equal_nan=True)
+    )
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_integrator_hooks_are_the_public_formulas_bit_for_bit(name):
+    """The kernel's ``_grad_one`` / ``_margin_one`` (a model may skip its checks there) give the numbers of
+    ``grad`` / ``margin`` exactly, and the same error, inside the domain, at its edge, beyond and at NaN/inf."""
+    m, y = _state(name)
+    models = [m]
+    if name == "precond":
+        models.append(model_class(name)(CASES[name][0], n_heads=CASES[name][2], per_head=True))
+    for model in models:
+        rng = np.random.default_rng(7)
+        states = [scale * rng.standard_normal(model.size) for scale in (0.01, 0.3, 1.0, 3.0, 30.0, 1e3, 1e200)]
+        bad = states[1].copy()
+        bad[0] = np.nan
+        states += [bad, np.where(np.arange(model.size) == 1, np.inf, states[1])]
+        for v in states if name != "exact" else states[:2] + states[-2:]:  # exact: a quadrature per gradient
+            assert _same(_outcome(model._grad_one, v), _outcome(model.grad, v)), (model, v)
+            assert _same(_outcome(model._margin_one, v), _outcome(functools.partial(_float_margin, model), v)), (
+                model,
+                v,
+            )
+
+
+@pytest.mark.parametrize("name", ["precond", "multitask", "corrected"])
+def test_a_subclass_that_replaces_grad_or_margin_is_what_the_integrator_calls(name):
+    """The kernel takes a model's unchecked hooks only where they mirror its own grad / margin: a subclass
+    (or an instance attribute) replacing one of them is what the integrator calls."""
+    setting, objective, H, _ = CASES[name]
+    base = model_class(name)
+
+    class Doubled(base):
+        def grad(self, y):
+            return 2.0 * super().grad(y)
+
+        def margin(self, y):
+            return -3.0
+
+    m, y = _state(name)
+    sub = Doubled(setting, n_heads=H)
+    k = sub.kernels(stationarity_tol=1e-10, budget=100)
+    assert np.array_equal(k.rhs_array(0.0, y), -2.0 * m.grad(y)) and k.margin(y) == -3.0
+    m.margin = lambda y: -4.0
+    assert m.kernels(stationarity_tol=1e-10, budget=100).margin(y) == -4.0
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
