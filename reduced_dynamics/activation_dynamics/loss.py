@@ -356,8 +356,35 @@ def act_terms(omega, setting: Setting, *, method: str = "auto", query_nodes: int
     if isinstance(query_nodes, bool) or not isinstance(query_nodes, (int, np.integer)) or not 2 <= query_nodes <= 400:
         raise ValueError(f"`query_nodes` must be an integer in [2, 400], got {query_nodes!r}")
     act = setting.activation_fn
-    m = _check_method(method, act)
-    d = setting.d
+    return _terms(omega, act, _check_method(method, act), setting.d, int(query_nodes))
+
+
+def _kernel_pairs(t, act: Activation, m: str):
+    """:func:`_kernel` of every pair ``(t_h, t_k)`` of ``t`` (..., H): each ``f(t_h a)`` evaluated once (the
+    quadrature evaluated it for every pair), the arrays and sums of :func:`_kernel` otherwise, bit for bit."""
+    t1, t2 = t[..., :, None], t[..., None, :]
+    if m == "closed":
+        return _kernel(t1, t2, act, m)
+    t1, t2 = np.broadcast_arrays(t1, t2)
+    _check_t(np.concatenate([t1.ravel(), t2.ravel()]), "fluctuation_kernel")
+    a, w = _a_rule()
+    with np.errstate(over="ignore"):
+        F, dF = _f_df(t[..., None] * a, act)  # (..., H, A): f(t_h a), f'(t_h a)
+        F2 = act._f(t[..., None] * a)
+    shape = t1.shape + a.shape
+    F1 = np.ascontiguousarray(np.broadcast_to(F[..., :, None, :], shape))
+    dF1 = np.ascontiguousarray(np.broadcast_to(dF[..., :, None, :], shape))
+    F2 = np.ascontiguousarray(np.broadcast_to(F2[..., None, :, :], shape))
+    Q1, Q2 = F1 @ w, F2 @ w
+    G = (F1 * F2) @ w
+    dG = (dF1 * F2 * a) @ w
+    dQ1 = (dF1 * a) @ w
+    K = G / (Q1 * Q2)
+    return K, (dG * Q1 - G * dQ1) / (Q1 * Q1 * Q2)
+
+
+def _terms(omega, act: Activation, m: str, d: int, query_nodes: int) -> ActTerms:
+    """:func:`act_terms` of a checked ``omega`` and method (the integrator's kernel calls it directly)."""
     sd = math.sqrt(d)
     if act.name == "exp":
         worst = d * float(np.max(omega * omega))
@@ -367,7 +394,7 @@ def act_terms(omega, setting: Setting, *, method: str = "auto", query_nodes: int
             )
     with np.errstate(over="ignore", invalid="ignore"):  # the closed forms overflow at a huge omega: refused below
         t = omega * sd
-        K, dK1 = _kernel(t[..., :, None], t[..., None, :], act, m)
+        K, dK1 = _kernel_pairs(t, act, m)
         dK = dK1 * sd
         if m == "closed" and act.name in ("exp", "affine"):  # τ = C ω for every query: the ρ average is exact
             cf = 1.0 if act.name == "exp" else act.c
@@ -376,7 +403,7 @@ def act_terms(omega, setting: Setting, *, method: str = "auto", query_nodes: int
             dT1 = np.full_like(omega, cf)
             dT2 = cf * cf * np.broadcast_to(omega[..., None, :], T2.shape).copy()
         else:
-            rho, w = _query_rule(int(d), int(query_nodes))
+            rho, w = _query_rule(int(d), query_nodes)
             keep = w * rho >= NODE_CUTOFF
             rho, w = rho[keep], w[keep]
             r = np.sqrt(d * rho)  # (J,)
@@ -478,15 +505,19 @@ def act_loss_grad(omega, mu, setting: Setting, *, method: str = "auto", query_no
     """
     setting = _setting(setting, "act_loss_grad")
     omega, mu = _pair(omega, mu)
-    T = act_terms(omega, setting, method=method, query_nodes=query_nodes)
-    c = setting.c
+    gom, gmu = _grad_of_terms(act_terms(omega, setting, method=method, query_nodes=query_nodes), mu, setting.c)
+    return LossGradient(omega=gom, mu=gmu)
+
+
+def _grad_of_terms(T: ActTerms, mu, c):
+    """``(∂_ω, ∂_μ)`` of :math:`\\tilde L_f` from its terms at ``ω`` (:func:`act_loss_grad`)."""
     with np.errstate(over="ignore", invalid="ignore"):
         gmu = -2.0 * T.T1 + 2.0 * np.einsum("...hk,...k->...h", T.T2 + c * T.K, mu)
         gom = -2.0 * mu * T.dT1 + 2.0 * mu * np.einsum("...hk,...k->...h", T.dT2 + c * T.dK, mu)
     for a in (gmu, gom):
-        if not np.all(np.isfinite(a)):
+        if not np.isfinite(a).all():
             raise LossOverflowError("act_loss_grad is not finite: |mu| or |omega| too large for float64")
-    return LossGradient(omega=gom, mu=gmu)
+    return gom, gmu
 
 
 def act_mc_risk(omega, mu, setting: Setting, *, n_prompts: int = 200_000, seed) -> RiskEstimate:

@@ -52,6 +52,20 @@ class ActivationModel(ScalarHeadsModel):
         # no edge to approach smoothly: the formulas themselves report a state they cannot evaluate
         return self._margin_of(y, lambda y: np.ones(y.shape[:-1]))
 
+    # the integrator's hooks (ReducedModel._grad_one): the same numbers on views of a checked state
+    def _margin_one(self, y) -> float:
+        return 1.0 if np.isfinite(y).all() else super()._margin_one(y)
+
+    def _grad_one(self, y):
+        from reduced_dynamics.activation_dynamics.loss import QUERY_NODES, _check_method, _grad_of_terms, _terms
+
+        if not np.isfinite(y).all():
+            return super()._grad_one(y)
+        H, s = self.n_heads, self.setting
+        act = s.activation_fn
+        gom, gmu = _grad_of_terms(_terms(y[:H], act, _check_method("auto", act), s.d, QUERY_NODES), y[H:], s.c)
+        return np.concatenate([gom, gmu])
+
     def predictor(self, y):
         """The H-head model with this activation at state ``y`` (:class:`ActivationHeads`), not the softmax's."""
         w, m = self.split(y)

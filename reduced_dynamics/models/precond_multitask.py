@@ -95,6 +95,40 @@ class PrecondMultitaskModel(ReducedModel):
 
         return self._margin_of(y, fn)
 
+    # the integrator's hooks (ReducedModel._grad_one): the same numbers on views of a checked state
+    def _views(self, y):
+        (H, d, _), N = self.parts[0].shape, self.parts[1].shape[1]
+        return y[: H * d * d].reshape(H, d, d), y[H * d * d :].reshape(H, N)
+
+    def _constants(self):
+        if getattr(self, "_consts", None) is None:
+            from reduced_dynamics.multitask.sigma_loss import COVARIANCE_WHERE, D_MAX, task_constants
+
+            S = self.setting.covariance(d_max=D_MAX, where=COVARIANCE_WHERE)
+            self._consts = (S, *task_constants(self.setting))
+        return self._consts
+
+    def _margin_one(self, y) -> float:
+        if not np.isfinite(y).all():
+            return super()._margin_one(y)
+        SB = self._constants()[0] @ self._views(y)[0]
+        with np.errstate(over="ignore", invalid="ignore"):
+            tau = np.einsum("...hji,...kji->...hk", SB, SB)
+            return self._clamp_margin(0.95 * MAX_EXPONENT - np.where(np.isfinite(tau), tau, np.inf).max())
+
+    def _grad_one(self, y):
+        from reduced_dynamics.multitask.sigma_loss import _finite, _grad_parts, _state_parts
+
+        if not np.isfinite(y).all():
+            return super()._grad_one(y)
+        B, mu = self._views(y)
+        S, mask, sizes, c = self._constants()
+        V, _, K, _, P = _state_parts(B, mu, S, self.setting.d, "sigma_mt_gradient")
+        with np.errstate(over="ignore", invalid="ignore"):
+            _, _, g_B, g_mu = _grad_parts(B, mu, self.setting, S, mask, sizes, c, V, K, P)
+        _finite("sigma_mt_gradient", B_gradient=g_B, mu_gradient=g_mu)
+        return np.concatenate([g_B.ravel(), g_mu.ravel()])
+
     def limit(self) -> dict:
         """Per task: ``A_n*``, ``λ_n`` and the minimum of the limit loss (:func:`~reduced_dynamics.multitask.sigma_loss.sigma_mt_limit`)."""
         from reduced_dynamics.multitask.sigma_loss import sigma_mt_limit

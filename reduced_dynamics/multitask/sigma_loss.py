@@ -160,10 +160,16 @@ def _prepare(B, mu, setting, where):
     B, mu, setting = check_sigma_mt_state(B, mu, setting, where=where)
     S = setting.covariance(d_max=D_MAX, where=COVARIANCE_WHERE)
     mask, sizes, c = task_constants(setting)
+    return (B, mu, setting, S, mask, sizes, c, *_state_parts(B, mu, S, setting.d, where))
+
+
+def _state_parts(B, mu, S, d, where):
+    """``(V, τ, K, A, P)`` of a checked state (:func:`_prepare`; the integrator's kernel calls it directly), or
+    :class:`SigmaTasksOverflowError` beyond ``MAX_EXPONENT``."""
     with np.errstate(over="ignore", invalid="ignore"):
         V = S @ B @ S  # Σ B_h Σ, (..., H, d, d)
         tau = np.einsum("...hij,...kij->...hk", B, V)  # tr(B_hᵀ Σ B_k Σ) = tr(Σ B_hᵀ Σ B_k)
-    worst = float(np.max(tau)) if np.all(np.isfinite(tau)) else np.inf
+    worst = float(tau.max()) if np.isfinite(tau).all() else np.inf
     if worst > MAX_EXPONENT:
         raise SigmaTasksOverflowError(
             f"`B` too large for {where}: exp(tr(Σ B_hᵀ Σ B_k)) overflows: the largest exponent {worst:.4g} "
@@ -172,13 +178,13 @@ def _prepare(B, mu, setting, where):
     K = np.exp(tau)
     with np.errstate(over="ignore", invalid="ignore"):
         A = np.einsum("...hn,...hij->...nij", mu, B)
-        P = np.eye(setting.d) - S @ A  # (..., N, d, d)
-    return B, mu, setting, S, mask, sizes, c, V, tau, K, A, P
+        P = np.eye(d) - S @ A  # (..., N, d, d)
+    return V, tau, K, A, P
 
 
 def _finite(where, **arrays):
     for name, v in arrays.items():
-        if not np.all(np.isfinite(v)):
+        if not np.isfinite(v).all():
             raise SigmaTasksOverflowError(f"`mu` or `B` too large: the {name} of {where} is not finite in float64")
 
 

@@ -190,17 +190,19 @@ def test_integrator_breakdown_near_the_cap_is_a_status():
 def test_a_gradient_that_fails_mid_run_is_a_status_not_nan(monkeypatch):
     """A gradient that overflows mid-run (injected at the 51st evaluation of the activation model's formulas)
     ends the run with status 2, the reason, and the last good state: finite, no NaN."""
+    import reduced_dynamics.activation_dynamics.loss as act_loss
     import reduced_dynamics.models.activation as act_model
 
-    real, calls = act_model.act_loss_grad, {"n": 0}
+    # the gradient from L̃_f's terms, which act_loss_grad and the integrator's hook (_grad_one) both call
+    real, calls = act_loss._grad_of_terms, {"n": 0}
 
-    def flaky(omega, mu, setting):
+    def flaky(T, mu, c):
         calls["n"] += 1
         if calls["n"] == 51:
             raise LossOverflowError("injected overflow")
-        return real(omega, mu, setting)
+        return real(T, mu, c)
 
-    monkeypatch.setattr(act_model, "act_loss_grad", flaky)
+    monkeypatch.setattr(act_loss, "_grad_of_terms", flaky)
     m = act_model.ActivationModel(Setting(d=5, L=40, sigma2=0.1), n_heads=2)  # f = exp through L̃_f's formulas
     r = integrate(m, m.state([0.01, -0.02], [0.01, 0.02]), t_end=100.0, rtol=1e-9, atol=1e-12, stationarity_tol=0)
     assert calls["n"] > 51
