@@ -199,3 +199,20 @@ def test_overflow_and_quadrature_range_raise():
 def test_mc_risk_refuses_a_broken_affine_normaliser():
     with pytest.raises(ValueError, match="normaliser"):
         act_mc_risk([-3.0], [1.0], S("affine", 2.0), n_prompts=2000, seed=0)
+
+
+@pytest.mark.parametrize("name,c", [("exp", 1.0), ("affine", 0.5), ("square", 0.5), ("tanh", 1.0)])
+@pytest.mark.parametrize("method", ["quadrature", "auto"])
+def test_kernel_of_every_pair_is_the_kernel_of_the_broadcast_pairs(name, c, method):
+    """act_terms' kernel of all pairs (t_h, t_k) (each f(t_h a) evaluated once) is fluctuation_kernel's of the
+    broadcast pairs, bit for bit, for one state and a batch of states."""
+    from reduced_dynamics.activation_dynamics import loss as al
+
+    act = Activation(name, c)
+    m = al._check_method(method, act)
+    rng = np.random.default_rng(3)
+    for t in (np.array([0.3, -0.7]), rng.uniform(-3.0, 3.0, size=(4, 3))):
+        K, dK = al._kernel_pairs(t, act, m)
+        K0, dK0 = al._kernel(t[..., :, None], t[..., None, :], act, m)
+        assert K.shape == K0.shape == t.shape + t.shape[-1:]
+        assert np.array_equal(K, K0) and np.array_equal(dK, dK0)
