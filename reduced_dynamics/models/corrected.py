@@ -69,6 +69,30 @@ class CorrectedModel(ScalarHeadsModel):
     def margin(self, y):
         return self._margin_of(y, lambda y: 0.95 * MAX_OMEGA2 - np.max(y[..., : self.n_heads] ** 2, axis=-1))
 
+    # the integrator's hooks (ReducedModel._grad_one): the same numbers on views of a checked state
+    def _margin_one(self, y) -> float:
+        if not np.isfinite(y).all():
+            return super()._margin_one(y)
+        with np.errstate(over="ignore"):
+            return self._clamp_margin(0.95 * MAX_OMEGA2 - (y[: self.n_heads] ** 2).max())
+
+    def _grad_one(self, y):
+        from reduced_dynamics.dynamics.corrected_loss import _corrected_grad_arrays, _guard, _prepare
+
+        if not np.isfinite(y).all():
+            return super()._grad_one(y)
+        if getattr(self, "_consts", None) is None:
+            self._consts = _prepare(y[: self.n_heads], y[self.n_heads :], self.setting, "corrected_loss_grad")[2:]
+        H = self.n_heads
+        om, mu = y[:H], y[H:]
+        with np.errstate(over="ignore"):
+            w2 = float((om * om).max())
+        if w2 >= MAX_OMEGA2:  # the check of corrected_loss_grad
+            _prepare(om, mu, self.setting, "corrected_loss_grad")
+        gw, gm = _corrected_grad_arrays(om, mu, *self._consts)
+        _guard("corrected_loss_grad", gw, gm)
+        return np.concatenate([gw, gm])
+
     def limit(self) -> dict:
         """The corrected optimal step η*_L (docs/theory.md#corrected-loss)."""
         return {"eta_star": float(corrected_eta_star(self.setting))}
