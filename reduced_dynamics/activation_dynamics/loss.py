@@ -230,8 +230,15 @@ def _tilt(t, activation: Activation, method: str):
         h = a.size // 2
         ap, wp = a[h + 1 :], 2.0 * w[h + 1 :]
         with np.errstate(over="ignore"):
-            th = np.tanh(t[..., None] * ap)
-        return (th * ap) @ wp, ((1.0 - th * th) * (ap * ap)) @ wp
+            th = t[..., None] * ap
+            np.tanh(th, out=th)
+        # in place, the same operations as ((1 - th²) a²) @ wp: two (..., 600) arrays instead of five
+        y = th * ap
+        m = y @ wp
+        np.multiply(th, th, out=y)
+        np.subtract(1.0, y, out=y)
+        y *= ap * ap
+        return m, y @ wp
     ta = t[..., None] * a
     with np.errstate(over="ignore"):
         F, dF = _f_df(ta, activation)
