@@ -296,6 +296,11 @@ def _kernel(t1, t2, activation: Activation, method: str):
     with np.errstate(over="ignore"):
         F1, dF1 = _f_df(t1[..., None] * a, activation)
         F2 = activation._f(t2[..., None] * a)
+    return _kernel_sums(F1, dF1, F2, a, w)
+
+
+def _kernel_sums(F1, dF1, F2, a, w):
+    """``K`` and ``∂K/∂t_1`` from ``f(t_1 a)``, ``f'(t_1 a)``, ``f(t_2 a)`` on the nodes ``a`` (weights ``w``)."""
     Q1, Q2 = F1 @ w, F2 @ w
     G = (F1 * F2) @ w
     dG = (dF1 * F2 * a) @ w
@@ -382,12 +387,7 @@ def _kernel_pairs(t, act: Activation, m: str):
     F1 = np.ascontiguousarray(np.broadcast_to(F[..., :, None, :], shape))
     dF1 = np.ascontiguousarray(np.broadcast_to(dF[..., :, None, :], shape))
     F2 = np.ascontiguousarray(np.broadcast_to(F2[..., None, :, :], shape))
-    Q1, Q2 = F1 @ w, F2 @ w
-    G = (F1 * F2) @ w
-    dG = (dF1 * F2 * a) @ w
-    dQ1 = (dF1 * a) @ w
-    K = G / (Q1 * Q2)
-    return K, (dG * Q1 - G * dQ1) / (Q1 * Q1 * Q2)
+    return _kernel_sums(F1, dF1, F2, a, w)
 
 
 def _terms(omega, act: Activation, m: str, d: int, query_nodes: int) -> ActTerms:
