@@ -69,7 +69,10 @@ class ReducedModel(abc.ABC):
     Subclasses set the class attributes, build :attr:`parts` in ``__init__`` and
     implement :meth:`loss`, :meth:`grad`, :meth:`margin` and :meth:`summarize`; a
     model with a derived Hessian overrides :meth:`hessian` and sets
-    ``has_hessian = True``.
+    ``has_hessian = True``. For speed a model may override the integrator's
+    one-state hooks ``_grad_one`` and ``_margin_one`` (its formulas without
+    re-checking a state the integrator checked; the same numbers bit for bit,
+    which tests/reduced_dynamics/models/test_contract.py compares).
 
     Attributes
     ----------
