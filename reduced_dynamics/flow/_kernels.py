@@ -54,9 +54,9 @@ class ModelKernel:
         self.last_t = 0.0
         self.last_y = None
         self.has_jac = model.has_hessian or model.use_fd_jacobian
-        # the model's unchecked one-state formulas where they mirror its grad and margin (ReducedModel._grad_one)
-        self._grad_one = model._hook("grad", "_grad_one")
-        self._margin_one = model._hook("margin", "_margin_one")
+        # the model's unchecked one-state formulas where they mirror its grad and margin (ReducedModel._hook)
+        self._grad_one = model._hook("grad")
+        self._margin_one = model._hook("margin")
 
     def margin(self, y) -> float:
         return float(self._margin_one(y))

@@ -24,6 +24,7 @@ docs/theory.md#reduced-model
 from __future__ import annotations
 
 import abc
+import functools
 import math
 from typing import Any, ClassVar
 
@@ -70,9 +71,9 @@ class ReducedModel(abc.ABC):
     implement :meth:`loss`, :meth:`grad`, :meth:`margin` and :meth:`summarize`; a
     model with a derived Hessian overrides :meth:`hessian` and sets
     ``has_hessian = True``. For speed a model may override the integrator's
-    one-state hooks ``_grad_one`` and ``_margin_one`` (its formulas without
-    re-checking a state the integrator checked; the same numbers bit for bit,
-    which tests/reduced_dynamics/models/test_contract.py compares).
+    one-state hooks ``_grad_finite`` and ``_margin_finite`` (its formulas on a
+    finite state without re-checking it; the same numbers bit for bit, which
+    tests/reduced_dynamics/models/test_contract.py compares).
 
     Attributes
     ----------
@@ -156,12 +157,21 @@ class ReducedModel(abc.ABC):
     def unpack(self, y) -> dict[str, np.ndarray]:
         """The named parts of ``y`` (shape ``(..., size)``), each of shape ``(..., *part.shape)`` (views)."""
         y = self._state_array(y, finite=False)
-        out, k = {}, 0
+        return {p.name: v for p, v in zip(self.parts, self._views(y))}
+
+    def _views(self, y) -> tuple[np.ndarray, ...]:
+        """The parts of a checked float64 ``y`` (shape ``(..., size)``) in the order of :attr:`parts`, as views."""
         lead = y.shape[:-1]
+        return tuple(y[..., a:b].reshape(lead + shape) for a, b, shape in self._part_slices)
+
+    @functools.cached_property
+    def _part_slices(self) -> tuple[tuple[int, int, tuple[int, ...]], ...]:
+        """``(start, stop, shape)`` of each part in the state vector."""
+        out, k = [], 0
         for p in self.parts:
-            out[p.name] = y[..., k : k + p.size].reshape(lead + p.shape)
+            out.append((k, k + p.size, p.shape))
             k += p.size
-        return out
+        return tuple(out)
 
     def pack(self, **parts) -> np.ndarray:
         """The state vector from its named parts (each of shape ``(..., *part.shape)``), validated.
@@ -447,28 +457,35 @@ class ReducedModel(abc.ABC):
 
     # ------------------------------------------------------------------ integrator hooks
     def _grad_one(self, y) -> np.ndarray:
-        """:meth:`grad` of one state from the integrator (float64, shape ``(size,)``).
-
-        The generic kernel calls it on every right-hand side; a model may override it to skip the checks
-        of its public formulas, with the same numbers bit for bit (and, at a non-finite state, the same
-        error: fall back to :meth:`grad`); tests/reduced_dynamics/models/test_contract.py compares them.
-        """
-        return self.grad(y)
+        """:meth:`grad` of one state from the integrator (float64, shape ``(size,)``): :meth:`_grad_finite` of a
+        finite state, :meth:`grad` (and its error) of any other."""
+        return self._grad_finite(y) if np.isfinite(y).all() else self.grad(y)
 
     def _margin_one(self, y) -> float:
         """:meth:`margin` of one state from the integrator (as :meth:`_grad_one`)."""
+        return self._margin_finite(y) if np.isfinite(y).all() else float(self.margin(y))
+
+    def _grad_finite(self, y) -> np.ndarray:
+        """:meth:`grad` of one finite state: a model may override it to skip the checks of its public
+        formulas, with the same numbers and errors bit for bit (tests/reduced_dynamics/models/test_contract.py
+        compares them)."""
+        return self.grad(y)
+
+    def _margin_finite(self, y) -> float:
+        """:meth:`margin` of one finite state (as :meth:`_grad_finite`)."""
         return float(self.margin(y))
 
-    def _hook(self, public: str, fast: str):
-        """The bound hook ``fast`` (``"_grad_one"``) where it mirrors the ``public`` method (``"grad"``) this
-        object has, else ``public``: a subclass (or an instance attribute) that replaces ``public`` below the
-        class defining ``fast`` is what the integrator calls."""
+    def _hook(self, public: str):
+        """What the integrator calls for ``public`` (``"grad"`` or ``"margin"``) on one state: ``_<public>_one``
+        where the model's ``_<public>_finite`` mirrors the ``public`` method this object has, else ``public``
+        itself (a subclass or an instance attribute that replaces ``public`` below the class defining
+        ``_<public>_finite`` is what the integrator calls)."""
         if public in vars(self):
             return getattr(self, public)
         mro = type(self).__mro__
-        owner_fast = next(k for k in mro if fast in vars(k))
+        owner_fast = next(k for k in mro if f"_{public}_finite" in vars(k))
         owner_public = next(k for k in mro if public in vars(k))
-        return getattr(self, fast if issubclass(owner_fast, owner_public) else public)
+        return getattr(self, f"_{public}_one" if issubclass(owner_fast, owner_public) else public)
 
     def kernels(self, *, stationarity_tol: float, budget: int):
         """The single-trajectory kernel the integrator calls (a fast hook may replace the generic one)."""

@@ -52,15 +52,13 @@ class ActivationModel(ScalarHeadsModel):
         # no edge to approach smoothly: the formulas themselves report a state they cannot evaluate
         return self._margin_of(y, lambda y: np.ones(y.shape[:-1]))
 
-    # the integrator's hooks (ReducedModel._grad_one): the same numbers on views of a checked state
-    def _margin_one(self, y) -> float:
-        return 1.0 if np.isfinite(y).all() else super()._margin_one(y)
+    # the integrator's hooks (ReducedModel._grad_finite): the same numbers on views of a finite state
+    def _margin_finite(self, y) -> float:
+        return 1.0
 
-    def _grad_one(self, y):
+    def _grad_finite(self, y):
         from reduced_dynamics.activation_dynamics.loss import QUERY_NODES, _check_method, _grad_of_terms, _terms
 
-        if not np.isfinite(y).all():
-            return super()._grad_one(y)
         H, s = self.n_heads, self.setting
         act = s.activation_fn
         gom, gmu = _grad_of_terms(_terms(y[:H], act, _check_method("auto", act), s.d, QUERY_NODES), y[H:], s.c)

@@ -69,27 +69,20 @@ class CorrectedModel(ScalarHeadsModel):
     def margin(self, y):
         return self._margin_of(y, lambda y: 0.95 * MAX_OMEGA2 - np.max(y[..., : self.n_heads] ** 2, axis=-1))
 
-    # the integrator's hooks (ReducedModel._grad_one): the same numbers on views of a checked state
-    def _margin_one(self, y) -> float:
-        if not np.isfinite(y).all():
-            return super()._margin_one(y)
+    # the integrator's hooks (ReducedModel._grad_finite): the same numbers on views of a finite state
+    def _margin_finite(self, y) -> float:
         with np.errstate(over="ignore"):
-            return self._clamp_margin(0.95 * MAX_OMEGA2 - (y[: self.n_heads] ** 2).max())
+            return self._clamp_margin(0.95 * MAX_OMEGA2 - np.max(y[: self.n_heads] ** 2, axis=-1))
 
-    def _grad_one(self, y):
-        from reduced_dynamics.dynamics.corrected_loss import _corrected_grad_arrays, _guard, _prepare
+    def _grad_finite(self, y):
+        from reduced_dynamics.dynamics.corrected_loss import _corrected_grad_arrays, _guard
 
-        if not np.isfinite(y).all():
-            return super()._grad_one(y)
-        if getattr(self, "_consts", None) is None:
-            self._consts = _prepare(y[: self.n_heads], y[self.n_heads :], self.setting, "corrected_loss_grad")[2:]
-        H = self.n_heads
-        om, mu = y[:H], y[H:]
+        om, mu = y[: self.n_heads], y[self.n_heads :]
         with np.errstate(over="ignore"):
-            w2 = float((om * om).max())
-        if w2 >= MAX_OMEGA2:  # the check of corrected_loss_grad
-            _prepare(om, mu, self.setting, "corrected_loss_grad")
-        gw, gm = _corrected_grad_arrays(om, mu, *self._consts)
+            if not float((om * om).max()) < MAX_OMEGA2:  # outside the expansion: corrected_loss_grad's error
+                return self.grad(y)
+        st = self.setting  # scalar, isotropic, softmax: checked by the constructor
+        gw, gm = _corrected_grad_arrays(om, mu, st.d, st.L, st.sigma2)
         _guard("corrected_loss_grad", gw, gm)
         return np.concatenate([gw, gm])
 

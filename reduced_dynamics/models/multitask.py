@@ -14,6 +14,8 @@ docs/theory.md#extensions
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from reduced_dynamics._validation import check_positive_int
@@ -24,6 +26,11 @@ __all__ = ["MultitaskModel", "tasks_1based"]
 
 #: the multitask loss refuses ω⁽ʰ⁾·ω⁽ᵏ⁾ above this (exp overflows float64 at 709)
 _EXP_MAX = 700.0
+
+
+def _margin_raw(omega):
+    """``0.95 · 700 − max_hk ω⁽ʰ⁾·ω⁽ᵏ⁾`` of ``omega`` (..., H, d), shape ``(...)``."""
+    return 0.95 * _EXP_MAX - np.max(omega @ np.swapaxes(omega, -1, -2), axis=(-1, -2))
 
 
 class MultitaskModel(ReducedModel):
@@ -78,39 +85,25 @@ class MultitaskModel(ReducedModel):
         return np.concatenate([g.omega.reshape(lead + (-1,)), g.mu.reshape(lead + (-1,))], axis=-1)
 
     def margin(self, y):
-        def fn(y):
-            om, _ = self.split(y)
-            G = om @ np.swapaxes(om, -1, -2)
-            return 0.95 * _EXP_MAX - np.max(G, axis=(-1, -2))
+        return self._margin_of(y, lambda y: _margin_raw(self.split(y)[0]))
 
-        return self._margin_of(y, fn)
-
-    # the integrator's hooks (ReducedModel._grad_one): the same numbers on views of a checked state
-    def _views(self, y):
-        (H, d), N = self.parts[0].shape, self.parts[1].shape[1]
-        return y[: H * d].reshape(H, d), y[H * d :].reshape(H, N)
-
+    @functools.cached_property
     def _constants(self):
-        if getattr(self, "_consts", None) is None:
-            from reduced_dynamics.multitask.loss import support_mask
+        """``(mask, sizes, c)`` of the setting, made once for the integrator's hooks."""
+        from reduced_dynamics.multitask.loss import support_mask
 
-            mask = support_mask(self.setting)
-            self._consts = (mask, mask.sum(axis=1), self.setting.c)
-        return self._consts
+        mask = support_mask(self.setting)
+        return mask, mask.sum(axis=1), self.setting.c
 
-    def _margin_one(self, y) -> float:
-        if not np.isfinite(y).all():
-            return super()._margin_one(y)
-        om = self._views(y)[0]
+    # the integrator's hooks (ReducedModel._grad_finite): the same numbers on views of a finite state
+    def _margin_finite(self, y) -> float:
         with np.errstate(over="ignore", invalid="ignore"):
-            return self._clamp_margin(0.95 * _EXP_MAX - (om @ om.T).max())
+            return self._clamp_margin(_margin_raw(self._views(y)[0]))
 
-    def _grad_one(self, y):
+    def _grad_finite(self, y):
         from reduced_dynamics.multitask.loss import _gradient_parts
 
-        if not np.isfinite(y).all():
-            return super()._grad_one(y)
-        g_omega, g_mu = _gradient_parts(*self._views(y), *self._constants())
+        g_omega, g_mu = _gradient_parts(*self._views(y), *self._constants)
         return np.concatenate([g_omega.ravel(), g_mu.ravel()])
 
     def limit(self) -> dict:

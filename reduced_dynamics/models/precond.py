@@ -15,6 +15,8 @@ docs/theory.md#non-isotropic-covariates
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from reduced_dynamics._validation import check_positive_int
@@ -135,34 +137,26 @@ class PrecondModel(ReducedModel):
         H, d = self.n_heads, self.setting.d
         return np.broadcast_to(W, (H, d, d)) if W.ndim == 2 else W
 
-    def _views(self, y):
-        """``(ω, μ, W_h)`` of one checked state, as views (``W_h`` of shape (H, d, d))."""
-        H = self.n_heads
-        return y[:H], y[H : 2 * H], self._heads(y[2 * H :].reshape(self.parts[2].shape))
-
+    @functools.cached_property
     def _constants(self):
         """``(Σ, c_Σ)`` of the setting, made once for the integrator's hooks."""
-        if getattr(self, "_consts", None) is None:
-            from reduced_dynamics.precond.loss import c_sigma
+        from reduced_dynamics.precond.loss import c_sigma
 
-            self._consts = (self._covariance(), c_sigma(self.setting))
-        return self._consts
+        return self._covariance(), c_sigma(self.setting)
 
-    def _margin_one(self, y) -> float:
+    # the integrator's hooks (ReducedModel._grad_finite): the same numbers on views of a finite state
+    def _margin_finite(self, y) -> float:
         from reduced_dynamics.precond.loss import _exponents
 
-        if not np.isfinite(y).all():
-            return super()._margin_one(y)
-        om, _, Wh = self._views(y)
-        return self._clamp_margin(0.95 * MAX_EXPONENT - _exponents(om, Wh, self._constants()[0])[2])
+        om, _, W = self._views(y)
+        return self._clamp_margin(0.95 * MAX_EXPONENT - _exponents(om, self._heads(W), self._constants[0])[2])
 
-    def _grad_one(self, y):
+    def _grad_finite(self, y):
         from reduced_dynamics.precond.loss import _grad_parts, _kernel_parts
 
-        if not np.isfinite(y).all():
-            return super()._grad_one(y)
-        om, mu, Wh = self._views(y)
-        S, c = self._constants()
+        om, mu, W = self._views(y)
+        Wh = self._heads(W)
+        S, c = self._constants
         tau, K = _kernel_parts(om, Wh, S)
         g_omega, g_mu, g_W = _grad_parts(om, mu, Wh, not self.per_head, S, tau, K, c, self.setting.d)
         return np.concatenate([g_omega, g_mu, np.ravel(g_W)])

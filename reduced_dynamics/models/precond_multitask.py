@@ -16,6 +16,8 @@ docs/theory.md#sigma-with-several-tasks
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from reduced_dynamics._validation import check_positive_int
@@ -27,6 +29,13 @@ __all__ = ["PrecondMultitaskModel"]
 
 #: Largest dimension (the state has H d² + H N variables and a dense Hessian).
 D_MAX = 12
+
+
+def _margin_raw(S, B):
+    """``0.95 · MAX_EXPONENT − max_hk tr(ΣB_hᵀΣB_k)`` of ``B`` (..., H, d, d) (a non-finite τ counts as inf), shape ``(...)``."""
+    SB = S @ B
+    tau = np.einsum("...hji,...kji->...hk", SB, SB)  # tr(ΣB_hᵀΣB_k) = <ΣB_h, ΣB_k>_F
+    return 0.95 * MAX_EXPONENT - np.max(np.where(np.isfinite(tau), tau, np.inf), axis=(-1, -2))
 
 
 class PrecondMultitaskModel(ReducedModel):
@@ -83,46 +92,25 @@ class PrecondMultitaskModel(ReducedModel):
         return sigma_mt_hessian(*self.split(y), self.setting)
 
     def margin(self, y):
-        from reduced_dynamics.multitask.sigma_loss import COVARIANCE_WHERE, D_MAX
+        return self._margin_of(y, lambda y: _margin_raw(self._constants[0], self.split(y)[0]))
 
-        def fn(y):
-            B, _ = self.split(y)
-            S = self.setting.covariance(d_max=D_MAX, where=COVARIANCE_WHERE)
-            SB = S @ B
-            tau = np.einsum("...hji,...kji->...hk", SB, SB)  # tr(ΣB_hᵀΣB_k) = <ΣB_h, ΣB_k>_F
-            worst = np.max(np.where(np.isfinite(tau), tau, np.inf), axis=(-1, -2))
-            return 0.95 * MAX_EXPONENT - worst
-
-        return self._margin_of(y, fn)
-
-    # the integrator's hooks (ReducedModel._grad_one): the same numbers on views of a checked state
-    def _views(self, y):
-        (H, d, _), N = self.parts[0].shape, self.parts[1].shape[1]
-        return y[: H * d * d].reshape(H, d, d), y[H * d * d :].reshape(H, N)
-
+    @functools.cached_property
     def _constants(self):
-        if getattr(self, "_consts", None) is None:
-            from reduced_dynamics.multitask.sigma_loss import COVARIANCE_WHERE, D_MAX, task_constants
+        """``(Σ, mask, sizes, c)`` of the setting, made once."""
+        from reduced_dynamics.multitask.sigma_loss import COVARIANCE_WHERE, D_MAX, task_constants
 
-            S = self.setting.covariance(d_max=D_MAX, where=COVARIANCE_WHERE)
-            self._consts = (S, *task_constants(self.setting))
-        return self._consts
+        return self.setting.covariance(d_max=D_MAX, where=COVARIANCE_WHERE), *task_constants(self.setting)
 
-    def _margin_one(self, y) -> float:
-        if not np.isfinite(y).all():
-            return super()._margin_one(y)
-        SB = self._constants()[0] @ self._views(y)[0]
+    # the integrator's hooks (ReducedModel._grad_finite): the same numbers on views of a finite state
+    def _margin_finite(self, y) -> float:
         with np.errstate(over="ignore", invalid="ignore"):
-            tau = np.einsum("...hji,...kji->...hk", SB, SB)
-            return self._clamp_margin(0.95 * MAX_EXPONENT - np.where(np.isfinite(tau), tau, np.inf).max())
+            return self._clamp_margin(_margin_raw(self._constants[0], self._views(y)[0]))
 
-    def _grad_one(self, y):
+    def _grad_finite(self, y):
         from reduced_dynamics.multitask.sigma_loss import _finite, _grad_parts, _state_parts
 
-        if not np.isfinite(y).all():
-            return super()._grad_one(y)
         B, mu = self._views(y)
-        S, mask, sizes, c = self._constants()
+        S, mask, sizes, c = self._constants
         V, _, K, _, P = _state_parts(B, mu, S, self.setting.d, "sigma_mt_gradient")
         with np.errstate(over="ignore", invalid="ignore"):
             _, _, g_B, g_mu = _grad_parts(B, mu, self.setting, S, mask, sizes, c, V, K, P)
