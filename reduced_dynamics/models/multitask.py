@@ -30,7 +30,7 @@ _EXP_MAX = 700.0
 
 def _margin_raw(omega):
     """``0.95 · 700 − max_hk ω⁽ʰ⁾·ω⁽ᵏ⁾`` of ``omega`` (..., H, d), shape ``(...)``."""
-    return 0.95 * _EXP_MAX - np.max(omega @ np.swapaxes(omega, -1, -2), axis=(-1, -2))
+    return 0.95 * _EXP_MAX - (omega @ np.swapaxes(omega, -1, -2)).max(axis=(-1, -2))
 
 
 class MultitaskModel(ReducedModel):

@@ -35,7 +35,7 @@ def _margin_raw(S, B):
     """``0.95 · MAX_EXPONENT − max_hk tr(ΣB_hᵀΣB_k)`` of ``B`` (..., H, d, d) (a non-finite τ counts as inf), shape ``(...)``."""
     SB = S @ B
     tau = np.einsum("...hji,...kji->...hk", SB, SB)  # tr(ΣB_hᵀΣB_k) = <ΣB_h, ΣB_k>_F
-    return 0.95 * MAX_EXPONENT - np.max(np.where(np.isfinite(tau), tau, np.inf), axis=(-1, -2))
+    return 0.95 * MAX_EXPONENT - np.where(np.isfinite(tau), tau, np.inf).max(axis=(-1, -2))
 
 
 class PrecondMultitaskModel(ReducedModel):
