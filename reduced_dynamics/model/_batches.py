@@ -76,13 +76,13 @@ def sampler_bytes(n_prompts: int, setting: Setting) -> int:
     """Bytes held by a :class:`TokenSampler` of ``n_prompts`` prompts while it draws (buffers and raw words).
 
     Per 64-bit word: two float64 normals, two float32 work values and the word itself (32
-    bytes; its two 32-bit halves are transformed in place); plus the transposed tokens, ``x_q`` and ``y_q`` (float64), and with
-    ``setting.Sigma`` the ``(n, L, d)`` correlated covariates.
+    bytes; its two 32-bit halves are transformed in place); plus the transposed tokens, ``x_q``, ``y_q``, the
+    responses' ``(β, σ)`` and products (float64), and with ``setting.Sigma`` the ``(n, L, d)`` correlated covariates.
     """
     n = int(n_prompts)
     _, words, n_ctx = _sizes(n, setting)
     extra = 0 if setting.Sigma is None else n * setting.L * setting.d  # the correlated covariates (Σ only)
-    return 32 * words + 8 * (n_ctx + n * setting.d + n + extra)
+    return 32 * words + 8 * (n_ctx + n * setting.d + n + n * (setting.d + 1) + n * setting.L + extra)
 
 
 def stream_generator(seed_seq) -> np.random.Generator:
@@ -163,6 +163,9 @@ class TokenSampler:
         self._xq = np.empty((n, d))
         self._yq = np.empty(n)
         self._sigma = math.sqrt(setting.sigma2)
+        self._be = np.empty((n, D, 1))  # (β, σ) per prompt
+        self._be[:, d, 0] = self._sigma
+        self._y = np.empty((n, L, 1))
         if setting.Sigma is None:
             self._CT = self._X = None
         else:  # x = C z, row-wise x = z Cᵀ; _X holds the correlated covariates of the context
@@ -181,11 +184,15 @@ class TokenSampler:
         np.multiply(r, _MINUS_TWO, out=r)
         np.sqrt(r, out=r)  # radius
         np.multiply(f[half:], _TWO_PI, out=t)  # 2π(1 + k 2⁻²³): the angle 2πk 2⁻²³ plus one period
-        a = f[:half]  # reuse the radius bits' buffer (already consumed)
+        # the float32 products, in place in the words' buffer (the radius bits are consumed), then one
+        # float32 -> float64 pass over both halves (cheaper than two mixed-type products)
+        a = f[:half]
         np.cos(t, out=a)
-        np.multiply(a, r, out=g[:half])  # the float32 product, stored as float64 (one pass)
-        np.sin(t, out=t)
-        np.multiply(t, r, out=g[half:])
+        np.multiply(a, r, out=a)
+        b = f[half:]
+        np.sin(t, out=b)
+        np.multiply(b, r, out=b)
+        np.copyto(g, f)
         return g
 
     def draw(self, rng: np.random.Generator) -> TrainBatch:
@@ -204,9 +211,11 @@ class TokenSampler:
             np.matmul(q[:, :d], self._CT, out=xq)
         else:
             np.copyto(xq, q[:, :d])
-        y = Z[..., d]
-        y *= s
-        y += np.matmul(Z[..., :d], beta[:, :, None])[..., 0]
+        # y_l = (β, σ)·(x_l, ε_l): one product with the context rows (ε_l is their last entry)
+        be = self._be
+        be[:, :d, 0] = beta
+        np.matmul(Z, be, out=self._y)
+        Z[..., d] = self._y[..., 0]
         Zt = self._Zt
         np.copyto(Zt, Z.transpose(0, 2, 1))
         yq = self._yq

@@ -374,7 +374,7 @@ class AttentionModel:
             if not (E.max() < _EXP_SAFE and E.min() > -_EXP_SAFE):
                 E -= E.max(axis=-1, keepdims=True)
             np.exp(E, out=E)
-            s = E.sum(axis=-1)  # (n, H)
+            s = (E.reshape(n * H, L) @ np.ones(L)).reshape(n, H)  # row sums as one product (E.sum is ~4x slower)
             R = np.matmul(E, Z)  # (n, H, D)
             R /= s[..., None]
         else:
@@ -399,10 +399,11 @@ class AttentionModel:
             # general f: dS = g_n (f'(S)/s) ⊙ (z_l·v_h − v_h·R); for exp f' = f = E
             T -= np.einsum("nhi,hi->nh", R, v)[..., None]
             T *= E[1] if isinstance(E, tuple) else E
-            T *= (g[:, None] / s)[..., None]
+            dU = np.matmul(T, Z)  # (n, H, D); the factor g_n / s is applied to it, not to the larger T
+            dU *= (g[:, None] / s)[..., None]
         else:
-            T *= (g * (1.0 / (self.norm_L or L)))[:, None, None]
-        dU = np.matmul(T, Z)  # (n, H, D)
+            dU = np.matmul(T, Z)
+            dU *= (g * (1.0 / (self.norm_L or L)))[:, None, None]
         dA = np.zeros((H, D, D))
         dA[:, :, :d] = (dU.reshape(n, H * D).T @ xq).reshape(H, D, d)
         return dA, dv

@@ -113,6 +113,27 @@ def test_single_blas_thread_limits_and_restores():
     assert all(n == 1 for n in inside) and after == before
 
 
+def test_single_blas_thread_rescans_after_an_import_and_restores_the_live_setting(monkeypatch):
+    """The library scan is kept until sys.modules grows; the limit restores the count set since, not the scanned one."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    import types
+
+    from reduced_dynamics.estimation import _threads
+
+    first = _threads._blas_controller()
+    assert _threads._blas_controller() is first
+    monkeypatch.setitem(sys.modules, "_rd_fake_module_for_the_scan", types.ModuleType("_rd_fake_module_for_the_scan"))
+    assert _threads._blas_controller() is not first
+
+    def blas():
+        return [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):  # the user's own setting, after the scan
+        with single_blas_thread():
+            assert all(n == 1 for n in blas())
+        assert all(n == 2 for n in blas())
+
+
 # ------------------------------------------------------------ wrong or NaN results (issue 9)
 
 

@@ -120,7 +120,7 @@ def test_sampler_bytes_counts_the_buffers(n, d, L, aniso):
     """sampler_bytes (TrainConfig's memory estimate) == the bytes the sampler allocates, raw words included."""
     s = Setting(d=d, L=L, Sigma=np.diag(np.arange(1.0, d + 1)) if aniso else None)
     ts = TokenSampler(n, s)
-    bufs = (ts._g, ts._Zt, ts._r, ts._t, ts._xq, ts._yq) + ((ts._X,) if aniso else ())
+    bufs = (ts._g, ts._Zt, ts._r, ts._t, ts._xq, ts._yq, ts._be, ts._y) + ((ts._X,) if aniso else ())
     held = sum(a.nbytes for a in bufs)
     raw = stream_generator(0).bit_generator.random_raw(ts.words_per_batch)
     assert sampler_bytes(n, s) == held + raw.nbytes
@@ -173,8 +173,11 @@ def test_isotropic_batches_are_the_documented_layout_bit_for_bit(d, L, sigma2):
     (tok, tok_t, xq, yq, beta), _ = _draws(s, n, 1, 4)
     g = TokenSampler(n, s).normals(stream_generator(4)).copy()
     Z, xq0, yq0, beta0 = _layout(g, n, d, L, sigma2)
-    for a, b in ((tok, Z), (xq, xq0), (beta, beta0), (tok_t, Z.transpose(0, 2, 1))):
+    for a, b in ((tok[..., :d], Z[..., :d]), (xq, xq0), (beta, beta0), (tok_t, tok.transpose(0, 2, 1))):
         np.testing.assert_array_equal(a, b)
+    # the responses: the sampler forms y_l = (β, σ)·(x_l, ε_l) as one product, the layout above as
+    # σ ε_l + βᵀx_l; the two orders of a six-term sum agree to float64 rounding
+    np.testing.assert_allclose(tok[..., d], Z[..., d], rtol=1e-14, atol=1e-14)
     np.testing.assert_allclose(yq, yq0, rtol=1e-14, atol=1e-14)  # einsum vs the sampler's in-place sum
     (tok_i, _, xq_i, yq_i, beta_i), _ = _draws(s.replace(Sigma=np.eye(d)), n, 1, 4)  # cholesky(I) = I: exact
     for a, b in ((tok_i, tok), (xq_i, xq), (yq_i, yq), (beta_i, beta)):
