@@ -25,6 +25,8 @@ It is the ``STREAM_VERSION = 2`` random stream of the trainer:
 * the ``M`` normals fill, in this order, the context block (``(n, L, d+1)``:
   columns ``0..d-1`` are ``x_l``, column ``d`` the noise ``ε_l``), the query block
   ``(n, d+1)`` (``x_q``, then ``ε_q``) and ``β√d`` ``(n, d)``;
+* the context responses are formed as one product ``y_l = (β, σ)·(x_l, ε_l)`` per prompt (package
+  0.2.0; before, ``σ ε_l`` plus ``βᵀx_l``: the same stream, numbers equal to float64 rounding);
 * with a covariance ``Σ`` (``setting.Sigma``), the standard normal covariates
   ``z`` so drawn are mapped to ``x = C z`` with ``C = cholesky(Σ)`` (lower
   triangular, ``C Cᵀ = Σ``; one float64 ``(d, d)`` product per row) before the
