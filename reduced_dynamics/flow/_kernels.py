@@ -79,9 +79,10 @@ class ModelKernel:
         if self.abort and not self.margin(y) > 0:
             raise Event(t)
         out = -self._grad(y)
-        if not np.all(np.isfinite(out)):
+        g2 = float(out @ out)  # not finite if an entry is not (or the sum overflows: then each entry is looked at)
+        if not math.isfinite(g2) and not np.isfinite(out).all():
             raise OutOfDomain("the gradient is not finite")
-        if self.abort and self.stat2 > 0 and self.flag_t is None and float(out @ out) < self.stat2:
+        if self.abort and self.stat2 > 0 and self.flag_t is None and g2 < self.stat2:
             self.flag_t = t
         if t >= self.last_t:
             self.last_t, self.last_y = float(t), np.array(y, dtype=np.float64)
