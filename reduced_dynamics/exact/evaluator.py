@@ -396,8 +396,10 @@ def _pair_moments(hs: _Heads, h, k, g, w, L, grad, sl):
 
     def block(left_rows, right_weight):
         """M-blocks Σ_g row(g) E_h(g,t) right_weight(g) E_k(g,u), one (R, n_t, n_u) per row."""
-        Lm = np.concatenate([EhT * row[:, None, :] for row in left_rows], axis=1)  # (R, q n_t, n_g)
-        return np.matmul(Lm, Ek * right_weight[:, :, None]).reshape(R, len(left_rows), n_t, n_u)
+        q = len(left_rows)
+        Lm = np.empty((R, q, n_t, EhT.shape[2]))  # the rows' products written in place (no concatenation)
+        np.multiply(EhT[:, None, :, :], np.stack(left_rows, axis=1)[:, :, None, :], out=Lm)
+        return np.matmul(Lm.reshape(R, q * n_t, -1), Ek * right_weight[:, :, None]).reshape(R, q, n_t, n_u)
 
     fwh = ww[None, :] * fh
     w1 = np.broadcast_to(ww[None, :], fh.shape)
