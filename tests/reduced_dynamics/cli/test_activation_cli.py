@@ -74,13 +74,15 @@ def test_run_affine_stops_at_a_stationary_point_with_status_1(capsys):
 def test_run_activation_n_init_is_a_batch(capsys):
     """`--n-init` (refused with an activation before 0.2) integrates the starts of seeds S..S+N-1 one after the
     other (the activation model has no Hessian for the batched Radau), each as its single run."""
-    rc = main(["run", "--activation", "tanh", "--n-init", "2", "--seed", "4", "--t-end", "20", "--json", "--quiet"])
+    # 20 output times on both sides (the loss and |∇L| along the path cost a gradient per output time)
+    argv = ["run", "--activation", "tanh", "--n-init", "2", "--seed", "4", "--t-end", "20", "--n-times", "20"]
+    rc = main([*argv, "--json", "--quiet"])
     out = json.loads(capsys.readouterr().out)
     assert rc == 0 and out["success"] == [True, True] and out["method"] == "LSODA"
     assert np.shape(out["omega"]) == (2, 2) and out["seeds"] == [4, 5]
     model = reduced_model(Setting(activation="tanh"), n_heads=2)
     for i in range(2):
-        r = integrate(model, model.state(*initial_state(2, scale=0.01, seed=4 + i)), t_end=20.0, n_times=400)
+        r = integrate(model, model.state(*initial_state(2, scale=0.01, seed=4 + i)), t_end=20.0, n_times=20)
         np.testing.assert_allclose(out["omega"][i], r.omega[-1], rtol=1e-12)
     assert main(["run", "--activation", "tanh", "--n-init", "60", "--method", "batch-Radau", "--t-end", "1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -68,7 +68,8 @@ def test_output_stem_text_and_bad_values():
 def test_portrait_sigma2_and_seed_write_different_files(tmp_path, capsys, monkeypatch):
     """σ² = 0.1 and 0.5 (and any seed) used to write the same portrait_two_head_d5_L40_s0.png.
 
-    Also: progress lines on stderr by default, none with --quiet (two runs only: portraits are the slow command).
+    Also: progress lines on stderr by default, none with --quiet, and the files are PNGs (two runs only: portraits
+    are the slow command; this is the suite's test that `portrait` writes its files).
     """
     monkeypatch.setattr(_common, "PROGRESS_DELAY", 0.0)
     assert main(["portrait", *TINY_PORTRAIT, "--out", str(tmp_path), "--sigma2", "0.1"]) == 0
@@ -78,6 +79,7 @@ def test_portrait_sigma2_and_seed_write_different_files(tmp_path, capsys, monkey
     assert capsys.readouterr().err == ""
     pngs = sorted(p.name for p in tmp_path.glob("*.png"))
     assert len(pngs) == 4 and len(list(tmp_path.glob("*.npz"))) == 4
+    assert all(p.stat().st_size > 1000 and p.read_bytes()[:4] == b"\x89PNG" for p in tmp_path.glob("*.png"))
     assert sum("sigma2-0.1_" in p for p in pngs) == 2 and sum("sigma2-0.5_" in p for p in pngs) == 2
     # the seed (and every other option) is in both names
     from reduced_dynamics.cli._setting import setting_from_args

@@ -90,13 +90,3 @@ def test_portrait_bad_input_subprocess():
     )
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1 and "`--d`" in proc.stderr
-
-
-def test_portrait_cli_writes_files(tmp_path, capsys):
-    rc = main(
-        ["portrait", "--resolution", "12", "--n-traj", "1", "--t-end", "20", "--heads", "2", "--out", str(tmp_path)]
-    )
-    assert rc == 0
-    pngs = sorted(tmp_path.glob("*.png"))
-    assert len(pngs) == 2 and all(p.stat().st_size > 1000 and p.read_bytes()[:4] == b"\x89PNG" for p in pngs)
-    assert len(sorted(tmp_path.glob("*.npz"))) == 2
