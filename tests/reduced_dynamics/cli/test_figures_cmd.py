@@ -44,24 +44,26 @@ def test_committed_figures_record_their_configuration():
     assert read_stamps(folder, list(FIGURES)) == {n: {"seed": 0, "quick": False} for n in FIGURES}
 
 
-def test_figures_workers_make_the_same_files(tmp_path, capsys):
-    """`--workers 2` runs the figures in parallel processes; the data files equal the serial run's, bit for bit."""
+def test_figures_workers_make_the_same_files(tmp_path, capsys, quick_figure):
+    """`--workers 2` runs the figures in parallel processes; the data files equal the serial run's, bit for bit.
+
+    The serial run is the session's ``FIGURES[name].run(quick=True, seed=0)`` under a one-thread BLAS limit
+    (tests/conftest.py's ``quick_figure``), what ``figures --quick`` runs for each figure in its own process (its
+    printed key numbers are the run's); the serial command itself is run by the tests above.
+    """
     import numpy as np
 
     only = ["--only", "risk_vs_L,approx_vs_mc", "--quick", "--quiet", "--json"]
-    assert main(["figures", *only, "--out", str(tmp_path / "w1")]) == 0
-    serial = json.loads(capsys.readouterr().out)
     assert main(["figures", *only, "--workers", "2", "--out", str(tmp_path / "w2")]) == 0
     parallel = json.loads(capsys.readouterr().out)
-    assert list(parallel) == list(serial) == ["risk_vs_L", "approx_vs_mc"]  # registry order, not finishing order
-    for name in serial:
-        a, b = np.load(tmp_path / "w1" / f"{name}.npz"), np.load(tmp_path / "w2" / f"{name}.npz")
+    assert list(parallel) == ["risk_vs_L", "approx_vs_mc"]  # registry order, not finishing order
+    for name in parallel:
+        folder, serial = quick_figure(name)
+        a, b = np.load(folder / f"{name}.npz"), np.load(tmp_path / "w2" / f"{name}.npz")
         assert a.files == b.files
         for k in a.files:
             assert np.array_equal(a[k], b[k]), (name, k)
-        assert {k: v for k, v in parallel[name].items() if k != "seconds"} == {
-            k: v for k, v in serial[name].items() if k != "seconds"
-        }
+        assert {k: v for k, v in parallel[name].items() if k != "seconds"} == serial["key_numbers"]
 
 
 def test_figures_workers_out_of_range(tmp_path, capsys):
