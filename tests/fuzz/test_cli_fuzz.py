@@ -772,12 +772,15 @@ _TINY_SWEEP: list[Path] = []
 
 
 def _tiny_sweep(root: Path) -> Path:
-    """A finished one-point sweep folder, made once per session by the real command."""
+    """A finished one-point sweep folder, made once per process by the real command (``cli.main``, in this process:
+    the fuzzed invocations only read it)."""
     if not _TINY_SWEEP:
+        from reduced_dynamics.cli import main
+
         base = Path(tempfile.mkdtemp(dir=root))
         (base / "tiny.toml").write_text(TINY_SPEC)
-        cmd = [sys.executable, "-m", "reduced_dynamics", "sweep", "tiny.toml", "--out", "tiny_sweep", "--workers", "1"]
-        subprocess.run([*cmd, "--quiet"], cwd=base, env=_env(), check=True, capture_output=True, timeout=120)
+        argv = ["sweep", str(base / "tiny.toml"), "--out", str(base / "tiny_sweep"), "--workers", "1", "--quiet"]
+        assert main(argv) == 0, argv
         _TINY_SWEEP.append(base / "tiny_sweep")
     return _TINY_SWEEP[0]
 
