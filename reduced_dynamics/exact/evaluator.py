@@ -421,22 +421,40 @@ def _pair_moments(hs: _Heads, h, k, g, w, L, grad, sl):
     ETT = integral(L * M112 * P1 + L * (L - 1) * M101 * M011 * P2)
     if not grad:
         return EQ, ETT, None
+    # the derivatives: Σ_tu c_t c_u F P_j as dot products with the weights W_j = c_t c_u P_j (the factors of L
+    # taken out; the risk itself keeps the integrals above, whose last bits the Richardson check of A4 amplifies)
+    C = ct[:, :, None] * cu[:, None, :]
+    W1, W2 = C * P1, C * P2
+
+    def dot(A, W):
+        return np.einsum("rtu,rtu->r", A, W)
+
+    X = M101 * M011
     B2 = block([fwh * gg, fwh * gg**3, w1 * gg * gg], fk * fk)  # M121, M123, M022
     M102, M202 = B0[:, 1], B0[:, 2]
     M111, M211, M113, M213, M012 = B1[:, 3], B1[:, 4], B1[:, 5], B1[:, 6], B1[:, 7]
     M121, M123, M022 = B2[:, 0], B2[:, 1], B2[:, 2]
-    P3 = _pow_from_deficit(one_minus, L - 3) if L >= 3 else np.zeros_like(P2)
+    W3 = C * (_pow_from_deficit(one_minus, L - 3) if L >= 3 else np.zeros_like(P2))
+    c1, c2, c3 = L, L * (L - 1), L * (L - 1) * (L - 2)
+    q111, q113 = dot(M111, W1), dot(M113, W1)
     out = []
-    for dPhi, dC, dD, dPh, dPk in (
-        (-t * M101, M111 - t * M211, M113 - t * M213, M102 - t * M202, -t * M112),  # d/da_h
-        (-u * M011, M111 - u * M121, M113 - u * M123, -u * M112, M012 - u * M022),  # d/da_k
+    # d/da_h: ∂Φ = -t M101, ∂M110 = M111 - t M211, ∂M112 = M113 - t M213, ∂M101 = M102 - t M202, ∂M011 = -t M112;
+    # d/da_k: ∂Φ = -u M011, ∂M110 = M111 - u M121, ∂M112 = M113 - u M123, ∂M101 = -u M112, ∂M011 = M012 - u M022.
+    # With the differentiated head's Laplace variable s (t or u), its first-moment block m (M101 or M011; ∂Φ = -s m),
+    # the other head's m' and ∂m = m0 - s m1:
+    for s_, dM110_s, dM112_s, m, m_other, m0, m1 in (
+        (t, M211, M213, M101, M011, M102, M202),
+        (u, M121, M123, M011, M101, M012, M022),
     ):
-        dEQ = L * integral(dC * P1 + (L - 1) * M110 * P2 * dPhi)
-        dETT = integral(
-            L * dD * P1
-            + L * (L - 1) * M112 * P2 * dPhi
-            + L * (L - 1) * (dPh * M011 + M101 * dPk) * P2
-            + L * (L - 1) * (L - 2) * M101 * M011 * P3 * dPhi
+        sW1, sW2, sW3 = s_ * W1, s_ * W2, s_ * W3
+        # E[Q]' = L ∂M110 P1 + L(L-1) M110 P2 ∂Φ
+        dEQ = c1 * (q111 - dot(dM110_s, sW1)) - c2 * dot(M110 * m, sW2)
+        # E[TT]' = L ∂M112 P1 + L(L-1) (M112 ∂Φ + ∂m m' + m ∂m') P2 + L(L-1)(L-2) m m' P3 ∂Φ, where ∂m' = -s M112
+        # (a term of the other head's derivative: -s M112 m, as M112 ∂Φ is)
+        dETT = (
+            c1 * (q113 - dot(dM112_s, sW1))
+            + c2 * (dot(m0 * m_other, W2) - dot(m1 * m_other, sW2) - 2.0 * dot(M112 * m, sW2))
+            - c3 * dot(X * m, sW3)
         )
         out.append((dEQ, dETT))
     return EQ, ETT, out
