@@ -399,11 +399,11 @@ class AttentionModel:
             # general f: dS = g_n (f'(S)/s) ⊙ (z_l·v_h − v_h·R); for exp f' = f = E
             T -= np.einsum("nhi,hi->nh", R, v)[..., None]
             T *= E[1] if isinstance(E, tuple) else E
-            dU = np.matmul(T, Z)  # (n, H, D); the factor g_n / s is applied to it, not to the larger T
-            dU *= (g[:, None] / s)[..., None]
+            scale = (g[:, None] / s)[..., None]  # (n, H, 1)
         else:
-            dU = np.matmul(T, Z)
-            dU *= (g * (1.0 / (self.norm_L or L)))[:, None, None]
+            scale = (g * (1.0 / (self.norm_L or L)))[:, None, None]
+        dU = np.matmul(T, Z)  # (n, H, D); the per-prompt factor is applied to it, not to the larger T
+        dU *= scale
         dA = np.zeros((H, D, D))
         dA[:, :, :d] = (dU.reshape(n, H * D).T @ xq).reshape(H, D, d)
         return dA, dv
