@@ -1,6 +1,6 @@
 """Constants of the float32 Box–Muller transform shared by the trainer's prompt stream
 (``reduced_dynamics.model._batches``, stream version 2) and the single-precision Monte Carlo stream
-(``reduced_dynamics.estimation._fast.normals32``, stream version 3).
+(``reduced_dynamics.estimation._fast.normals32``, stream versions 3 and 4).
 
 Each 32-bit word ``w`` of ``random_raw`` becomes ``f = 1 + (w >> 9) 2⁻²³`` in ``[1, 2)`` by keeping its top
 23 bits as the mantissa of a float32 1.0; the radius uses ``u = 2 − f`` in ``[2⁻²³, 1]``

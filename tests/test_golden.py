@@ -194,12 +194,32 @@ def stationary_stop_cases() -> list[str]:
 
 _SKIP: dict[str, tuple[float, str]] = {}
 
-#: label (case, or ``"figure <name>"``) -> {path: [recorded, new]}: the numbers that the Monte Carlo
-#: stream version 3 moved (``precision="auto"``, float32 Box–Muller normals, CHANGELOG.md 0.2.0, issue 22),
-#: written by ``tests/golden/stream_moved.py``. The recorded value must be the table's first entry (the table
-#: documents what moved, from what), and the new output is compared with the second, with the usual
-#: tolerances; everything not in the table is still compared with the original recording.
-STREAM_MOVED: dict[str, dict[str, list]] = json.loads((GOLDEN / "stream3_moved.json").read_text(encoding="utf-8"))
+#: Monte Carlo stream version -> its table ``tests/golden/stream<N>_moved.json``, label (case, or
+#: ``"figure <name>"``) -> {path: [before, after]}: the numbers that stream version N moved (3:
+#: ``precision="auto"``, float32 Box–Muller normals; 4: χ² from uniforms, larger blocks; CHANGELOG.md 0.2.0,
+#: issue 22), each written by ``tests/golden/stream_moved.py --version N``. ``before`` is the value the
+#: previous tables left (the recording if none moved it).
+STREAM_TABLES: dict[int, dict[str, dict[str, list]]] = {
+    int(f.name[len("stream") : -len("_moved.json")]): json.loads(f.read_text(encoding="utf-8"))
+    for f in sorted(GOLDEN.glob("stream*_moved.json"))
+}
+
+
+def _chain_tables(tables) -> dict[str, dict[str, list]]:
+    """label -> {path: [recorded, after version a, after version b, ...]} over the tables in version order."""
+    out: dict[str, dict[str, list]] = {}
+    for _, table in sorted(tables.items()):
+        for label, paths in table.items():
+            for path, (before, after) in paths.items():
+                out.setdefault(label, {}).setdefault(path, [before]).append(after)
+    return out
+
+
+#: label -> {path: [recorded, ..., current]}: the chain of every moved number. The recorded value must be
+#: the chain's first entry and each table's ``before`` the previous table's ``after`` (the tables document
+#: what moved, from what; :func:`test_stream_tables_chain`); the new output is compared with the last
+#: entry, with the usual tolerances; everything not in a table is still compared with the original recording.
+STREAM_MOVED: dict[str, dict[str, list]] = _chain_tables(STREAM_TABLES)
 
 _STREAM: dict[str, list] = {}
 
@@ -337,10 +357,10 @@ def compare(expected, actual, path: str, diff: _Diff, key: str | None = None) ->
     if key in IGNORED_KEYS or key in FREE_TEXT_KEYS:
         return
     if path in _STREAM:
-        old, new = _STREAM[path]
+        old, new = _STREAM[path][0], _STREAM[path][-1]
         if old != expected:
             diff.add(path, f"STREAM_MOVED names {old!r} as the recorded value, the recording has {expected!r}")
-        compare(new, actual, f"{path} (stream 3)", diff, key=key)
+        compare(new, actual, f"{path} (stream {max(STREAM_TABLES)})", diff, key=key)
         return
     if path in _SKIP:
         atol, _ = _SKIP[path]
@@ -464,6 +484,17 @@ def test_cases_match_recording():
     assert set(STREAM_MOVED) <= set(CLI_BASELINE) | figures
 
 
+def test_stream_tables_chain():
+    """Each table's ``before`` is what the previous tables left: the recording, or the previous ``after``."""
+    seen: dict[tuple[str, str], object] = {}
+    for version, table in sorted(STREAM_TABLES.items()):
+        for label, paths in table.items():
+            for path, (before, after) in paths.items():
+                assert before == seen.get((label, path), before), (version, label, path)
+                seen[(label, path)] = after
+    assert set(STREAM_TABLES) == {3, 4}
+
+
 def test_stream_moved_numbers_are_monte_carlo_numbers_within_their_error():
     """Every number STREAM_MOVED lists moved because of the random stream: the risk estimates of the
     moved ``risk`` cases stay within 4 combined standard errors of the recorded ones (the two streams are
@@ -473,8 +504,8 @@ def test_stream_moved_numbers_are_monte_carlo_numbers_within_their_error():
         moved, rec = STREAM_MOVED[case], CLI_BASELINE[case]["json"]["estimators"]
         assert any(p.endswith(".risk") for p in moved)
         for name, old in rec.items():
-            new_risk = moved.get(f"json.estimators.{name}.risk", [None, old["risk"]])[1]
-            new_se = moved.get(f"json.estimators.{name}.stderr", [None, old["stderr"]])[1]
+            new_risk = moved.get(f"json.estimators.{name}.risk", [old["risk"]])[-1]
+            new_se = moved.get(f"json.estimators.{name}.stderr", [old["stderr"]])[-1]
             assert abs(new_risk - old["risk"]) < 4 * math.hypot(old["stderr"], new_se), (case, name)
             if old.get("exact") is not None:  # the closed form (GD, debiased GD): an independent check
                 assert abs(new_risk - old["exact"]) < 3 * new_se, (case, name, new_risk, old["exact"])

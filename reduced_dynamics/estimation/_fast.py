@@ -109,13 +109,13 @@ def gram_spec(p, setting):
     return None
 
 
-# ------------------------------------------------------------------ single-precision stream (version 3)
+# ------------------------------------------------------------------ single-precision streams (versions 3, 4)
 
 # the constants of the transform: reduced_dynamics._float32_normals (shared with the trainer's sampler)
 
 
 def normals32(rng, out) -> np.ndarray:
-    r"""Fill the float32 array ``out`` (``N`` entries) with standard normals by Box–Muller (stream version 3).
+    r"""Fill the float32 array ``out`` (``N`` entries) with standard normals by Box–Muller (stream versions 3, 4).
 
     The bits are ``W = ceil(N/2)`` 64-bit words of ``rng.bit_generator.random_raw``, viewed as
     ``2W`` little-endian 32-bit words ``w_j``; with ``k_j = w_j >> 9`` (the top 23 bits),
@@ -160,17 +160,75 @@ def _chi2(rng, k, m, out=None) -> np.ndarray:
     return g
 
 
+#: Largest number of degrees of freedom whose χ² the single-precision streams build from uniforms (stream
+#: version 4, :func:`chi2_32`); larger ones are ``2 Γ(k/2)`` variates of numpy's Gamma sampler.
+CHI2_SMALL_MAX = 8
+
+_U_OFFSET32 = np.float32(1.0 - 2.0**-24)  # f − (1 − 2⁻²⁴) = (2t + 1) 2⁻²⁴ exactly (Sterbenz), f = 1 + t 2⁻²³
+
+
+def uniforms32(rng, n) -> np.ndarray:
+    r"""``n`` float32 uniforms on the midpoints of ``2²³`` cells: :math:`u = (2t + 1)\,2^{-24}`, in ``(0, 1)``.
+
+    The bits are ``ceil(n/2)`` 64-bit words of ``rng.bit_generator.random_raw``, viewed as little-endian
+    32-bit words ``w_j`` (the last one dropped when ``n`` is odd); ``t_j = w_j >> 9`` (the top 23 bits).
+    The midpoints make ``E[−log u]`` equal 1 to ``4e-8`` (cell endpoints would be off by ``1e-6``) and
+    keep ``u`` away from 0 and 1.
+    """
+    w = rng.bit_generator.random_raw((n + 1) // 2).view(_U32)[:n]
+    np.right_shift(w, _SHIFT9, out=w)
+    np.bitwise_or(w, _ONE_BITS, out=w)
+    f = w.view(np.float32)  # 1 + t 2⁻²³
+    np.subtract(f, _U_OFFSET32, out=f)
+    return f
+
+
+def chi2_32(rng, k, m, out) -> bool:
+    r"""The single-precision streams' :math:`\chi^2_k` (stream version 4): its even part into ``out``.
+
+    For ``0 < k <= CHI2_SMALL_MAX``, with ``j = k // 2``: ``j m`` uniforms (:func:`uniforms32`, laid out
+    ``(j, m)``) give :math:`-2\log\prod_{i<j} u_{i}`, a :math:`\chi^2_{2j}` variate per prompt (in float32,
+    stored in the float64 ``out`` of shape (m,)); when ``k`` is odd the caller adds the square of one
+    standard normal per prompt (from its own :func:`normals32` call) and this returns True. Larger ``k``:
+    ``2 Γ(k/2)`` (:func:`_chi2`, float64), False. ``k = 0``: zeros, False.
+    """
+    if k > CHI2_SMALL_MAX:
+        _chi2(rng, k, m, out=out)
+        return False
+    j = k // 2
+    if j == 0:
+        out[...] = 0.0
+    else:
+        u = uniforms32(rng, j * m).reshape(j, m)
+        p = u[0]
+        for i in range(1, j):
+            p *= u[i]
+        np.log(p, out=p)
+        np.multiply(p, _MINUS_TWO32, out=out)  # (exact: × −2 in float32, then widened)
+    return k % 2 == 1
+
+
+def _add_squares(x, z) -> None:
+    """``x += z²`` with ``z`` float32, in float64."""
+    z64 = z.astype(np.float64)
+    z64 *= z64
+    x += z64
+
+
 def draw_stats32(rng, s, y, yq, r2, *, d, sigma2, conditional, normals=None, y_scale=None) -> None:
     r"""The single-precision statistics stream: fill ``s``, ``y`` (float32, (m, L)), ``yq``, ``r2`` (float64, (m,)).
 
     Same statistics as ``sample_prompts(..., stats_only=True)`` (module docstring of
     :mod:`reduced_dynamics.estimation.prompts`). Draw order (the stream contract of
-    ``precision="single"``, stream version 3): ``|x_q|² ~ χ²_d`` (``2 Γ(d/2)``, m), then, with
-    ``conditional``, the ``m L`` normals ``a`` (:func:`normals32`); otherwise ``|β_⊥|² d ~
-    χ²_{d-1}`` (m) and one :func:`normals32` call of ``2 m L + 2 m`` normals: ``a`` (m, L), the
-    combined context noise (m, L), ``β₁√d`` (m) and ``ε_q`` (m), in this order.
+    ``precision="single"``, stream version 4): the even part of ``|x_q|² ~ χ²_d`` (:func:`chi2_32`),
+    then, with ``conditional``, one :func:`normals32` call of ``m L`` normals ``a`` (m, L), plus ``m``
+    more when ``d`` is odd and at most :data:`CHI2_SMALL_MAX` (their squares complete ``|x_q|²``);
+    otherwise the even part of ``|β_⊥|² d ~ χ²_{d-1}`` and one :func:`normals32` call of
+    ``2 m L + 2 m`` normals: ``a`` (m, L), the combined context noise (m, L), ``β₁√d`` (m) and
+    ``ε_q`` (m), in this order, then ``m`` normals completing whichever of the two χ² has an odd
+    number of degrees of freedom at most :data:`CHI2_SMALL_MAX` (none when neither has).
 
-    ``normals``: optional float32 work buffer of at least ``2 m L + 2 m`` entries (``s`` and
+    ``normals``: optional float32 work buffer of at least ``2 m L + 3 m`` entries (``s`` and
     ``y`` may be views of it, as :func:`stats_buffers` makes them).
 
     ``y_scale``: optional float64 (m,) array. Given, ``y`` is left unscaled,
@@ -180,19 +238,28 @@ def draw_stats32(rng, s, y, yq, r2, *, d, sigma2, conditional, normals=None, y_s
     ``c`` is 0 (``σ² = 0``, ``d = 1``): then ``y`` is scaled and ``y_scale`` is 1.
     """
     m, L = s.shape
-    if r2.flags.c_contiguous:
-        _chi2(rng, d, m, out=r2)
-    else:
-        r2[...] = _chi2(rng, d, m)
-    r = np.sqrt(r2)
+    nm = m * L
+    x2 = np.empty(m)
+    odd_r = chi2_32(rng, d, m, x2)
     if conditional:
-        normals32(rng, s)
+        if not odd_r:
+            normals32(rng, s)
+        else:
+            head = normals is not None and s.__array_interface__["data"][0] == normals.__array_interface__["data"][0]
+            g = normals[: nm + m] if head else np.empty(nm + m, np.float32)
+            normals32(rng, g)
+            if not head:
+                np.copyto(s, g[:nm].reshape(m, L))
+            _add_squares(x2, g[nm:])
     else:
-        bperp2 = _chi2(rng, d - 1, m)
-        bperp2 /= d
-        nm = m * L
-        g = np.empty(2 * nm + 2 * m, np.float32) if normals is None else normals[: 2 * nm + 2 * m]
+        bperp2 = np.empty(m)
+        odd_b = chi2_32(rng, d - 1, m, bperp2)
+        n_g = 2 * nm + (2 + odd_r + odd_b) * m
+        g = np.empty(n_g, np.float32) if normals is None else normals[:n_g]
         normals32(rng, g)
+        if odd_r or odd_b:
+            _add_squares(x2 if odd_r else bperp2, g[2 * nm + 2 * m :])
+        bperp2 /= d
         a, noise = g[:nm].reshape(m, L), g[nm : 2 * nm].reshape(m, L)
         beta1 = g[2 * nm : 2 * nm + m].astype(np.float64)
         beta1 *= 1.0 / math.sqrt(d)
@@ -204,21 +271,24 @@ def draw_stats32(rng, s, y, yq, r2, *, d, sigma2, conditional, normals=None, y_s
                 y_scale[...] = 1.0
         else:
             y_scale[...] = c
-            np.add(noise, (beta1 / c).astype(np.float32)[:, None] * a, out=y)
+            np.add(noise, (beta1 / c).astype(np.float32)[:, None] * a, out=y)  # (y may be the noise's own buffer)
         if s.__array_interface__["data"][0] != a.__array_interface__["data"][0]:  # s is not the buffer's head
             np.copyto(s, a)
-        yq[...] = beta1 * r + math.sqrt(sigma2) * g[2 * nm + m :].astype(np.float64)
+    r2[...] = x2
+    r = np.sqrt(x2)
+    if not conditional:
+        yq[...] = beta1 * r + math.sqrt(sigma2) * g[2 * nm + m : 2 * nm + 2 * m].astype(np.float64)
     s *= r.astype(np.float32)[:, None]
 
 
 def stats_buffers(B, L):
     """Float32 work buffers of the single-precision stream for blocks of up to ``B`` prompts.
 
-    Returns ``normals`` (``2 B L + 2 B`` entries); a block of ``m`` prompts uses its first
-    ``2 m L + 2 m`` entries, and its ``s`` is their first ``m L`` (so the context normals are
-    drawn in place).
+    Returns ``normals`` (``2 B L + 3 B`` entries); a block of ``m`` prompts uses its first
+    ``2 m L + 3 m`` entries at most (:func:`draw_stats32`), and its ``s`` is their first ``m L`` (so
+    the context normals are drawn in place).
     """
-    return np.empty(2 * B * L + 2 * B, np.float32)
+    return np.empty(2 * B * L + 3 * B, np.float32)
 
 
 # ------------------------------------------------------------------ statistics sampler
@@ -709,14 +779,17 @@ def gram_losses(specs, blk: GramBlock, *, d, sigma2, out, kernel="auto"):
 
 
 def draw_gram32(rng, m, *, d, L, conditional, into=None) -> GramBlock:
-    r"""One block of the Gram sampler's single-precision stream (``precision="single"``, stream version 3).
+    r"""One block of the Gram sampler's single-precision stream (``precision="single"``, stream version 4).
 
-    The same statistics as :func:`draw_gram`. Draw order: ``r² ~ χ²_d`` (``2 Γ(d/2)``, m), the
-    Bartlett diagonal :math:`R_{ii}^2 \sim \chi^2_{L-i}` (``2 Γ((L-i)/2)``, m per row,
-    ``i = 0..d-1``), then one :func:`normals32` call of ``(d(d-1)/2 + 2d + 1) m`` normals (without
-    the last ``(2d+1) m`` when ``conditional``): the strict upper triangle (row-major), then
-    β√d, u/σ, ε_q. ``r2`` is stored in float64; the diagonal (rounded to float32) and the normals
-    in float32, for the float32 ridge kernel of :func:`gram_losses`.
+    The same statistics as :func:`draw_gram`. Draw order: the even part of ``r² ~ χ²_d``, then of
+    the Bartlett diagonal :math:`R_{ii}^2 \sim \chi^2_{L-i}` (``i = 0..d-1``; each by :func:`chi2_32`:
+    from uniforms up to :data:`CHI2_SMALL_MAX` degrees of freedom, else ``2 Γ(k/2)``), then one
+    :func:`normals32` call of ``(d(d-1)/2 + 2d + 1 + n_odd) m`` normals (without the ``(2d+1) m``
+    when ``conditional``): the strict upper triangle (row-major), β√d, u/σ, ε_q, and last one row of
+    ``m`` per χ² above with an odd number of degrees of freedom at most :data:`CHI2_SMALL_MAX`, in
+    the order ``r², R_00², R_11², …`` (their squares complete those χ²). ``r2`` is stored in float64;
+    the diagonal (the float64 root, rounded to float32) and the normals in float32, for the float32
+    ridge kernel of :func:`gram_losses`.
 
     ``into``: optional ``(r2, diag, z)`` arrays of shapes (m,), (d, m) and (rows, m) (views into
     the columns of larger buffers, so that several blocks are evaluated together) to write the
@@ -726,15 +799,16 @@ def draw_gram32(rng, m, *, d, L, conditional, into=None) -> GramBlock:
         r2, diag32 = np.empty(m), np.empty((d, m), np.float32)
     else:
         r2, diag32, z_o = into
-    _chi2(rng, d, m, out=r2)
-    diag = np.empty((d, m))
-    for i in range(d):
-        rng.standard_gamma((L - i) / 2.0, out=diag[i])
-    diag *= 2.0
-    np.sqrt(diag, out=diag32, casting="same_kind")  # the float64 root, rounded to float32
+    x2 = np.empty((d + 1, m))  # r², then R_ii²
+    odd = [i for i, k in enumerate([d] + [L - i for i in range(d)]) if chi2_32(rng, k, m, x2[i])]
     n_off = d * (d - 1) // 2
     rows = n_off + (0 if conditional else 2 * d + 1)
-    z = normals32(rng, np.empty((rows, m), np.float32))
+    z = normals32(rng, np.empty((rows + len(odd), m), np.float32))
+    for j, i in enumerate(odd):
+        _add_squares(x2[i], z[rows + j])
+    r2[...] = x2[0]
+    np.sqrt(x2[1:], out=diag32, casting="same_kind")  # the float64 root, rounded to float32
+    z = z[:rows]
     if into is not None:
         z_o[...] = z
         z = z_o

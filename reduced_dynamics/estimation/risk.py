@@ -116,8 +116,13 @@ _PRECISIONS = ("auto", "double", "single")
 #: ``reduced_dynamics.estimation._fast.normals32``; Gamma variates for the χ²), and the
 #: single-precision ``"stats"`` stream itself changed (version 2 drew its uniforms with
 #: ``Generator.random``). The double-precision streams (``precision="double"``, the numba backend,
-#: ``"full"``) are those of version 2.
-STREAM_VERSION = 3
+#: ``"full"``) are those of version 2. Version 4 changed the single-precision streams again: a χ² with at
+#: most eight degrees of freedom (``|x_q|²`` and ``|β_⊥|² d`` at d <= 8, Bartlett rows at L − i <= 8) is
+#: built from float32 uniforms, ``−2 log`` of a product of ``k // 2`` of them, plus the square of one
+#: normal when ``k`` is odd (``reduced_dynamics.estimation._fast.chi2_32``), instead of a Gamma variate, and
+#: the blocks hold 3072 (statistics) and 4096 (Gram) prompts instead of 2048. The double-precision
+#: streams are still those of version 2.
+STREAM_VERSION = 4
 
 
 # ----------------------------------------------------------------- result types
@@ -341,12 +346,17 @@ class RiskResult(FrozenResult):
 # ------------------------------------------------------------------- planning
 
 
-def _block_size(sampler: str, d: int, L: int) -> int:
-    """Prompts per RNG block; a function of the problem only (never of the budget)."""
+def _block_size(sampler: str, d: int, L: int, precision: str = "single") -> int:
+    """Prompts per RNG block; a function of the problem and the stream only (never of the budget).
+
+    The single-precision streams of version 4 draw larger blocks, up to 3072 prompts (statistics) and
+    4096 (Gram): their per-block cost is a few dozen numpy calls, and the statistics block's float32
+    arrays stay about as large as the version-2 float64 ones; every other stream keeps the 2048 of version 2.
+    """
     if sampler == "stats":
-        return max(1, min(2048, 2**20 // L))
+        return max(1, min(3072 if precision == "single" else 2048, 2**20 // L))
     if sampler == "gram":
-        return max(1, min(2048, 2**20 // (d * d)))
+        return max(1, min(4096 if precision == "single" else 2048, 2**20 // (d * d)))
     return max(1, min(2048, 2**20 // (L * d)))
 
 
@@ -361,7 +371,14 @@ def _bytes_per_prompt(sampler: str, d: int, L: int, n_heads: int, n_pred: int) -
 
 
 def plan_chunks(
-    n_prompts, setting, *, sampler="stats", n_heads=1, n_predictors=1, memory_budget=DEFAULT_MEMORY_BUDGET
+    n_prompts,
+    setting,
+    *,
+    sampler="stats",
+    n_heads=1,
+    n_predictors=1,
+    memory_budget=DEFAULT_MEMORY_BUDGET,
+    precision="single",
 ) -> ChunkPlan:
     """How the engine splits ``n_prompts`` prompts into RNG blocks and chunks.
 
@@ -376,6 +393,12 @@ def plan_chunks(
     n_predictors : int, >= 1
     memory_budget : int, >= 1
         Bytes allowed for one chunk's working arrays.
+    precision : {"single", "double"}
+        The stream: ``"single"`` (what :func:`estimate_risks` draws by default for the package's
+        predictors on the ``"stats"`` and ``"gram"`` samplers) or ``"double"`` (``precision="double"``,
+        the numba backend, the ``"full"`` sampler, other predictors). The block size of the
+        ``"stats"`` and ``"gram"`` samplers depends on it: 3072 and 4096 prompts single, 2048 double
+        (at most ``2²⁰ / L`` and ``2²⁰ / d²``).
 
     Returns
     -------
@@ -400,6 +423,8 @@ def plan_chunks(
     n_predictors = check_positive_int("n_predictors", n_predictors)
     if not isinstance(sampler, str) or sampler not in ("stats", "gram", "full"):
         raise ValueError(f"`sampler` must be 'stats', 'gram' or 'full', got {sampler!r}")
+    if not isinstance(precision, str) or precision not in ("single", "double"):
+        raise ValueError(f"`precision` must be 'single' or 'double', got {precision!r}")
     d, L = setting.d, setting.L
     per_prompt = _bytes_per_prompt(sampler, d, L, n_heads, n_predictors)
     if per_prompt > max(memory_budget, MEMORY_BUDGET):
@@ -407,7 +432,7 @@ def plan_chunks(
             f"`L` = {L} (with d = {d}) is too large for Monte Carlo: one prompt needs about {_mib(per_prompt)} "
             f"of working memory, more than the memory budget of {_mib(max(memory_budget, MEMORY_BUDGET))}"
         )
-    B = min(_block_size(sampler, d, L), n)
+    B = min(_block_size(sampler, d, L, precision), n)
     per_block = B * per_prompt
     k = max(1, memory_budget // per_block)
     n_blocks = -(-n // B)
@@ -667,17 +692,6 @@ def _estimate_risks(
     elif sampler == "stats" and not setting.isotropic:
         raise ValueError("`sampler` 'stats' assumes isotropic x; use 'full' or 'auto' with `setting.Sigma`")
     d, L, sigma2 = setting.d, setting.L, float(setting.sigma2)
-    plan = plan_chunks(
-        n,
-        setting,
-        sampler=sampler,
-        n_heads=sum(p.n_heads for p in preds),
-        n_predictors=len(preds),
-        memory_budget=memory_budget,
-    )
-    B, k, n_blocks = plan.block_size, plan.blocks_per_chunk, plan.n_blocks
-    n_heads = sum(p.n_heads for p in preds)
-    max_prompts = max(1, memory_budget // _bytes_per_prompt(sampler, d, L, n_heads, len(preds)))
     P = len(preds)
     moments = _Moments(P)
     specs = None
@@ -693,6 +707,18 @@ def _estimate_risks(
             "`precision` 'single' needs the 'stats' or 'gram' sampler and the package's predictor classes "
             f"(sampler {sampler!r}, predictors {list(names)})"
         )
+    plan = plan_chunks(
+        n,
+        setting,
+        sampler=sampler,
+        n_heads=sum(p.n_heads for p in preds),
+        n_predictors=len(preds),
+        memory_budget=memory_budget,
+        precision=precision,
+    )
+    B, k, n_blocks = plan.block_size, plan.blocks_per_chunk, plan.n_blocks
+    n_heads = sum(p.n_heads for p in preds)
+    max_prompts = max(1, memory_budget // _bytes_per_prompt(sampler, d, L, n_heads, len(preds)))
     if backend == "numba":
         if specs is None or precision != "double":
             raise ValueError(

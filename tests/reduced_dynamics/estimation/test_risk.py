@@ -174,8 +174,11 @@ def test_non_isotropic_zero_risk_is_trace_over_d_plus_sigma2():
 @pytest.mark.parametrize("conditional", [False, True])
 @pytest.mark.parametrize("sampler", ["stats", "full"])
 def test_results_are_bit_identical_across_chunk_sizes(sampler, conditional):
+    from reduced_dynamics.estimation.risk import _block_size
+
     preds = [Zero(), manifold_point(), DebiasedGD(0.8)] + ([BayesRidge()] if sampler == "full" else [])
-    kw = dict(n_prompts=5_000 + 17, seed=10, sampler=sampler, conditional=conditional)
+    B = _block_size(sampler, D, L, "single" if sampler == "stats" else "double")  # the stream these predictors get
+    kw = dict(n_prompts=2 * B + 17, seed=10, sampler=sampler, conditional=conditional)  # three blocks
     first = estimate_risks(preds, SETTING, memory_budget=1, **kw)
     one_block = first.block_size * _bytes_per_prompt(sampler, D, L, len(preds) + 1, len(preds))  # MultiHead has 2 heads
     runs = [first] + [
@@ -206,7 +209,7 @@ def test_block_streams_follow_the_documented_seeding():
     """
     from reduced_dynamics.estimation.risk import _block_size
 
-    B = _block_size("stats", D, L)
+    B = _block_size("stats", D, L, "double")
 
     def block(i):
         rng = np.random.Generator(np.random.SFC64(np.random.SeedSequence(13, spawn_key=(i,))))
