@@ -254,7 +254,7 @@ class ImportedAttention(FrozenResult):
         if not self.query_attends_self:
             if self.n_out == 1:
                 model, params = self.attention_model()
-                return model._forward(*model.circuits(params), Z, model._transposed(Z), xq)[0]
+                return model._forward(*model.circuits(params), model._transposed(Z), xq)[0]
             from reduced_dynamics.multitask.attention import _forward
 
             return _forward(np.ascontiguousarray(self.KQ[:, :, : self.d]), np.array(self.OV), Z, xq)[0]

@@ -3,9 +3,9 @@ r"""The trainer's prompt sampler and its random stream (internal; docs/theory.md
 :class:`TokenSampler` draws the fresh training batches of :func:`reduced_dynamics.model.training.train`:
 ``n`` prompts ``x_l ~ N(0, Σ)`` (``Σ = setting.Sigma``, ``I_d`` when it is ``None``), ``β ~ N(0, I_d/d)``,
 ``y_l = βᵀx_l + σ ε_l`` (``l = 1..L``) and the query ``(x_q, y_q)`` drawn the
-same way, returned in embedded form (``tokens`` of shape ``(n, L, d+1)`` and its
-transpose ``tokens_t``, both C-contiguous float64, as the attention models'
-batched products want them).
+same way, returned in embedded form: ``tokens_t`` of shape ``(n, d+1, L)`` (feature-major,
+C-contiguous float64, what the attention models' batched products read) and, on first access,
+its token-major copy ``tokens`` ``(n, L, d+1)`` (for the reduced model and :meth:`TrainBatch.prompts`).
 
 It is the ``STREAM_VERSION = 2`` random stream of the trainer:
 
@@ -26,7 +26,10 @@ It is the ``STREAM_VERSION = 2`` random stream of the trainer:
   columns ``0..d-1`` are ``x_l``, column ``d`` the noise ``ε_l``), the query block
   ``(n, d+1)`` (``x_q``, then ``ε_q``) and ``β√d`` ``(n, d)``;
 * the context responses are formed as one product ``y_l = (β, σ)·(x_l, ε_l)`` per prompt (package
-  0.2.0; before, ``σ ε_l`` plus ``βᵀx_l``: the same stream, numbers equal to float64 rounding);
+  0.2.0; before, ``σ ε_l`` plus ``βᵀx_l``: the same stream, numbers equal to float64 rounding). The
+  float32 context normals are widened to float64 straight into the feature-major layout and the
+  product is taken there (package 0.2.0, issue 22 part 7; before, in the token-major layout, then
+  transposed: the same stream, the responses equal to float64 rounding, ≤ 2e-16 relative);
 * with a covariance ``Σ`` (``setting.Sigma``), the standard normal covariates
   ``z`` so drawn are mapped to ``x = C z`` with ``C = cholesky(Σ)`` (lower
   triangular, ``C Cᵀ = Σ``; one float64 ``(d, d)`` product per row) before the
@@ -77,14 +80,17 @@ def _sizes(n: int, setting: Setting) -> tuple[int, int, int]:
 def sampler_bytes(n_prompts: int, setting: Setting) -> int:
     """Bytes held by a :class:`TokenSampler` of ``n_prompts`` prompts while it draws (buffers and raw words).
 
-    Per 64-bit word: two float64 normals, two float32 work values and the word itself (32
-    bytes; its two 32-bit halves are transformed in place); plus the transposed tokens, ``x_q``, ``y_q``, the
-    responses' ``(β, σ)`` and products (float64), and with ``setting.Sigma`` the ``(n, L, d)`` correlated covariates.
+    Per 64-bit word: the word itself (its two 32-bit halves are transformed in place) and two float32
+    work values (16 bytes); plus, in float64, the tokens in both layouts, the query block and ``β√d``,
+    ``x_q``, ``y_q``, the responses' ``(β, σ)`` and products, and with ``setting.Sigma`` the ``(n, d, L)``
+    correlated covariates and the ``(d, d)`` Cholesky factor.
     """
     n = int(n_prompts)
-    _, words, n_ctx = _sizes(n, setting)
-    extra = 0 if setting.Sigma is None else n * setting.L * setting.d  # the correlated covariates (Σ only)
-    return 32 * words + 8 * (n_ctx + n * setting.d + n + n * (setting.d + 1) + n * setting.L + extra)
+    m, words, n_ctx = _sizes(n, setting)
+    # with Σ: the correlated covariates and the Cholesky factor
+    extra = 0 if setting.Sigma is None else n * setting.L * setting.d + setting.d**2
+    d, L = setting.d, setting.L
+    return 16 * words + 8 * (2 * n_ctx + (m - n_ctx) + n * d + n + n * (d + 1) + n * L + extra)
 
 
 def stream_generator(seed_seq) -> np.random.Generator:
@@ -97,31 +103,34 @@ class TrainBatch:
 
     Attributes
     ----------
-    tokens : ndarray, shape (n, L, d+1)
-        Embedded context ``z_l = (x_l, y_l)``, C-contiguous.
     tokens_t : ndarray, shape (n, d+1, L)
-        The same numbers transposed, C-contiguous.
+        Embedded context, feature-major: ``tokens_t[n, :, l] = z_l = (x_l, y_l)``, C-contiguous (what the
+        attention models' batched products read).
+    tokens : ndarray, shape (n, L, d+1)
+        The same numbers token-major, C-contiguous: made on first access (a transposed copy into the
+        sampler's buffer), for the models that read tokens (the reduced model, :meth:`prompts`).
     x_q : ndarray, shape (n, d)
     y_q : ndarray, shape (n,)
     beta : ndarray, shape (n, d)
     setting : Setting
     """
 
-    __slots__ = ("tokens", "tokens_t", "x_q", "y_q", "beta", "setting")
+    __slots__ = ("_tokens", "_tokens_buf", "tokens_t", "x_q", "y_q", "beta", "setting")
 
-    def __init__(self, tokens, tokens_t, x_q, y_q, beta, setting):
-        self.tokens, self.tokens_t, self.x_q, self.y_q, self.beta, self.setting = (
-            tokens,
-            tokens_t,
-            x_q,
-            y_q,
-            beta,
-            setting,
-        )
+    def __init__(self, tokens_buf, tokens_t, x_q, y_q, beta, setting):
+        self._tokens, self._tokens_buf = None, tokens_buf
+        self.tokens_t, self.x_q, self.y_q, self.beta, self.setting = tokens_t, x_q, y_q, beta, setting
+
+    @property
+    def tokens(self) -> np.ndarray:
+        if self._tokens is None:
+            self._tokens = self._tokens_buf
+            np.copyto(self._tokens, self.tokens_t.transpose(0, 2, 1))
+        return self._tokens
 
     @property
     def n(self) -> int:
-        return self.tokens.shape[0]
+        return self.tokens_t.shape[0]
 
     def prompts(self) -> Prompts:
         """The batch as a read-only :class:`~reduced_dynamics.Prompts` (views; valid until the next draw)."""
@@ -160,23 +169,24 @@ class TokenSampler:
         self._half = half
         self._r = np.empty(half, np.float32)
         self._t = np.empty(half, np.float32)
-        self._g = np.empty(2 * half)
         self._Zt = np.empty((n, D, L))
+        self._Z = np.empty((n, L, D))  # the token-major copy, made on demand (TrainBatch.tokens)
+        self._qb = np.empty(m - self._n_ctx)  # the query block and β√d, float64
         self._xq = np.empty((n, d))
         self._yq = np.empty(n)
         self._sigma = math.sqrt(setting.sigma2)
-        self._be = np.empty((n, D, 1))  # (β, σ) per prompt
-        self._be[:, d, 0] = self._sigma
-        self._y = np.empty((n, L, 1))
+        self._be = np.empty((n, 1, D))  # (β, σ) per prompt
+        self._be[:, 0, d] = self._sigma
+        self._y = np.empty((n, 1, L))
         if setting.Sigma is None:
-            self._CT = self._X = None
-        else:  # x = C z, row-wise x = z Cᵀ; _X holds the correlated covariates of the context
-            self._CT = np.ascontiguousarray(np.linalg.cholesky(setting.Sigma).T)
-            self._X = np.empty((n, L, d))
+            self._C = self._X = None
+        else:  # x = C z, feature-major: the (d, L) block of each prompt is C times that of z
+            self._C = np.ascontiguousarray(np.linalg.cholesky(setting.Sigma))
+            self._X = np.empty((n, d, L))
 
-    def normals(self, rng: np.random.Generator) -> np.ndarray:
-        """The next ``2 * words_per_batch`` standard normals of the stream (a reused float64 buffer)."""
-        half, r, t, g = self._half, self._r, self._t, self._g
+    def _normals32(self, rng: np.random.Generator) -> np.ndarray:
+        """The next ``2 * words_per_batch`` standard normals of the stream, float32 (in the words' buffer)."""
+        half, r, t = self._half, self._r, self._t
         w = rng.bit_generator.random_raw(half).view(_U32)  # the 32-bit words, transformed in place
         np.right_shift(w, _SHIFT9, out=w)
         np.bitwise_or(w, _ONE_BITS, out=w)
@@ -186,41 +196,46 @@ class TokenSampler:
         np.multiply(r, _MINUS_TWO, out=r)
         np.sqrt(r, out=r)  # radius
         np.multiply(f[half:], _TWO_PI, out=t)  # 2π(1 + k 2⁻²³): the angle 2πk 2⁻²³ plus one period
-        # the float32 products, in place in the words' buffer (the radius bits are consumed), then one
-        # float32 -> float64 pass over both halves (cheaper than two mixed-type products)
+        # the float32 products, in place in the words' buffer (the radius bits are consumed)
         a = f[:half]
         np.cos(t, out=a)
         np.multiply(a, r, out=a)
         b = f[half:]
         np.sin(t, out=b)
         np.multiply(b, r, out=b)
-        np.copyto(g, f)
-        return g
+        return f
+
+    def normals(self, rng: np.random.Generator) -> np.ndarray:
+        """The next ``2 * words_per_batch`` standard normals of the stream (a new float64 array)."""
+        return self._normals32(rng).astype(np.float64)
 
     def draw(self, rng: np.random.Generator) -> TrainBatch:
         """The next batch of the stream of ``rng`` (a ``Generator`` over ``SFC64``, see :func:`stream_generator`)."""
         n, s, d = self.n, self._sigma, self.setting.d
         L, D = self.setting.L, d + 1
-        g = self.normals(rng)
-        Z = g[: self._n_ctx].reshape(n, L, D)
-        q = g[self._n_ctx : self._n_ctx + self._n_q].reshape(n, D)
-        beta = g[self._n_ctx + self._n_q : self.n_normals].reshape(n, d)
+        f = self._normals32(rng)
+        Zt = self._Zt
+        # the context normals are token-major in the stream; widened to float64 straight into the
+        # feature-major layout (one pass)
+        np.copyto(Zt, f[: self._n_ctx].reshape(n, L, D).transpose(0, 2, 1))
+        qb = self._qb
+        np.copyto(qb, f[self._n_ctx : self.n_normals])
+        q = qb[: self._n_q].reshape(n, D)
+        beta = qb[self._n_q :].reshape(n, d)
         beta *= 1.0 / math.sqrt(d)
         xq = self._xq
-        if self._CT is not None:  # x = C z (row-wise z Cᵀ), before the responses are formed
-            np.matmul(Z[..., :d], self._CT, out=self._X)
-            Z[..., :d] = self._X
-            np.matmul(q[:, :d], self._CT, out=xq)
+        if self._C is not None:  # x = C z, before the responses are formed
+            np.matmul(self._C, Zt[:, :d, :], out=self._X)
+            Zt[:, :d, :] = self._X
+            np.matmul(q[:, :d], self._C.T, out=xq)
         else:
             np.copyto(xq, q[:, :d])
-        # y_l = (β, σ)·(x_l, ε_l): one product with the context rows (ε_l is their last entry)
+        # y_l = (β, σ)·(x_l, ε_l): one product with the context columns (ε_l is their last row)
         be = self._be
-        be[:, :d, 0] = beta
-        np.matmul(Z, be, out=self._y)
-        Z[..., d] = self._y[..., 0]
-        Zt = self._Zt
-        np.copyto(Zt, Z.transpose(0, 2, 1))
+        be[:, 0, :d] = beta
+        np.matmul(be, Zt, out=self._y)
+        Zt[:, d, :] = self._y[:, 0, :]
         yq = self._yq
         np.einsum("nj,nj->n", xq, beta, out=yq)
         yq += s * q[:, d]
-        return TrainBatch(Z, Zt, xq, yq, beta, self.setting)
+        return TrainBatch(self._Z, Zt, xq, yq, beta, self.setting)

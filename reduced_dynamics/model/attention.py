@@ -349,15 +349,16 @@ class AttentionModel:
         if D != self.d + 1 or xq.shape != (n, self.d):
             raise ValueError(f"`batch` must have d = {self.d}, got Z shape {Z.shape}, xq shape {xq.shape}")
 
-    def _forward(self, A, v, Z, Zt, xq):
-        """Forward pass on token arrays; ``Zt`` is ``Z`` transposed to ``(n, D, L)``, C-contiguous.
+    def _forward(self, A, v, Zt, xq):
+        """Forward pass on the feature-major tokens ``Zt`` (``(n, D, L)``, C-contiguous).
 
-        Returns ``yhat`` and the cache ``(E, s, R)``: the unnormalised softmax weights
+        Returns ``yhat`` and the cache ``(E, s, Rt)``: the unnormalised softmax weights
         ``E`` (``P = E / s``; linear attention: ``E = P``, ``s = None``), their row sums ``s``
-        ``(n, H)`` and ``R = Σ_l P z_l`` ``(n, H, D)``. For an activation other than ``exp``,
-        ``E`` is replaced by the pair ``(f(S), f'(S))`` (the backward pass needs ``f'``).
+        ``(n, H)`` and ``Rt = Σ_l z_l P_l`` ``(n, D, H)`` (``R = Σ_l P z_l`` transposed). For an
+        activation other than ``exp``, ``E`` is replaced by the pair ``(f(S), f'(S))`` (the backward
+        pass needs ``f'``).
         """
-        n, L, D = Z.shape
+        n, D, L = Zt.shape
         d, H = self.d, self.n_heads
         # u[n,h,i] = Σ_j A[h,i,j] xq[n,j]  (z_q's last entry is 0)
         W = A[:, :, :d].transpose(2, 0, 1).reshape(d, H * D)
@@ -365,8 +366,8 @@ class AttentionModel:
         E = np.matmul(U, Zt)  # (n, H, L) scores; C-contiguous operands keep the batched products fast
         if self.attention == "softmax" and self.activation.name != "exp":
             F, dF, s = _weights(E, self.activation, "AttentionModel")
-            R = np.matmul(F, Z)
-            R /= s[..., None]
+            Rt = np.matmul(Zt, F.transpose(0, 2, 1))  # (n, D, H); each Fᵀ is a column-major operand
+            Rt /= s[:, None, :]
             E = (F, dF)
         elif self.attention == "softmax":
             # exp without the row maximum when every score is moderate (same softmax, one pass less);
@@ -375,48 +376,48 @@ class AttentionModel:
                 E -= E.max(axis=-1, keepdims=True)
             np.exp(E, out=E)
             s = (E.reshape(n * H, L) @ np.ones(L)).reshape(n, H)  # row sums as one product (E.sum is ~4x slower)
-            R = np.matmul(E, Z)  # (n, H, D)
-            R /= s[..., None]
+            Rt = np.matmul(Zt, E.transpose(0, 2, 1))  # (n, D, H)
+            Rt /= s[:, None, :]
         else:
             E *= 1.0 / (self.norm_L or L)
             s = None
-            R = np.matmul(E, Z)
-        yhat = R.reshape(n, H * D) @ v.reshape(H * D)
-        return yhat, (E, s, R)
+            Rt = np.matmul(Zt, E.transpose(0, 2, 1))
+        yhat = Rt.reshape(n, D * H) @ v.T.reshape(D * H)
+        return yhat, (E, s, Rt)
 
-    def _backward(self, v, Z, Zt, xq, g, cache):
+    def _backward(self, v, Zt, xq, g, cache):
         """Gradients ``(dA, dv)`` of ``Σ_n g_n ŷ_n`` from the cache of :meth:`_forward`.
 
         Softmax: ``dS = P ⊙ (dP − Σ_l P dP)`` with ``dP[n,h,l] = g_n z_l·v_h`` and
         ``Σ_l P dP = g_n v_h·R[n,h]``, so ``dS = g_n (E/s) ⊙ (z_l·v_h − v_h·R)``.
         """
-        E, s, R = cache
-        n, L, D = Z.shape
+        E, s, Rt = cache
+        n, D, L = Zt.shape
         d, H = self.d, self.n_heads
-        dv = (g @ R.reshape(n, H * D)).reshape(H, D)
+        dv = np.ascontiguousarray((g @ Rt.reshape(n, D * H)).reshape(D, H).T)
         T = np.matmul(v, Zt)  # (n, H, L): z_l · v_h
         if self.attention == "softmax":
             # general f: dS = g_n (f'(S)/s) ⊙ (z_l·v_h − v_h·R); for exp f' = f = E
-            T -= np.einsum("nhi,hi->nh", R, v)[..., None]
+            T -= np.einsum("nih,hi->nh", Rt, v)[..., None]
             T *= E[1] if isinstance(E, tuple) else E
-            scale = (g[:, None] / s)[..., None]  # (n, H, 1)
+            scale = (g[:, None] / s)[:, None, :]  # (n, 1, H)
         else:
             scale = (g * (1.0 / (self.norm_L or L)))[:, None, None]
-        dU = np.matmul(T, Z)  # (n, H, D); the per-prompt factor is applied to it, not to the larger T
-        dU *= scale
+        dUt = np.matmul(Zt, T.transpose(0, 2, 1))  # (n, D, H); the per-prompt factor is applied to it, not to T
+        dUt *= scale
         dA = np.zeros((H, D, D))
-        dA[:, :, :d] = (dU.reshape(n, H * D).T @ xq).reshape(H, D, d)
+        dA[:, :, :d] = (dUt.reshape(n, D * H).T @ xq).reshape(D, H, d).transpose(1, 0, 2)
         return dA, dv
 
-    def _loss_and_grad_arrays(self, params, Z, Zt, xq, yq) -> tuple[float, dict]:
-        """``loss_and_grad`` on validated arrays (the trainer's entry point; no checks)."""
+    def _loss_and_grad_arrays(self, params, Zt, xq, yq) -> tuple[float, dict]:
+        """``loss_and_grad`` on validated arrays, ``Zt`` feature-major (the trainer's entry point; no checks)."""
         KQ, ov = self._circuits(params)
-        yhat, cache = self._forward(KQ, ov, Z, Zt, xq)
+        yhat, cache = self._forward(KQ, ov, Zt, xq)
         r = yhat - yq
         n = r.size
         loss = float(r @ r / n)
         g = r * (2.0 / n)
-        dA, dv = self._backward(ov, Z, Zt, xq, g, cache)
+        dA, dv = self._backward(ov, Zt, xq, g, cache)
         if self.parameterisation == "merged":
             return loss, {"KQ": dA, "ov": dv}
         c = 1.0 / math.sqrt(self.d + 1)
@@ -431,7 +432,7 @@ class AttentionModel:
 
     def _train_loss_and_grad(self, params, batch) -> tuple[float, dict]:
         """``loss_and_grad`` on a trainer batch (``reduced_dynamics.model._batches.TrainBatch``)."""
-        return self._loss_and_grad_arrays(params, batch.tokens, batch.tokens_t, batch.x_q, batch.y_q)
+        return self._loss_and_grad_arrays(params, batch.tokens_t, batch.x_q, batch.y_q)
 
     @staticmethod
     def _transposed(Z):
@@ -445,7 +446,7 @@ class AttentionModel:
         tok = as_tokens(batch)
         Z, xq = tok.tokens, tok.x_q
         self._check_batch(Z, xq)
-        return self._forward(KQ, ov, Z, self._transposed(Z), xq)[0]
+        return self._forward(KQ, ov, self._transposed(Z), xq)[0]
 
     def loss(self, params, batch) -> float:
         """Mean squared error ``mean (ŷ − y_q)²`` on a :class:`~reduced_dynamics.Prompts` batch."""
@@ -459,7 +460,7 @@ class AttentionModel:
         tok = as_tokens(batch)
         Z, xq = tok.tokens, tok.x_q
         self._check_batch(Z, xq)
-        return self._loss_and_grad_arrays(params, Z, self._transposed(Z), xq, tok.y_q)
+        return self._loss_and_grad_arrays(params, self._transposed(Z), xq, tok.y_q)
 
 
 @dataclass(frozen=True)

@@ -120,7 +120,8 @@ def test_sampler_bytes_counts_the_buffers(n, d, L, aniso):
     """sampler_bytes (TrainConfig's memory estimate) == the bytes the sampler allocates, raw words included."""
     s = Setting(d=d, L=L, Sigma=np.diag(np.arange(1.0, d + 1)) if aniso else None)
     ts = TokenSampler(n, s)
-    bufs = (ts._g, ts._Zt, ts._r, ts._t, ts._xq, ts._yq, ts._be, ts._y) + ((ts._X,) if aniso else ())
+    bufs = [a for a in vars(ts).values() if isinstance(a, np.ndarray)]  # every array the sampler holds
+    assert len(bufs) == (11 if aniso else 9)
     held = sum(a.nbytes for a in bufs)
     raw = stream_generator(0).bit_generator.random_raw(ts.words_per_batch)
     assert sampler_bytes(n, s) == held + raw.nbytes
