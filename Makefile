@@ -50,13 +50,15 @@ run: $(STAMP_RUN)
 
 # The docs build (~65 s) and the wheel check (~35 s) are single-threaded: they run side by side on two cores,
 # and the recipe fails if either does (the suite's docs tests read the built site, so they come before it).
+# --dist loadfile: each test file runs on one worker, so a module's fixtures are made once and transformer_lens
+# (~9 s of CPU to import) is imported by one worker only (tests/reduced_dynamics/importers/test_transformerlens.py).
 test: $(STAMP_TEST)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	@$(SPHINX) & docs=$$!; $(MAKE) --no-print-directory dist-check; wheel=$$?; wait $$docs; built=$$?; \
 	  [ $$built -eq 0 ] || echo "error: the Sphinx build failed (exit $$built)" >&2; \
 	  [ $$wheel -eq 0 ] && [ $$built -eq 0 ]
-	$(PY) -m pytest -q -p no:cacheprovider -n auto --dist worksteal
+	$(PY) -m pytest -q -p no:cacheprovider -n auto --dist loadfile
 
 # The sdist and the wheel, built with the venv's setuptools (no isolated build env: offline, seconds; the
 # test extra brings setuptools, build and twine), then checked by twine (metadata, README rendering).
@@ -86,7 +88,7 @@ dist-check: dist
 # on 2 cores; scripts/fast_lane_modules.py checks that it still runs code of every module). No ruff,
 # docs or packaging: `make test` is the gate.
 test-fast: $(STAMP_TEST)
-	$(PY) -m pytest -q -p no:cacheprovider -n 2 -m "not slow" --hypothesis-profile=fast
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not slow" --hypothesis-profile=fast
 
 docs: $(STAMP_TEST)
 	$(SPHINX)

@@ -1,8 +1,10 @@
 """`analyze` on a checkpoint of each format, written by the framework that owns the format.
 
-Each checkpoint is a real object's own file: ``torch.save`` of an ``AuthorsAttention``, a
-one-layer attention-only ``HookedTransformer`` and an ``nn.MultiheadAttention`` state dict, and
-the package's own ``.npz`` / ``.safetensors`` writers. The command's JSON must carry the state that
+Each checkpoint is a real object's own file: ``torch.save`` of an ``AuthorsAttention`` and an
+``nn.MultiheadAttention`` state dict, and the package's own ``.npz`` / ``.safetensors`` writers (a
+one-layer attention-only ``HookedTransformer``'s is read in
+``tests/reduced_dynamics/importers/test_transformerlens.py::test_analyze_command_reads_a_hooked_transformer_checkpoint``,
+so that one test file imports transformer_lens). The command's JSON must carry the state that
 the framework's own weights give (read off the torch tensors here, by hand: an independent route
 from the importers' code), and the same prompts must give the same model risk as the in-memory
 analysis of the live torch object.
@@ -20,9 +22,6 @@ import torch
 from reduced_dynamics import Setting
 from reduced_dynamics.cli import main
 from reduced_dynamics.importers import AuthorsAttention, analyze, export, load
-
-# transformer_lens 3.x announces HookedTransformer's removal in 4.0 (the lens extra pins < 4)
-pytestmark = pytest.mark.filterwarnings("ignore:HookedTransformer is deprecated:DeprecationWarning")
 
 D_COV, HEADS = 3, 2
 D = D_COV + 1
@@ -66,30 +65,7 @@ def _mha():
     return net, sd, KQ, ov, ["--n-heads", str(HEADS)]
 
 
-def _transformerlens():
-    from transformer_lens import HookedTransformer, HookedTransformerConfig
-
-    torch.manual_seed(2)
-    cfg = HookedTransformerConfig(
-        n_layers=1,
-        d_model=D,
-        d_head=D,
-        n_heads=HEADS,
-        n_ctx=32,
-        d_vocab=5,
-        attn_only=True,
-        normalization_type=None,
-        dtype=torch.float64,
-    )
-    net = HookedTransformer(cfg)
-    a = net.blocks[0].attn
-    WQ, WK, WV, WO = (t.detach().numpy() for t in (a.W_Q, a.W_K, a.W_V, a.W_O))
-    KQ = np.stack([WK[h] @ WQ[h].T / a.attn_scale for h in range(HEADS)])
-    ov = np.stack([WV[h] @ WO[h][:, D_COV] for h in range(HEADS)])
-    return net, net.state_dict(), KQ, ov, []
-
-
-FRAMEWORKS = {"authors": _authors, "mha": _mha, "transformerlens": _transformerlens}
+FRAMEWORKS = {"authors": _authors, "mha": _mha}
 
 
 @pytest.mark.parametrize("fmt", sorted(FRAMEWORKS))

@@ -9,7 +9,10 @@ imported once for the module (about 4 s).
 
 from __future__ import annotations
 
+import json
+import re
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -201,3 +204,51 @@ def test_models_outside_the_paper_are_refused_with_one_line(lens, case, form, re
 def test_lnpre_is_refused_on_the_object(lens, refused):
     """normalization_type='LNPre' has no weights, so only the object shows it; the object is refused."""
     refused(from_transformerlens, build(lens, normalization_type="LNPre"), match="LayerNorm")
+
+
+# ------------------------------------------------------------------ the command line
+
+
+def test_analyze_command_reads_a_hooked_transformer_checkpoint(lens, capsys, tmp_path):
+    """`analyze` on ``torch.save`` of a one-layer attention-only HookedTransformer's state dict: the command's
+    state is the one the lens's own weights give (read off by hand: ω_h the mean diagonal of the covariate block
+    of W_K W_Qᵀ / attn_scale, μ_h the response entry of W_V W_O), and the file and the live object are one model
+    (same prompts, same risk to the last digit). The ``transformerlens`` case of
+    tests/reduced_dynamics/cli/test_analyze_formats.py, kept in this file so that one test file imports
+    transformer_lens (:func:`test_no_other_test_file_imports_transformer_lens`)."""
+    from reduced_dynamics.cli import main
+    from reduced_dynamics.importers import analyze
+
+    d_cov, heads = 3, 2
+    net = build(
+        lens, seed=2, d_model=d_cov + 1, d_head=d_cov + 1, n_heads=heads, n_ctx=32, d_vocab=5, dtype=torch.float64
+    )
+    a = net.blocks[0].attn
+    WQ, WK, WV, WO = (t.detach().numpy() for t in (a.W_Q, a.W_K, a.W_V, a.W_O))
+    KQ = np.stack([WK[h] @ WQ[h].T / a.attn_scale for h in range(heads)])
+    omega = np.array([np.diag(k[:d_cov, :d_cov]).mean() for k in KQ])
+    mu = np.array([WV[h] @ WO[h][:, d_cov] for h in range(heads)])[:, d_cov]
+    path = tmp_path / "lens.pt"
+    torch.save(net.state_dict(), path)
+    for how in ("auto", "transformerlens"):
+        rc = main(
+            ["analyze", str(path), "--format", how, "--n-prompts", "300", "--lengths", "10", "--L", "20"]
+            + ["--quiet", "--json"]
+        )
+        out, err = capsys.readouterr()
+        assert rc == 0, err
+        doc = json.loads(out)
+        np.testing.assert_allclose(doc["state"]["omega"], omega, rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(doc["state"]["mu"], mu, rtol=1e-12, atol=1e-15)
+    setting = Setting(d=d_cov, L=20, sigma2=0.1)
+    live = analyze(load(net, n_heads=heads), setting=setting, lengths=[10], n_prompts=300, seed=0)
+    assert doc["risks"]["risk"]["model"] == pytest.approx(live.to_dict()["risks"]["risk"]["model"], rel=1e-12)
+
+
+def test_no_other_test_file_imports_transformer_lens():
+    """Importing transformer_lens costs ~9 s of CPU: the suite does it in this one file, which runs on one
+    worker (`make test`: ``--dist loadfile``)."""
+    tests = Path(__file__).resolve().parents[2]
+    pattern = re.compile(r"^\s*(from|import) transformer_lens\b", re.M)
+    users = sorted(p.relative_to(tests).as_posix() for p in tests.rglob("*.py") if pattern.search(p.read_text("utf-8")))
+    assert users == ["reduced_dynamics/importers/test_transformerlens.py"]
