@@ -124,10 +124,13 @@ def normals32(rng, out) -> np.ndarray:
     :math:`\rho_i\sin\theta_i` (the last sine is dropped when ``N`` is odd), all in float32 with
     numpy's vectorised ``log``, ``sqrt``, ``cos``, ``sin``: the transform of the trainer's sampler
     (``reduced_dynamics.model._batches``). The radius is at most ``sqrt(46 log 2) = 5.65``: the
-    tail beyond it (probability ``1.6e-8`` per normal) is cut off, which lowers the variance by
+    tail beyond it (probability ``1.6e-8`` per normal) is cut off (and a radius is exactly 0 when its
+    word's top 23 bits are 0, probability ``2⁻²³``), which lowers the variance by
     ``5e-7`` relative, and the values have float32 resolution. About four times as fast as
     numpy's float64 ziggurat here.
     """
+    if not (isinstance(out, np.ndarray) and out.dtype == np.float32 and out.flags.c_contiguous):
+        raise ValueError("`out` must be a C-contiguous float32 array (the normals are written in place)")
     flat = out.reshape(-1)
     N = flat.size
     W = (N + 1) // 2
@@ -221,12 +224,13 @@ def draw_stats32(rng, s, y, yq, r2, *, d, sigma2, conditional, normals=None, y_s
     Same statistics as ``sample_prompts(..., stats_only=True)`` (module docstring of
     :mod:`reduced_dynamics.estimation.prompts`). Draw order (the stream contract of
     ``precision="single"``, stream version 4): the even part of ``|x_q|² ~ χ²_d`` (:func:`chi2_32`),
-    then, with ``conditional``, one :func:`normals32` call of ``m L`` normals ``a`` (m, L), plus ``m``
-    more when ``d`` is odd and at most :data:`CHI2_SMALL_MAX` (their squares complete ``|x_q|²``);
-    otherwise the even part of ``|β_⊥|² d ~ χ²_{d-1}`` and one :func:`normals32` call of
-    ``2 m L + 2 m`` normals: ``a`` (m, L), the combined context noise (m, L), ``β₁√d`` (m) and
-    ``ε_q`` (m), in this order, then ``m`` normals completing whichever of the two χ² has an odd
-    number of degrees of freedom at most :data:`CHI2_SMALL_MAX` (none when neither has).
+    then, with ``conditional``, one :func:`normals32` call of ``N = m L + e m`` normals: ``a`` (m, L),
+    then, when ``e = 1`` (``d`` odd and at most :data:`CHI2_SMALL_MAX`), ``m`` normals whose squares
+    complete ``|x_q|²``; otherwise the even part of ``|β_⊥|² d ~ χ²_{d-1}`` and one :func:`normals32`
+    call of ``N = 2 m L + 2 m + e m`` normals: ``a`` (m, L), the combined context noise (m, L),
+    ``β₁√d`` (m), ``ε_q`` (m), in this order, then, when ``e = 1`` (one of ``d``, ``d − 1`` is odd and
+    at most :data:`CHI2_SMALL_MAX`; at most one of them is odd), ``m`` normals completing that χ². ``N``
+    sets every value (Box–Muller pairs entry ``i`` with entry ``ceil(N/2) + i``).
 
     ``normals``: optional float32 work buffer of at least ``2 m L + 3 m`` entries (``s`` and
     ``y`` may be views of it, as :func:`stats_buffers` makes them).
@@ -235,7 +239,8 @@ def draw_stats32(rng, s, y, yq, r2, *, d, sigma2, conditional, normals=None, y_s
     :math:`y_l / c = \text{noise}_l + (\beta_1 / c) a_l` with
     :math:`c = \sqrt{|\beta_\perp|^2 + \sigma^2}` written to ``y_scale`` (one pass over the
     (m, L) block less; :func:`stats_losses` takes the factor into its per-prompt sums), unless some
-    ``c`` is 0 (``σ² = 0``, ``d = 1``): then ``y`` is scaled and ``y_scale`` is 1.
+    ``c`` is 0 (only without noise, ``σ² = 0``: at ``d = 1``, or at ``d = 2`` when the one normal of
+    ``χ²_1`` is exactly 0, probability 2⁻²³ per prompt): then ``y`` is scaled and ``y_scale`` is 1.
     """
     m, L = s.shape
     nm = m * L
@@ -264,7 +269,7 @@ def draw_stats32(rng, s, y, yq, r2, *, d, sigma2, conditional, normals=None, y_s
         beta1 = g[2 * nm : 2 * nm + m].astype(np.float64)
         beta1 *= 1.0 / math.sqrt(d)
         c = np.sqrt(bperp2 + sigma2)
-        if y_scale is None or not c.min() > 0:  # (c = 0 only without noise, d = 1: y = β₁ a, scaled)
+        if y_scale is None or not c.min() > 0:  # (c = 0 only without noise: y = β₁ a, scaled)
             np.multiply(noise, c.astype(np.float32)[:, None], out=y)
             y += beta1.astype(np.float32)[:, None] * a
             if y_scale is not None:

@@ -117,7 +117,7 @@ _PRECISIONS = ("auto", "double", "single")
 #: single-precision ``"stats"`` stream itself changed (version 2 drew its uniforms with
 #: ``Generator.random``). The double-precision streams (``precision="double"``, the numba backend,
 #: ``"full"``) are those of version 2. Version 4 changed the single-precision streams again: a χ² with at
-#: most eight degrees of freedom (``|x_q|²`` and ``|β_⊥|² d`` at d <= 8, Bartlett rows at L − i <= 8) is
+#: most eight degrees of freedom (``|x_q|²`` at d <= 8, ``|β_⊥|² d ~ χ²_{d−1}`` at d <= 9, Bartlett rows at L − i <= 8) is
 #: built from float32 uniforms, ``−2 log`` of a product of ``k // 2`` of them, plus the square of one
 #: normal when ``k`` is odd (``reduced_dynamics.estimation._fast.chi2_32``), instead of a Gamma variate, and
 #: the blocks hold 3072 (statistics) and 4096 (Gram) prompts instead of 2048. The double-precision
@@ -224,7 +224,8 @@ class ChunkPlan(FrozenResult):
     Attributes
     ----------
     block_size : int
-        Prompts per RNG block (a function of the problem only).
+        Prompts per RNG block (a function of the problem and the stream's precision only; the value a
+        :class:`RiskResult` records is the one its prompts were drawn with).
     blocks_per_chunk : int
         Whole blocks evaluated together (from the memory budget).
     n_blocks : int
@@ -403,7 +404,7 @@ def plan_chunks(
     Returns
     -------
     ChunkPlan
-        ``block_size`` depends on the problem only; ``blocks_per_chunk`` is the
+        ``block_size`` depends on the problem and ``precision`` only; ``blocks_per_chunk`` is the
         largest number of whole blocks whose estimated working set fits in
         ``memory_budget`` (at least one block). A block larger than the budget is
         evaluated in slices of prompts that fit (same numbers).

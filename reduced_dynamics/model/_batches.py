@@ -32,7 +32,7 @@ It is the ``STREAM_VERSION = 2`` random stream of the trainer:
   transposed: the same stream, the responses equal to float64 rounding, ≤ 2e-16 relative);
 * with a covariance ``Σ`` (``setting.Sigma``), the standard normal covariates
   ``z`` so drawn are mapped to ``x = C z`` with ``C = cholesky(Σ)`` (lower
-  triangular, ``C Cᵀ = Σ``; one float64 ``(d, d)`` product per row) before the
+  triangular, ``C Cᵀ = Σ``; one float64 ``(d, d)·(d, L)`` product per prompt, feature-major) before the
   responses are formed. The stream consumes the same words, so its position
   after ``k`` batches does not depend on ``Σ``, and without ``Σ`` no product is
   taken: the isotropic stream is unchanged bit for bit (same stream version).

@@ -412,6 +412,73 @@ def test_single_gram_stream_follows_the_documented_draw_order(conditional):
     assert res.mean[0] == pytest.approx(np.mean(want), rel=1e-5 if not conditional else 1e-6)
 
 
+def _chi2_stream4(rng, k, m):
+    """A stream-4 χ²_k's draws in order: its even part from uniforms (k <= 8) or 2 Γ(k/2); (values, odd)."""
+    if k > _fast.CHI2_SMALL_MAX:
+        return 2.0 * rng.standard_gamma(k / 2.0, size=m), False
+    return _chi2_even(rng, k, m)
+
+
+@pytest.mark.parametrize("d", [1, 2, 4, 8, 9])
+def test_single_statistics_stream_at_small_d_follows_the_documented_draw_order(d):
+    """Block 0 rebuilt from the contract of ``draw_stats32`` where |β_⊥|² d ~ χ²_{d−1} is the odd one (d = 2, 4,
+    8), neither is (d = 9: χ²_9 from Gamma, χ²_8 from uniforms) or χ²_0 vanishes (d = 1): the GD loss, which
+    reads a, the context noise through c = √(|β_⊥|² + σ²), β₁, ε_q and |x_q|."""
+    from reduced_dynamics.estimation.risk import _block_size
+
+    setting, eta = Setting(d=d, L=L, sigma2=SIGMA2), 0.7
+    m = _block_size("stats", d, L)
+    rng = _block0(23)
+    r2, odd_r = _chi2_stream4(rng, d, m)
+    b2, odd_b = _chi2_stream4(rng, d - 1, m)
+    assert not (odd_r and odd_b)
+    nm = m * L
+    N = 2 * nm + (2 + odd_r + odd_b) * m
+    g = _box_muller_from_words(rng.bit_generator.random_raw((N + 1) // 2), N)
+    if odd_r:
+        r2 = r2 + g[2 * nm + 2 * m :] ** 2
+    elif odd_b:
+        b2 = b2 + g[2 * nm + 2 * m :] ** 2
+    a, noise = g[:nm].reshape(m, L), g[nm : 2 * nm].reshape(m, L)
+    beta1, eps_q = g[2 * nm : 2 * nm + m] / math.sqrt(d), g[2 * nm + m : 2 * nm + 2 * m]
+    c = np.sqrt(b2 / d + SIGMA2)
+    s, y = np.sqrt(r2)[:, None] * a, c[:, None] * noise + beta1[:, None] * a
+    yq = beta1 * np.sqrt(r2) + math.sqrt(SIGMA2) * eps_q
+    want = np.mean((yq - eta / L * (s * y).sum(axis=1)) ** 2)
+    res = estimate_risks([VanillaGD(eta)], setting, n_prompts=m, seed=23, sampler="stats", precision="single")
+    assert res.block_size == m
+    # float32 normals and sums (the engine) against float64 on the same words
+    assert res.mean[0] == pytest.approx(want, rel=1e-5)
+
+
+@pytest.mark.parametrize("conditional", [False, True])
+@pytest.mark.parametrize("d, L_", [(1, 1), (2, 3), (3, 4), (4, 9)])
+def test_single_gram_stream_at_small_L_follows_the_documented_draw_order(d, L_, conditional):
+    """Block 0 of the single-precision Gram stream where the Bartlett rows χ²_{L−i} come from uniforms (L − i <= 8),
+    several of them odd: rebuilt from the contract of ``draw_gram32`` and evaluated by LAPACK in float64 (Bayes
+    ridge reads r², every R_ii, the strict upper triangle and, plain, β, u, ε_q)."""
+    from reduced_dynamics.estimation.risk import _block_size
+
+    setting = Setting(d=d, L=L_, sigma2=SIGMA2)
+    m = _block_size("gram", d, L_)
+    rng = _block0(7)
+    parts = [_chi2_stream4(rng, k, m) for k in [d] + [L_ - i for i in range(d)]]
+    n_off = d * (d - 1) // 2
+    rows = n_off + (0 if conditional else 2 * d + 1)
+    n_odd = sum(odd for _, odd in parts)
+    N = (rows + n_odd) * m
+    g = _box_muller_from_words(rng.bit_generator.random_raw((N + 1) // 2), N).reshape(rows + n_odd, m)
+    x2, j = [], rows
+    for v, odd in parts:  # the completing rows, in the order r², R_00², R_11², ...
+        x2.append(v + g[j] ** 2 if odd else v)
+        j += odd
+    blk = _fast.GramBlock(x2[0], np.sqrt(np.array(x2[1:])), g[:n_off], None if conditional else g[n_off:rows])
+    want = _ridge_losses_by_lapack(blk, SIGMA2 * d, d, SIGMA2).mean()
+    res = estimate_risks([BayesRidge()], setting, n_prompts=m, seed=7, conditional=conditional)
+    assert res.sampler == "gram" and res.precision == "single" and res.block_size == m
+    assert res.mean[0] == pytest.approx(want, rel=1e-5)
+
+
 def test_auto_precision_is_single_on_the_fused_numpy_path_and_double_elsewhere():
     kw = dict(n_prompts=10, seed=0)
     assert estimate_risks([Zero(), VanillaGD(0.5)], SETTING, **kw).precision == "single"
