@@ -256,7 +256,7 @@ class RiskResult(FrozenResult):
     seed : int
         Root seed of the block streams.
     sampler : str
-        ``"stats"`` or ``"full"``.
+        ``"stats"``, ``"gram"`` or ``"full"``.
     conditional : bool
         Whether the per-prompt losses were Rao–Blackwellised.
     seconds : float

@@ -258,6 +258,21 @@ def test_plan_for_ten_million_prompts_fits_in_one_gib():
         assert B * k * _bytes_per_prompt(sampler, D, L, heads, 5) <= DEFAULT_MEMORY_BUDGET < 2**30
 
 
+@pytest.mark.parametrize("sampler, single, double", [("stats", 3072, 2048), ("gram", 4096, 2048), ("full", 2048, 2048)])
+def test_plan_block_size_is_the_one_each_stream_draws(sampler, single, double):
+    """The plan's block size per precision, and the one a run of that stream records (stream version 4)."""
+    assert plan_chunks(10**6, SETTING, sampler=sampler).block_size == single  # default: the single-precision stream
+    assert plan_chunks(10**6, SETTING, sampler=sampler, precision="double").block_size == double
+    preds = {"stats": [Zero()], "gram": [BayesRidge()], "full": [Zero()]}[sampler]
+    for precision, B in (("auto", single), ("double", double)):
+        if sampler == "full" and precision == "auto":
+            continue  # the full sampler has no single-precision stream
+        res = estimate_risks(preds, SETTING, n_prompts=10_000, seed=1, sampler=sampler, precision=precision)
+        assert res.block_size == B
+    with pytest.raises(ValueError, match="`precision` must be 'single' or 'double'"):
+        plan_chunks(10, SETTING, precision="half")
+
+
 @pytest.mark.parametrize("sampler", ["stats", "full"])
 def test_measured_peak_memory_respects_budget(sampler):
     budget = 8 * 2**20
