@@ -56,11 +56,9 @@ import math
 import numpy as np
 
 from reduced_dynamics._float32_normals import MINUS_TWO as _MINUS_TWO32
-from reduced_dynamics._float32_normals import ONE_BITS as _ONE_BITS
-from reduced_dynamics._float32_normals import SHIFT9 as _SHIFT9
 from reduced_dynamics._float32_normals import TWO as _TWO32
 from reduced_dynamics._float32_normals import TWO_PI as _TWO_PI32
-from reduced_dynamics._float32_normals import U32 as _U32
+from reduced_dynamics._float32_normals import unit_floats
 from reduced_dynamics.estimation.predictors import (
     BayesRidge,
     DebiasedGD,
@@ -134,10 +132,7 @@ def normals32(rng, out) -> np.ndarray:
     flat = out.reshape(-1)
     N = flat.size
     W = (N + 1) // 2
-    w = rng.bit_generator.random_raw(W).view(_U32)
-    np.right_shift(w, _SHIFT9, out=w)
-    np.bitwise_or(w, _ONE_BITS, out=w)
-    f = w.view(np.float32)  # 1 + k 2⁻²³ in [1, 2)
+    f = unit_floats(rng, W)  # 1 + k 2⁻²³ in [1, 2)
     rho, theta = f[:W], f[W:]
     np.subtract(_TWO32, rho, out=rho)  # u in [2⁻²³, 1]
     np.log(rho, out=rho)
@@ -178,10 +173,7 @@ def uniforms32(rng, n) -> np.ndarray:
     The midpoints make ``E[−log u]`` equal 1 to ``4e-8`` (cell endpoints would be off by ``1e-6``) and
     keep ``u`` away from 0 and 1.
     """
-    w = rng.bit_generator.random_raw((n + 1) // 2).view(_U32)[:n]
-    np.right_shift(w, _SHIFT9, out=w)
-    np.bitwise_or(w, _ONE_BITS, out=w)
-    f = w.view(np.float32)  # 1 + t 2⁻²³
+    f = unit_floats(rng, (n + 1) // 2)[:n]  # 1 + t 2⁻²³
     np.subtract(f, _U_OFFSET32, out=f)
     return f
 

@@ -54,11 +54,9 @@ import math
 import numpy as np
 
 from reduced_dynamics._float32_normals import MINUS_TWO as _MINUS_TWO
-from reduced_dynamics._float32_normals import ONE_BITS as _ONE_BITS
-from reduced_dynamics._float32_normals import SHIFT9 as _SHIFT9
 from reduced_dynamics._float32_normals import TWO as _TWO
 from reduced_dynamics._float32_normals import TWO_PI as _TWO_PI
-from reduced_dynamics._float32_normals import U32 as _U32
+from reduced_dynamics._float32_normals import unit_floats
 from reduced_dynamics._validation import check_positive_int
 from reduced_dynamics.estimation.prompts import Prompts
 from reduced_dynamics.setting import Setting, as_setting
@@ -187,10 +185,7 @@ class TokenSampler:
     def _normals32(self, rng: np.random.Generator) -> np.ndarray:
         """The next ``2 * words_per_batch`` standard normals of the stream, float32 (in the words' buffer)."""
         half, r, t = self._half, self._r, self._t
-        w = rng.bit_generator.random_raw(half).view(_U32)  # the 32-bit words, transformed in place
-        np.right_shift(w, _SHIFT9, out=w)
-        np.bitwise_or(w, _ONE_BITS, out=w)
-        f = w.view(np.float32)  # 1 + k 2⁻²³ in [1, 2), k the top 23 bits of each 32-bit word
+        f = unit_floats(rng, half)  # 1 + k 2⁻²³ in [1, 2), k the top 23 bits of each 32-bit word
         np.subtract(_TWO, f[:half], out=r)  # u in [2⁻²³, 1]
         np.log(r, out=r)
         np.multiply(r, _MINUS_TWO, out=r)
