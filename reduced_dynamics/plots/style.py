@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import io
+import math
 from collections.abc import Mapping
 
 import numpy as np
@@ -39,7 +40,9 @@ OKABE_ITO = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "
 
 #: The package's matplotlib rcParams (readable at README size).
 STYLE = {
-    "figure.dpi": 110,
+    # one resolution for drawing and saving: the layout's text extents are measured once and reused by the
+    # saved draw (save_figure); a figure drawn at another dpi than it is saved at measures them again
+    "figure.dpi": 130,
     "savefig.dpi": 130,
     "font.size": 10,
     "axes.titlesize": 11,
@@ -183,11 +186,61 @@ def save_figure(fig, path) -> None:
         raise TypeError(f"`fig` must be a matplotlib Figure or SubFigure, got {type(fig).__name__}")
     path = check_path("path", path, kind="new")
     fig = fig.figure if not isinstance(fig, Figure) else fig
-    buf = io.BytesIO()
     with style():
-        fig.savefig(buf, format="png", bbox_inches="tight")
+        png = _tight_png_by_crop(fig)
+        if png is None:
+            buf = io.BytesIO()
+            fig.savefig(buf, format="png", bbox_inches="tight")
+            png = buf.getvalue()
     plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
+    atomic_write_bytes(path, png)
+
+
+def _tight_png_by_crop(fig) -> bytes | None:
+    """The PNG of ``fig.savefig(format="png", bbox_inches="tight")`` from one draw, or None where it cannot be.
+
+    ``savefig`` with a tight box draws the figure twice at the saving resolution (once without output, to measure
+    the box; once more on a canvas of the box's size, which measures every text again). When every artist lies
+    on the figure's canvas, the tight picture is the canvas cropped to the box (padded by ``savefig.pad_inches``
+    and clipped to the canvas, where only the white margin is lost): this draws once, on the canvas the layout
+    already measured the texts on (``figure.dpi`` equals ``savefig.dpi`` in :data:`STYLE`). The crop starts on
+    whole pixels where ``savefig`` shifts the figure by the box's fraction of a pixel, so the antialiasing of
+    edges can differ; the size is the same to a pixel (tests/reduced_dynamics/plots/test_style.py compares both).
+    None (the caller uses ``savefig``): another canvas than Agg, a saving resolution other than the figure's,
+    savefig colours or transparency set in rcParams, or an artist beyond the canvas.
+    """
+    import matplotlib as mpl
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.image import imsave
+
+    rc = mpl.rcParams
+    dpi = fig.dpi if rc["savefig.dpi"] == "figure" else float(rc["savefig.dpi"])
+    canvas = fig.canvas
+    plain = rc["savefig.facecolor"] == "auto" and rc["savefig.edgecolor"] == "auto" and not rc["savefig.transparent"]
+    if type(canvas) is not FigureCanvasAgg or dpi != fig.dpi or not plain or canvas.device_pixel_ratio != 1:
+        return None
+    canvas.draw()
+    tight = fig.get_tightbbox(canvas.get_renderer())  # inches
+    width, height = fig.get_size_inches()
+    if not (tight.x0 >= 0 and tight.y0 >= 0 and tight.x1 <= width and tight.y1 <= height):
+        return None
+    box = tight.padded(rc["savefig.pad_inches"])
+    rgba = np.asarray(canvas.buffer_rgba())
+    rows, cols = rgba.shape[:2]
+    # as savefig: the picture is int(box size x dpi) pixels, its lower-left corner the box's, to the nearest pixel of
+    # the canvas (rows counted from the top; a half pixel, which tight_layout's pads give, rounds up: nearest to
+    # savefig's drawing shifted by that half pixel); where the padded box passes the canvas's edge there is no
+    # artist (checked above), only the figure's background
+    c0, r1 = math.floor(box.x0 * dpi + 0.5 + 1e-6), math.floor(rows - box.y0 * dpi + 0.5 + 1e-6)
+    c1, r0 = c0 + int(box.width * dpi + 1e-8), r1 - int(box.height * dpi + 1e-8)
+    crop = np.empty((r1 - r0, c1 - c0, 4), dtype=np.uint8)
+    crop[...] = np.round(np.asarray(fig.get_facecolor()) * 255.0)
+    top, left = max(r0, 0), max(c0, 0)
+    bottom, right = min(r1, rows), min(c1, cols)
+    crop[top - r0 : bottom - r0, left - c0 : right - c0] = rgba[top:bottom, left:right]
+    buf = io.BytesIO()
+    imsave(buf, crop, format="png", dpi=dpi)
+    return buf.getvalue()
 
 
 @styled
